@@ -1,0 +1,34 @@
+# Two entry points a new user needs: `make demo` and `make test`.
+# Both create the virtual environment at .venv/ on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(BIN)/gang-scheduler: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: $(BIN)/gang-scheduler
+	$(BIN)/gang-scheduler demo
+
+lint: $(BIN)/gang-scheduler
+	$(BIN)/ruff check cache policies scheduler tests bench
+	$(BIN)/ruff format --check cache policies scheduler tests bench
+
+typecheck: $(BIN)/gang-scheduler
+	$(BIN)/mypy
+
+unit: $(BIN)/gang-scheduler
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: $(BIN)/gang-scheduler
+	$(BIN)/python bench/planner.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,238 @@
+"""GPU devices, their pairwise links, a pod's GPU request and its device assignment.
+
+Conventions (docs/conventions.md lists them for users):
+- `gang-scheduler.io/gpu-topology` (node annotation, JSON, written by the node agent):
+  `{"version": 1, "devices": [{"index": 0, "uuid": "GPU-..", "model": "A100-SXM4-80GB",
+  "memoryMiB": 81920, "numa": 0, "healthy": true}, ...],
+  "links": [["X", "NV12", "SYS"], ...]}` where links[i][j] is the level between devices
+  i and j in `nvidia-smi topo -m` notation (NV<n>, BOARD, PIX, PXB, PHB, NODE, SYS).
+- `gang-scheduler.io/gpu-devices` (pod annotation, written at bind):
+  `<index>:<milli>[,<index>:<milli>...]`, e.g. `0:1000,1:1000` or `3:470`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import IntEnum
+
+from cache.resources import MILLI_PER_GPU, SHARED_GPU, WHOLE_GPU
+
+TOPOLOGY_ANNOTATION = "gang-scheduler.io/gpu-topology"
+ASSIGNMENT_ANNOTATION = "gang-scheduler.io/gpu-devices"
+TOPOLOGY_VERSION = 1
+
+# GPU feature discovery labels (NVIDIA GFD), read when no topology annotation exists.
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MEMORY_LABEL = "nvidia.com/gpu.memory"
+COUNT_LABEL = "nvidia.com/gpu.count"
+
+
+class LinkLevel(IntEnum):
+    """How two GPUs are joined, worst to best; the value orders them."""
+
+    UNKNOWN = 0
+    SYS = 1
+    NODE = 2
+    PHB = 3
+    PXB = 4
+    PIX = 5
+    BOARD = 6
+    NVLINK = 7
+
+
+# Pair scores as the field uses them (NVIDIA go-gpuallocator, HAMi): NVLink 100 per
+# link, same board 60, PIX 50, PXB 40, PHB 30, NODE 20, SYS 10. Unknown scores 0.
+LEVEL_SCORE = {
+    LinkLevel.UNKNOWN: 0,
+    LinkLevel.SYS: 10,
+    LinkLevel.NODE: 20,
+    LinkLevel.PHB: 30,
+    LinkLevel.PXB: 40,
+    LinkLevel.PIX: 50,
+    LinkLevel.BOARD: 60,
+}
+NVLINK_SCORE_PER_LINK = 100
+
+_NVLINK = re.compile(r"^NV(\d+)$")
+_LEVEL_NAMES = {level.name: level for level in LinkLevel if level != LinkLevel.NVLINK}
+
+
+def link_score(text: str) -> int:
+    """Score of one `nvidia-smi topo -m` cell ("NV4", "PIX", "SYS", ...)."""
+    cell = text.strip().upper()
+    match = _NVLINK.match(cell)
+    if match:
+        return NVLINK_SCORE_PER_LINK * max(1, int(match[1]))
+    level = _LEVEL_NAMES.get(cell)
+    if level is None:
+        raise ValueError(f"unknown GPU link level {text!r}")
+    return LEVEL_SCORE[level]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDevice:
+    index: int
+    uuid: str
+    model: str
+    memory_mib: int
+    numa: int | None
+    healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInventory:
+    """A node's devices and pair scores; `pair_scores` is None when links are unknown."""
+
+    devices: tuple[GpuDevice, ...]
+    pair_scores: tuple[tuple[int, ...], ...] | None
+
+
+def parse_topology(text: str) -> GpuInventory:
+    """Parse the topology annotation; raises ValueError with a readable message."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{TOPOLOGY_ANNOTATION} is not JSON: {error.msg}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{TOPOLOGY_ANNOTATION} must be a JSON object")
+    if data.get("version") != TOPOLOGY_VERSION:
+        raise ValueError(
+            f"{TOPOLOGY_ANNOTATION} version {data.get('version')!r} is not supported "
+            f"(expected {TOPOLOGY_VERSION})"
+        )
+    raw_devices = data.get("devices")
+    if not isinstance(raw_devices, list):
+        raise ValueError(f"{TOPOLOGY_ANNOTATION}: devices must be a list")
+    devices = []
+    for position, raw in enumerate(raw_devices):
+        if not isinstance(raw, dict):
+            raise ValueError(f"{TOPOLOGY_ANNOTATION}: device {position} is not an object")
+        if raw.get("index") != position:
+            raise ValueError(
+                f"{TOPOLOGY_ANNOTATION}: device {position} has index {raw.get('index')!r}; "
+                "devices must be listed by index from 0"
+            )
+        numa = raw.get("numa")
+        memory = raw.get("memoryMiB", 0)
+        if not isinstance(memory, int) or (numa is not None and not isinstance(numa, int)):
+            raise ValueError(f"{TOPOLOGY_ANNOTATION}: device {position} has a non-integer field")
+        devices.append(
+            GpuDevice(
+                index=position,
+                uuid=str(raw.get("uuid", "")),
+                model=str(raw.get("model", "")),
+                memory_mib=memory,
+                numa=numa,
+                healthy=bool(raw.get("healthy", True)),
+            )
+        )
+    links = data.get("links")
+    if links is None:
+        return GpuInventory(tuple(devices), None)
+    count = len(devices)
+    if not isinstance(links, list) or len(links) != count:
+        raise ValueError(f"{TOPOLOGY_ANNOTATION}: links must be a {count}x{count} matrix")
+    scores: list[tuple[int, ...]] = []
+    for i, row in enumerate(links):
+        if not isinstance(row, list) or len(row) != count:
+            raise ValueError(f"{TOPOLOGY_ANNOTATION}: links row {i} must have {count} cells")
+        scores.append(tuple(0 if i == j else link_score(str(cell)) for j, cell in enumerate(row)))
+    for i in range(count):
+        for j in range(i):
+            if scores[i][j] != scores[j][i]:
+                raise ValueError(f"{TOPOLOGY_ANNOTATION}: links[{i}][{j}] != links[{j}][{i}]")
+    return GpuInventory(tuple(devices), tuple(scores))
+
+
+def inventory_from_capacity(whole: int, shared_milli: int, labels: dict[str, str]) -> GpuInventory:
+    """Devices inferred from `nvidia.com/gpu` / `nvidia.com/vgpu` capacity and GFD labels.
+
+    Both resources describe the same physical GPUs, so the node has as many devices as
+    the larger of the two implies (GFD's count label when it is larger still). Links
+    are unknown.
+    """
+    count = max(whole, -(-shared_milli // MILLI_PER_GPU))
+    if count and labels.get(COUNT_LABEL, "").isdigit():
+        count = max(count, int(labels[COUNT_LABEL]))
+    model = labels.get(PRODUCT_LABEL, "")
+    memory_text = labels.get(MEMORY_LABEL, "")
+    memory = int(memory_text) if memory_text.isdigit() else 0
+    devices = tuple(GpuDevice(i, "", model, memory, None) for i in range(count))
+    return GpuInventory(devices, None)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """What a pod asks of GPUs: `count` devices with `milli` free on each (0 = none)."""
+
+    count: int = 0
+    milli: int = 0
+
+    @property
+    def total_milli(self) -> int:
+        return self.count * self.milli
+
+    @property
+    def fractional(self) -> bool:
+        return 0 < self.milli < MILLI_PER_GPU
+
+    def describe(self) -> str:
+        if not self.count:
+            return "no GPU"
+        if self.fractional:
+            return f"{self.milli}/{MILLI_PER_GPU} of one GPU"
+        return f"{self.count} whole GPU" + ("s" if self.count > 1 else "")
+
+
+NO_GPU = GpuRequest()
+
+
+def gpu_request(requests: dict[str, int]) -> GpuRequest:
+    """A pod's GPU request from its summed requests; ValueError explains a refusal."""
+    whole = requests.get(WHOLE_GPU, 0)
+    shared = requests.get(SHARED_GPU, 0)
+    if whole and shared:
+        raise ValueError(
+            f"requests both {WHOLE_GPU} ({whole}) and {SHARED_GPU} ({shared}); ask for one"
+        )
+    if whole:
+        return GpuRequest(whole, MILLI_PER_GPU)
+    if not shared:
+        return NO_GPU
+    if shared < MILLI_PER_GPU:
+        return GpuRequest(1, shared)
+    if shared % MILLI_PER_GPU:
+        raise ValueError(
+            f"{SHARED_GPU}: {shared} is above {MILLI_PER_GPU} but not a whole multiple of it; "
+            f"a share under {MILLI_PER_GPU} fits on one GPU, larger requests take whole GPUs"
+        )
+    return GpuRequest(shared // MILLI_PER_GPU, MILLI_PER_GPU)
+
+
+DeviceShares = tuple[tuple[int, int], ...]
+"""(device index, milli) pairs, sorted by index."""
+
+
+def format_assignment(shares: DeviceShares) -> str:
+    return ",".join(f"{index}:{milli}" for index, milli in shares)
+
+
+def parse_assignment(text: str) -> DeviceShares:
+    """Parse `0:1000,1:1000`; raises ValueError with a readable message."""
+    shares: dict[int, int] = {}
+    for part in text.split(","):
+        index_text, sep, milli_text = part.strip().partition(":")
+        if not sep or not index_text.isdigit() or not milli_text.isdigit():
+            raise ValueError(
+                f"{ASSIGNMENT_ANNOTATION}: {part.strip()!r} is not <device index>:<milli>"
+            )
+        index, milli = int(index_text), int(milli_text)
+        if not 0 < milli <= MILLI_PER_GPU or index in shares:
+            raise ValueError(
+                f"{ASSIGNMENT_ANNOTATION}: {part.strip()!r} repeats a device or has a share "
+                f"outside 1..{MILLI_PER_GPU}"
+            )
+        shares[index] = milli
+    return tuple(sorted(shares.items()))

@@ -1,0 +1,192 @@
+"""Slim pod records built from the API's JSON, with requests summed as kube-scheduler does."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cache import resources as res
+from cache.gpu import (
+    ASSIGNMENT_ANNOTATION,
+    NO_GPU,
+    DeviceShares,
+    GpuRequest,
+    gpu_request,
+    parse_assignment,
+)
+from cache.terms import (
+    SelectorTerm,
+    Toleration,
+    parse_required_affinity,
+    parse_tolerations,
+)
+
+GANG_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
+MIN_MEMBER_ANNOTATION = "gang-scheduler.io/min-member"
+DEFAULT_SCHEDULER = "default-scheduler"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(slots=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    resource_version: str = ""
+    scheduler_name: str = DEFAULT_SCHEDULER
+    node_name: str = ""
+    phase: str = "Pending"
+    priority: int = 0
+    created: float = 0.0
+    deleting: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+    requests: res.Resources = field(default_factory=dict)
+    gpu: GpuRequest = NO_GPU
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_affinity: tuple[SelectorTerm, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    gang_name: str | None = None
+    min_member_text: str | None = None
+    assignment: DeviceShares | None = None
+    # Why this pod cannot be scheduled as written (malformed request, refused GPU
+    # shape, ...). A pending pod with problems is refused with these messages.
+    problems: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def gang_key(self) -> str:
+        """The learning task this pod belongs to; a pod with no gang is a gang of one."""
+        if self.gang_name:
+            return f"{self.namespace}/{self.gang_name}"
+        return f"{self.namespace}/pod:{self.name}"
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)
+
+    @property
+    def consumes_resources(self) -> bool:
+        return bool(self.node_name) and self.phase not in TERMINAL_PHASES
+
+    def placement_signature(self) -> Hashable:
+        """Equal for pods that any placement treats alike (members of one template)."""
+        return (
+            tuple(sorted(self.requests.items())),
+            self.gpu,
+            tuple(sorted(self.node_selector.items())),
+            self.required_affinity,
+            self.tolerations,
+        )
+
+
+def parse_time(text: object) -> float:
+    """RFC 3339 timestamp to epoch seconds; 0.0 when absent or malformed."""
+    if not isinstance(text, str) or not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _container_requests(container: Mapping[str, Any]) -> res.Resources:
+    spec = container.get("resources") or {}
+    # The API server defaults a missing request to its limit; do the same so that
+    # objects built by hand (tests, simulator) behave as stored ones do.
+    merged = dict(spec.get("limits") or {})
+    merged.update(spec.get("requests") or {})
+    return res.parse_resource_list(merged)
+
+
+def pod_requests(spec: Mapping[str, Any]) -> res.Resources:
+    """Effective requests as kube-scheduler computes them (resourcehelper.PodRequests).
+
+    Regular containers are summed; restartable init containers (sidecars) run beside
+    them and add to the sum; each ordinary init container runs alone with the sidecars
+    started before it, so the pod needs the larger of the two phases; overhead adds on.
+    """
+    running = res.total_of(_container_requests(c) for c in spec.get("containers") or ())
+    sidecars: res.Resources = {}
+    init_peak: res.Resources = {}
+    for container in spec.get("initContainers") or ():
+        requests = _container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            res.add(sidecars, requests)
+            init_peak = res.maximum(init_peak, sidecars)
+        else:
+            phase = dict(requests)
+            res.add(phase, sidecars)
+            init_peak = res.maximum(init_peak, phase)
+    res.add(running, sidecars)
+    total = res.maximum(running, init_peak)
+    res.add(total, res.parse_resource_list(spec.get("overhead")))
+    return {name: amount for name, amount in total.items() if amount}
+
+
+def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
+    """Build a PodInfo from a pod's JSON. Never raises on a user's values: what cannot
+    be read becomes a problem message on the record."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    labels = dict(meta.get("labels") or {})
+    annotations = meta.get("annotations") or {}
+    node_name = str(spec.get("nodeName") or "")
+    problems: list[str] = []
+
+    requests: res.Resources = {}
+    gpu = NO_GPU
+    try:
+        requests = pod_requests(spec)
+        gpu = gpu_request(requests)
+    except ValueError as error:
+        problems.append(str(error))
+
+    affinity = None
+    tolerations: tuple[Toleration, ...] = ()
+    try:
+        affinity = parse_required_affinity(spec.get("affinity"))
+        tolerations = parse_tolerations(spec.get("tolerations"))
+    except ValueError as error:
+        problems.append(str(error))
+
+    assignment = None
+    # A value written before the pod was bound came from a user, not from a
+    # scheduler's bind: it is never trusted.
+    if node_name and ASSIGNMENT_ANNOTATION in annotations:
+        try:
+            assignment = parse_assignment(str(annotations[ASSIGNMENT_ANNOTATION]))
+        except ValueError as error:
+            problems.append(str(error))
+
+    priority = spec.get("priority")
+    gang_name = labels.get(GANG_LABEL) or annotations.get(VOLCANO_GANG_ANNOTATION) or None
+    min_member = annotations.get(MIN_MEMBER_ANNOTATION)
+    return PodInfo(
+        uid=str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"),
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
+        node_name=node_name,
+        phase=str(status.get("phase") or "Pending"),
+        priority=priority if isinstance(priority, int) else 0,
+        created=parse_time(meta.get("creationTimestamp")),
+        deleting=bool(meta.get("deletionTimestamp")),
+        labels=labels,
+        requests=requests,
+        gpu=gpu,
+        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        required_affinity=affinity,
+        tolerations=tolerations,
+        gang_name=str(gang_name) if gang_name else None,
+        min_member_text=str(min_member) if min_member is not None else None,
+        assignment=assignment,
+        problems=tuple(problems),
+    )

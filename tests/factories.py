@@ -1,0 +1,151 @@
+"""Builders of Kubernetes JSON objects for tests, and their parsed records."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cache.gpu import TOPOLOGY_ANNOTATION
+from cache.node import NodeInfo, node_from_api
+from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, PodInfo, pod_from_api
+
+
+def node_obj(
+    name: str,
+    *,
+    cpu: str = "64",
+    memory: str = "256Gi",
+    pods: int = 110,
+    gpus: int = 0,
+    vgpu: int | None = None,
+    model: str = "",
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    unschedulable: bool = False,
+    links: Sequence[Sequence[str]] | None = None,
+    extra: Mapping[str, str] | None = None,
+    resource_version: str = "1",
+) -> dict[str, Any]:
+    """A Node; with `links`, a topology annotation describing `gpus` devices."""
+    allocatable: dict[str, Any] = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    if gpus:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+        allocatable["nvidia.com/vgpu"] = str(vgpu if vgpu is not None else gpus * 1000)
+    allocatable.update(extra or {})
+    all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    if model:
+        all_labels["nvidia.com/gpu.product"] = model
+    annotations = {}
+    if links is not None:
+        annotations[TOPOLOGY_ANNOTATION] = json.dumps(
+            {
+                "version": 1,
+                "devices": [
+                    {
+                        "index": i,
+                        "uuid": f"GPU-{name}-{i}",
+                        "model": model,
+                        "memoryMiB": 81920,
+                        "numa": 0 if i < gpus // 2 else 1,
+                    }
+                    for i in range(gpus)
+                ],
+                "links": [list(row) for row in links],
+            }
+        )
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": all_labels,
+            "annotations": annotations,
+            "resourceVersion": resource_version,
+        },
+        "spec": {"taints": list(taints), "unschedulable": unschedulable},
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    }
+
+
+def pod_obj(
+    name: str,
+    *,
+    namespace: str = "default",
+    cpu: str = "1",
+    memory: str = "1Gi",
+    gpus: int = 0,
+    vgpu: int = 0,
+    gang: str | None = None,
+    min_member: str | int | None = None,
+    scheduler: str = "gang-scheduler",
+    node_name: str = "",
+    priority: int = 0,
+    created: str = "2026-01-01T00:00:00Z",
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Sequence[Mapping[str, str]] = (),
+    annotations: Mapping[str, str] | None = None,
+    phase: str = "Pending",
+    uid: str | None = None,
+    resource_version: str = "1",
+) -> dict[str, Any]:
+    requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    if vgpu:
+        requests["nvidia.com/vgpu"] = str(vgpu)
+    labels = {GANG_LABEL: gang} if gang else {}
+    all_annotations = dict(annotations or {})
+    if min_member is not None:
+        all_annotations[MIN_MEMBER_ANNOTATION] = str(min_member)
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "priority": priority,
+        "containers": [{"name": "main", "image": "trainer", "resources": {"requests": requests}}],
+        "tolerations": list(tolerations),
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        spec["affinity"] = dict(affinity)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"uid-{namespace}-{name}",
+            "labels": labels,
+            "annotations": all_annotations,
+            "creationTimestamp": created,
+            "resourceVersion": resource_version,
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def make_node(name: str, **kwargs: Any) -> NodeInfo:
+    return node_from_api(node_obj(name, **kwargs))
+
+
+def make_pod(name: str, **kwargs: Any) -> PodInfo:
+    return pod_from_api(pod_obj(name, **kwargs))
+
+
+# `nvidia-smi topo -m` link matrices of real machine shapes, for topology tests.
+def dgx_links(count: int = 8) -> list[list[str]]:
+    """All pairs on NVLink (NV12), as a DGX A100 reports."""
+    return [["X" if i == j else "NV12" for j in range(count)] for i in range(count)]
+
+
+def pcie_two_switch_links() -> list[list[str]]:
+    """4 GPUs: 0-1 and 2-3 share a PCIe switch (PIX), the pairs join over SYS."""
+    same = {(0, 1), (1, 0), (2, 3), (3, 2)}
+    return [
+        ["X" if i == j else ("PIX" if (i, j) in same else "SYS") for j in range(4)]
+        for i in range(4)
+    ]
