@@ -1,0 +1,119 @@
+"""What one scheduling cycle reads: copies of the nodes, indexed by free capacity.
+
+A snapshot is brought up to date by `ClusterCache.update_snapshot`, which copies only
+the nodes whose generation moved since the last update, so a cycle after a single
+bind costs one node copy, not 5,000. The planner never changes a snapshot: it places
+members on a `PlanningView` above it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+
+from sortedcontainers import SortedList
+
+from cache import resources as res
+from cache.gpu import DeviceShares
+from cache.node import NodeInfo
+
+_IndexKey = tuple[int, int, int, str]
+
+
+class Snapshot:
+    def __init__(self) -> None:
+        self.generation = 0
+        self.nodes: dict[str, NodeInfo] = {}
+        # Sorted (free amount, node name) pairs: a best-fit query starts at the first
+        # node with enough room and walks up (tight) or starts at the top (roomy).
+        self._by_whole = SortedList()
+        self._by_share = SortedList()
+        self._by_cpu = SortedList()
+        self._by_model: dict[str, set[str]] = {}
+        self._keys: dict[str, tuple[_IndexKey, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    # --- maintenance (ClusterCache.update_snapshot) ----------------------------------
+    def put(self, node: NodeInfo) -> None:
+        self.remove(node.name)
+        self.nodes[node.name] = node
+        key = (node.free_whole_gpus, node.max_free_milli, node.free(res.CPU), node.name)
+        self._by_whole.add((key[0], node.name))
+        self._by_share.add((key[1], node.name))
+        self._by_cpu.add((key[2], node.name))
+        model = node.gpu_model
+        self._by_model.setdefault(model, set()).add(node.name)
+        self._keys[node.name] = (key, model)
+
+    def remove(self, name: str) -> None:
+        if self.nodes.pop(name, None) is None:
+            return
+        (whole, share, cpu, _), model = self._keys.pop(name)
+        self._by_whole.remove((whole, name))
+        self._by_share.remove((share, name))
+        self._by_cpu.remove((cpu, name))
+        models = self._by_model[model]
+        models.discard(name)
+        if not models:
+            del self._by_model[model]
+
+    # --- queries ----------------------------------------------------------------------
+    def models(self) -> dict[str, int]:
+        """Node count per GPU model ("" for nodes without GPUs)."""
+        return {model: len(names) for model, names in self._by_model.items()}
+
+    def nodes_of_model(self, model: str) -> frozenset[str]:
+        return frozenset(self._by_model.get(model, ()))
+
+    def candidates(
+        self, gpu_count: int, gpu_milli: int, cpu_milli: int, tight: bool
+    ) -> Iterator[str]:
+        """Names of nodes that may have room, from the tightest fit up (tight) or from
+        the roomiest down. Only the indexed dimension is checked: filters still run."""
+        if gpu_count and gpu_milli >= res.MILLI_PER_GPU:
+            index, floor = self._by_whole, gpu_count
+        elif gpu_count:
+            index, floor = self._by_share, gpu_milli
+        else:
+            index, floor = self._by_cpu, cpu_milli
+        for _, name in index.irange((floor, ""), None, reverse=not tight):
+            yield name
+
+
+class PlanningView:
+    """A snapshot with the tentative placements of the gang being planned on top:
+    members of one gang never count the same capacity twice, and the snapshot stays
+    untouched (a failed plan is simply dropped).
+
+    `version(name)` is 0 for a node as the snapshot has it and a number unique across
+    views sharing `versions` once changed here, so a planner can cache what it computed
+    for a node state and know when that state moved."""
+
+    def __init__(self, snapshot: Snapshot, versions: Iterator[int] | None = None) -> None:
+        self.snapshot = snapshot
+        self._changed: dict[str, NodeInfo] = {}
+        self._versions: dict[str, int] = {}
+        self._counter = versions if versions is not None else itertools.count(1)
+
+    def node(self, name: str) -> NodeInfo:
+        return self._changed.get(name) or self.snapshot.nodes[name]
+
+    def version(self, name: str) -> int:
+        return self._versions.get(name, 0)
+
+    def nodes(self) -> Iterable[NodeInfo]:
+        for name, node in self.snapshot.nodes.items():
+            yield self._changed.get(name, node)
+
+    def place(self, name: str, requests: Mapping[str, int], shares: DeviceShares) -> None:
+        node = self._changed.get(name)
+        if node is None:
+            node = self.snapshot.nodes[name].clone()
+            self._changed[name] = node
+        node.charge(requests, shares)
+        self._versions[name] = next(self._counter)
+
+    def changed_nodes(self) -> Iterable[str]:
+        return self._changed.keys()

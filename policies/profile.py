@@ -1,0 +1,106 @@
+"""A scheduling profile: which filters, which device chooser, which scores with what
+weights. `scheduler.config` builds one from the operator's YAML; the planner reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from policies.devices import TopologyChooser
+from policies.filters import default_filters
+from policies.interface import DeviceChooser, Filter, Score
+from policies.scores.fragmentation import Fragmentation, OnlineWorkload, WorkloadProvider
+from policies.scores.gpu_topology import GpuTopology
+from policies.scores.least_allocated import LeastAllocated
+from policies.scores.most_allocated import MostAllocated
+from policies.scores.network_topology import NetworkTopology
+
+DEFAULT_CANDIDATE_LIMIT = 128
+DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+
+
+@dataclass(frozen=True)
+class Profile:
+    filters: Sequence[Filter]
+    chooser: DeviceChooser
+    # Scores of a (pod, node, devices) choice alone; the planner caches them per node
+    # state. Weighted: the planner maximises sum(weight x score).
+    node_scores: Sequence[tuple[Score, float]] = ()
+    # Scores that also read where the gang's other members went (network topology);
+    # evaluated afresh for every member.
+    gang_scores: Sequence[tuple[Score, float]] = ()
+    # Label keys of the network hierarchy, broadest first; a gang prefers few domains.
+    topology_keys: tuple[str, ...] = DEFAULT_TOPOLOGY_KEYS
+    # Feasible nodes looked at per member shape, as kube-scheduler's
+    # percentageOfNodesToScore bounds its work; 0 means every node. Nodes come from
+    # the free-capacity index best first, so the bound costs little placement quality.
+    candidate_limit: int = DEFAULT_CANDIDATE_LIMIT
+
+    @property
+    def prefers_tight(self) -> bool:
+        """Walk the capacity index from the tightest fit unless spreading weighs more."""
+        tight = sum(w for s, w in self.node_scores if s.candidate_order == "tight")
+        roomy = sum(w for s, w in self.node_scores if s.candidate_order == "roomy")
+        return tight >= roomy
+
+
+# Named policies: node scores and their weights. "binpack" is the default: packing
+# keeps whole nodes and well-joined GPU sets free for the big gangs that need them.
+POLICIES: dict[str, dict[str, float]] = {
+    "binpack": {"most-allocated": 1.0, "gpu-topology": 1.0},
+    "spread": {"least-allocated": 1.0, "gpu-topology": 1.0},
+    "fgd": {"fragmentation": 1.0, "gpu-topology": 0.5},
+}
+
+
+def score_plugin(name: str, workload: WorkloadProvider | None = None) -> Score:
+    """A node score by its configuration name."""
+    if name == "most-allocated":
+        return MostAllocated()
+    if name == "least-allocated":
+        return LeastAllocated()
+    if name == "gpu-topology":
+        return GpuTopology()
+    if name == "fragmentation":
+        return Fragmentation(workload if workload is not None else OnlineWorkload())
+    raise ValueError(
+        f"unknown score {name!r}; known: fragmentation, gpu-topology, least-allocated, "
+        "most-allocated"
+    )
+
+
+def build_profile(
+    policy: str = "binpack",
+    *,
+    weights: Mapping[str, float] | None = None,
+    topology_keys: Sequence[str] = DEFAULT_TOPOLOGY_KEYS,
+    network_weight: float = 1.0,
+    candidate_limit: int = DEFAULT_CANDIDATE_LIMIT,
+    workload: WorkloadProvider | None = None,
+) -> Profile:
+    """A profile from a named policy, or from explicit score weights when given.
+
+    `workload` feeds the fragmentation score (a TargetWorkload from history, or an
+    OnlineWorkload learning from the pods seen); without one it learns online.
+    """
+    if weights is None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; known: {', '.join(sorted(POLICIES))}")
+        weights = POLICIES[policy]
+    for name, weight in weights.items():
+        if not weight >= 0:
+            raise ValueError(f"score {name}: weight must be a number >= 0, got {weight!r}")
+    if candidate_limit < 0:
+        raise ValueError(f"candidate limit must be >= 0 (0 = all nodes), got {candidate_limit}")
+    node_scores = [(score_plugin(name, workload), float(w)) for name, w in weights.items() if w]
+    gang_scores: list[tuple[Score, float]] = []
+    if topology_keys and network_weight:
+        gang_scores.append((NetworkTopology(topology_keys), float(network_weight)))
+    return Profile(
+        filters=default_filters(),
+        chooser=TopologyChooser(),
+        node_scores=tuple(node_scores),
+        gang_scores=tuple(gang_scores),
+        topology_keys=tuple(topology_keys),
+        candidate_limit=candidate_limit,
+    )

@@ -1,0 +1,382 @@
+"""Fragmentation gradient descent (FGD): place a pod where it wastes the least GPU room.
+
+From Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with
+Fragmentation Gradient Descent" (USENIX ATC'23), with the exact rules of its public
+simulator as /work/shared/data/openb/README.md writes them down.
+
+Free GPU milli on a node is *fragmented* for a workload shape when that shape could
+not use it. For one shape (all in GPU milli; idle = all free milli of the node):
+- a CPU-only shape: all idle is fragmented (it uses no GPU at all);
+- the node's GPU model is not one the shape allows: all idle;
+- at least `gpu_count` devices each have free >= the shape's per-GPU milli and the
+  node's free CPU covers the shape's CPU: only the free milli of the devices whose free
+  is below the shape's per-GPU milli (the shape fits; what it cannot use is the rest);
+- otherwise: all idle.
+A node's fragmentation is the sum over the target workload's shapes of share x that.
+The score rewards the placement that lowers the node's fragmentation the most:
+`100 x sigmoid((before - after) / 1000)` (50 = no change).
+
+The target workload (which shapes arrive, how often) comes from a provider:
+- `TargetWorkload.from_pods(history)`: as the paper does, shapes counted over a known
+  set of pods up front and fixed from then on;
+- `OnlineWorkload`: shapes learned from the pods seen so far, as a live cluster must;
+  the scheduler calls `observe(pod)` when a pod arrives.
+Both keep the most frequent shapes covering 95% of pods and renormalise their shares.
+
+Cost: the score runs for every feasible node of every pod (a trace replay: ~10^4 pods x
+~10^3 nodes). Per node model, a workload's shapes are precompiled into groups by per-GPU
+milli, walked in descending order against the node's free milli sorted once, so a node
+costs one sort of its devices plus one comparison per shape. The score also memoises
+fragmentation by node state (free milli per device, free CPU, model), since identical
+states recur across nodes and across the device sets tried for one pod.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol
+
+from cache.gpu import PRODUCT_LABEL, DeviceShares
+from cache.node import NodeInfo
+from cache.pod import PodInfo
+from cache.resources import CPU, MILLI_PER_GPU
+from cache.terms import SelectorTerm
+from policies.interface import MAX_SCORE, CandidateOrder, GangContext
+
+DEFAULT_COVERAGE = 0.95
+# The scale of the sigmoid's argument: a change of one whole GPU of fragmentation moves
+# the score from 50 to 73 (or 27).
+SIGMOID_SCALE_MILLI = 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadShape:
+    """What a pod asks for, as far as fragmentation cares: CPU, and `gpu_count` devices
+    with `gpu_milli` free on each, on one of `models` (None: any model)."""
+
+    cpu_milli: int
+    gpu_milli: int = 0
+    gpu_count: int = 0
+    models: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.cpu_milli < 0 or self.gpu_count < 0:
+            raise ValueError(f"negative request in {self}")
+        if self.gpu_count and not 0 < self.gpu_milli <= MILLI_PER_GPU:
+            raise ValueError(f"per-GPU milli must be in 1..{MILLI_PER_GPU} in {self}")
+        if not self.gpu_count and self.gpu_milli:
+            raise ValueError(f"per-GPU milli without a GPU count in {self}")
+
+
+def _models_of_terms(terms: tuple[SelectorTerm, ...]) -> frozenset[str] | None:
+    """GPU models required node affinity allows; None when some term allows any.
+
+    Terms are ORed, requirements in a term ANDed. Only `In` on the product label narrows
+    the set: `NotIn` and `DoesNotExist` cannot be turned into a list of models without
+    knowing every model of the cluster, so they are read as "any" (the filters still
+    enforce them; fragmentation only estimates which shapes could use a node). A term
+    with no requirements matches no node (as in Kubernetes), so it allows nothing.
+    """
+    allowed: set[str] = set()
+    for term in terms:
+        if not term:
+            continue
+        in_term: frozenset[str] | None = None
+        for requirement in term:
+            if requirement.field or requirement.key != PRODUCT_LABEL:
+                continue
+            if requirement.operator == "In":
+                values = frozenset(requirement.values)
+                in_term = values if in_term is None else in_term & values
+        if in_term is None:
+            return None
+        allowed |= in_term
+    return frozenset(allowed)
+
+
+def allowed_models(pod: PodInfo) -> frozenset[str] | None:
+    """The GPU models (values of cache.gpu.PRODUCT_LABEL) the pod may run on, from its
+    nodeSelector and required node affinity; None when it does not constrain them."""
+    allowed: frozenset[str] | None = None
+    selected = pod.node_selector.get(PRODUCT_LABEL)
+    if selected is not None:
+        allowed = frozenset({selected})
+    if pod.required_affinity is not None:
+        from_affinity = _models_of_terms(pod.required_affinity)
+        if from_affinity is not None:
+            allowed = from_affinity if allowed is None else allowed & from_affinity
+    return allowed
+
+
+def shape_of(pod: PodInfo) -> WorkloadShape:
+    """The pod's workload shape. A CPU-only pod's model constraint is dropped: a CPU-only
+    shape finds all idle GPU milli fragmented whatever the model."""
+    if not pod.gpu.count:
+        return WorkloadShape(pod.requests.get(CPU, 0))
+    return WorkloadShape(
+        pod.requests.get(CPU, 0), pod.gpu.milli, pod.gpu.count, allowed_models(pod)
+    )
+
+
+# --- target workloads ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ModelPlan:
+    """A workload compiled for nodes of one GPU model.
+
+    fragmentation = total_share x idle - sum over fitting shapes of share x (free milli
+    of the devices that shape can use); `groups` holds the shapes that can fit on this
+    model at all, as (per-GPU milli, ((gpu count, cpu milli, share), ...) by count),
+    per-GPU milli descending so that the set of devices qualifying only grows.
+    """
+
+    total_share: float
+    groups: tuple[tuple[int, tuple[tuple[int, int, float], ...]], ...]
+
+
+def _check_coverage(coverage: float) -> None:
+    if not 0.0 < coverage <= 1.0:
+        raise ValueError(f"coverage must be in (0, 1], not {coverage}")
+
+
+def most_frequent(
+    counts: Mapping[WorkloadShape, int], coverage: float = DEFAULT_COVERAGE
+) -> dict[WorkloadShape, int]:
+    """The most frequent shapes whose counts together first reach `coverage` of all
+    (the paper's rule: 95% of pods). Among equal counts the shape met first wins."""
+    _check_coverage(coverage)
+    total = sum(counts.values())
+    kept: dict[WorkloadShape, int] = {}
+    covered = 0
+    # sorted() is stable: equal counts keep the mapping's (first-seen) order.
+    for shape, count in sorted(counts.items(), key=lambda item: -item[1]):
+        if count <= 0 or covered >= coverage * total * (1.0 - 1e-12):
+            break
+        kept[shape] = count
+        covered += count
+    return kept
+
+
+class TargetWorkload:
+    """Workload shapes with shares summing to 1 (weights given are renormalised).
+
+    An empty workload is allowed (nothing observed yet): every node's fragmentation is
+    then 0, and the score 50 everywhere.
+    """
+
+    __slots__ = ("_plans", "_shares")
+
+    def __init__(self, shares: Mapping[WorkloadShape, float]) -> None:
+        weights: dict[WorkloadShape, float] = {}
+        for shape, weight in shares.items():
+            if not 0.0 <= weight < math.inf:
+                raise ValueError(f"share of {shape} must be a finite number >= 0")
+            if weight:
+                weights[shape] = weight
+        total = sum(weights.values())
+        self._shares = MappingProxyType({s: w / total for s, w in weights.items()})
+        self._plans: dict[str, _ModelPlan] = {}
+
+    @classmethod
+    def from_counts(
+        cls, counts: Mapping[WorkloadShape, int], coverage: float = DEFAULT_COVERAGE
+    ) -> TargetWorkload:
+        return cls({shape: float(n) for shape, n in most_frequent(counts, coverage).items()})
+
+    @classmethod
+    def from_pods(
+        cls, pods: Iterable[PodInfo], coverage: float = DEFAULT_COVERAGE
+    ) -> TargetWorkload:
+        """Shapes counted over `pods` (history known up front, as the paper does); the
+        most frequent ones covering `coverage` of the pods are kept."""
+        return cls.from_counts(Counter(shape_of(pod) for pod in pods), coverage)
+
+    @property
+    def shares(self) -> Mapping[WorkloadShape, float]:
+        return self._shares
+
+    def current(self) -> TargetWorkload:
+        """A fixed workload is its own provider."""
+        return self
+
+    def __len__(self) -> int:
+        return len(self._shares)
+
+    def __repr__(self) -> str:
+        return f"TargetWorkload({len(self._shares)} shapes)"
+
+    def plan_for(self, model: str) -> _ModelPlan:
+        """The workload compiled for nodes whose GPU model is `model` (memoised)."""
+        plan = self._plans.get(model)
+        if plan is None:
+            plan = self._plans[model] = self._compile(model)
+        return plan
+
+    def _compile(self, model: str) -> _ModelPlan:
+        by_milli: dict[int, dict[tuple[int, int], float]] = {}
+        for shape, share in self._shares.items():
+            if not shape.gpu_count or (shape.models is not None and model not in shape.models):
+                continue  # never fits: share x all idle, counted in total_share
+            entries = by_milli.setdefault(shape.gpu_milli, {})
+            key = (shape.gpu_count, shape.cpu_milli)
+            entries[key] = entries.get(key, 0.0) + share
+        groups = tuple(
+            (milli, tuple((count, cpu, share) for (count, cpu), share in sorted(entries.items())))
+            for milli, entries in sorted(by_milli.items(), reverse=True)
+        )
+        return _ModelPlan(sum(self._shares.values()), groups)
+
+
+class OnlineWorkload:
+    """A target workload learned from the pods seen so far, as a live cluster must.
+
+    Call `observe(pod)` when a pod arrives (each pod counts once, by uid, however often
+    it is retried); `current()` recomputes the shares (same coverage rule as
+    `TargetWorkload.from_pods`) only when something new was observed since last time.
+    Counts never decay: the shares describe every pod seen since the start.
+    """
+
+    def __init__(self, coverage: float = DEFAULT_COVERAGE) -> None:
+        _check_coverage(coverage)
+        self.coverage = coverage
+        self._counts: Counter[WorkloadShape] = Counter()
+        self._seen: set[str] = set()
+        self._current = TargetWorkload({})
+        self._stale = False
+
+    def observe(self, pod: PodInfo) -> bool:
+        """Count the pod's shape; False when this pod was already counted."""
+        if pod.uid in self._seen:
+            return False
+        self._seen.add(pod.uid)
+        self._counts[shape_of(pod)] += 1
+        self._stale = True
+        return True
+
+    @property
+    def observed(self) -> int:
+        return len(self._seen)
+
+    def current(self) -> TargetWorkload:
+        if self._stale:
+            self._current = TargetWorkload.from_counts(self._counts, self.coverage)
+            self._stale = False
+        return self._current
+
+
+class WorkloadProvider(Protocol):
+    def current(self) -> TargetWorkload:
+        """The target workload to judge fragmentation against now."""
+        ...
+
+
+# --- fragmentation ------------------------------------------------------------------------
+
+
+def node_fragmentation(
+    node_free_cpu: int, gpu_free: Sequence[int], model: str, workload: TargetWorkload
+) -> float:
+    """Expected fragmented GPU milli of a node for `workload` (module docstring).
+
+    `gpu_free` is the usable free milli per device (0 for unhealthy devices); negative
+    values are read as 0. `model` is the node's GPU model as pods constrain it.
+    """
+    free = sorted((milli if milli > 0 else 0 for milli in gpu_free), reverse=True)
+    idle = sum(free)
+    if not idle:
+        return 0.0
+    plan = workload.plan_for(model)
+    devices = len(free)
+    qualifying = 0  # devices with free >= the current per-GPU milli: free[:qualifying]
+    qualifying_free = 0
+    usable = 0.0  # sum over fitting shapes of share x free milli they can use
+    for milli, entries in plan.groups:
+        while qualifying < devices and free[qualifying] >= milli:
+            qualifying_free += free[qualifying]
+            qualifying += 1
+        if not qualifying:
+            continue
+        for count, cpu, share in entries:
+            if count > qualifying:
+                break
+            if cpu <= node_free_cpu:
+                usable += share * qualifying_free
+    fragmented = plan.total_share * idle - usable
+    return fragmented if fragmented > 0.0 else 0.0
+
+
+def node_model(node: NodeInfo) -> str:
+    """The node's GPU model as pods constrain it: the GPU feature discovery label that
+    their nodeSelector/affinity match, else the model the node agent reported."""
+    return node.labels.get(PRODUCT_LABEL) or node.gpu_model
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+_MemoKey = tuple[tuple[int, ...], int, str]
+
+
+class Fragmentation:
+    """FGD score: 100 x sigmoid((fragmentation before - after) / 1000), as a float.
+
+    `after` applies the pod's CPU and `shares` to a copy of the node's free milli; the
+    node itself is never touched. Memoised per workload: a new workload from the
+    provider (an OnlineWorkload after new observations) clears the memo.
+    """
+
+    name: str = "fragmentation"
+    candidate_order: CandidateOrder | None = None
+
+    def __init__(self, workload: WorkloadProvider, memo_size: int = 1 << 16) -> None:
+        if memo_size < 1:
+            raise ValueError("memo_size must be at least 1")
+        self.workload = workload
+        self.memo_size = memo_size
+        self._memo: dict[_MemoKey, float] = {}
+        self._memo_of: TargetWorkload | None = None
+
+    def _fragmentation(
+        self, free: tuple[int, ...], free_cpu: int, model: str, workload: TargetWorkload
+    ) -> float:
+        key = (free, free_cpu, model)
+        value = self._memo.get(key)
+        if value is None:
+            value = node_fragmentation(free_cpu, free, model, workload)
+            if len(self._memo) >= self.memo_size:
+                # Oldest first (dicts keep insertion order): cheap and good enough, as
+                # the states that recur most are re-inserted soon after.
+                del self._memo[next(iter(self._memo))]
+            self._memo[key] = value
+        return value
+
+    def fragmentation_change(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares) -> float:
+        """Fragmentation before minus after placing the pod (positive: less waste)."""
+        workload = self.workload.current()
+        if workload is not self._memo_of:
+            self._memo.clear()
+            self._memo_of = workload
+        free = [milli if milli > 0 else 0 for milli in node.usable_free()]
+        free_cpu = node.free(CPU)
+        model = node_model(node)
+        before = self._fragmentation(tuple(free), free_cpu, model, workload)
+        for index, milli in shares:
+            if 0 <= index < len(free):
+                left = free[index] - milli
+                free[index] = left if left > 0 else 0
+        after_cpu = free_cpu - pod.requests.get(CPU, 0)
+        after = self._fragmentation(tuple(free), after_cpu, model, workload)
+        return before - after
+
+    def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
+        change = self.fragmentation_change(pod, node, shares)
+        return MAX_SCORE * _sigmoid(change / SIGMOID_SCALE_MILLI)

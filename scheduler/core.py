@@ -1,0 +1,170 @@
+"""One scheduling cycle, shared by the demo, the simulator and the Kubernetes adapter.
+
+`SchedulingCore` owns the cache, the gang index, the queue and the planner, and is
+fed watch events by whichever adapter runs it. `schedule_next(now)` pops the next
+ready gang, plans it against an up-to-date snapshot and, when the plan holds, assumes
+it in the cache; the adapter then binds (or, in the simulator, confirms) and reports
+back. Nothing here does I/O or reads a clock: `now` comes from the caller.
+
+While a gang's binds are in flight its members are shown to gang assembly as bound
+to their planned nodes, so the gang is neither re-planned nor seen as partial.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cache.cluster import ClusterCache, EventType, Placement
+from cache.pod import PodInfo
+from cache.snapshot import Snapshot
+from policies.profile import Profile
+from scheduler.gang import Gang, GangIndex, Problem
+from scheduler.planner import Plan, Planner, Unschedulable
+from scheduler.queue import ClusterChange, GangQueue
+
+DEFAULT_SCHEDULER_NAME = "gang-scheduler"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one cycle decided for one gang."""
+
+    gang: Gang
+    result: Plan | Unschedulable
+
+
+class SchedulingCore:
+    def __init__(
+        self,
+        profile: Profile,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        cache: ClusterCache | None = None,
+        queue: GangQueue | None = None,
+    ) -> None:
+        self.profile = profile
+        self.scheduler_name = scheduler_name
+        self.cache = cache or ClusterCache()
+        self.queue = queue or GangQueue()
+        self.planner = Planner(profile)
+        self.index = GangIndex(scheduler_name)
+        self.snapshot = Snapshot()
+        self.gangs: dict[str, Gang] = {}
+        self.problems: list[Problem] = []
+
+    # --- events -----------------------------------------------------------------------
+    def apply_node(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
+        known = self.cache.node(str((obj.get("metadata") or {}).get("name") or ""))
+        generation = self.cache.generation
+        self.cache.apply_node(event, obj)
+        if event != EventType.DELETED and self.cache.generation != generation:
+            hint = ClusterChange.NODE_UPDATED if known else ClusterChange.NODE_ADDED
+            self.queue.cluster_changed(now, hint)
+
+    def apply_pod(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        before = self.cache.pod(uid)
+        held = before is not None and before.consumes_resources
+        pod = self.cache.apply_pod(event, obj)
+        if pod is None:
+            if before is not None:
+                self.index.delete_pod(before.key)
+        else:
+            self._show(pod)
+        if held and (pod is None or not pod.consumes_resources):
+            self.queue.cluster_changed(now, ClusterChange.POD_DELETED)
+
+    def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
+        group = self.cache.apply_podgroup(event, obj)
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+        if group is None:
+            self.index.delete_podgroup(key)
+        else:
+            self.index.upsert_podgroup(group)
+
+    def _show(self, pod: PodInfo) -> None:
+        """Tell gang assembly about a pod, as bound where the cache assumes it."""
+        placement = self.cache.assumed().get(pod.uid) if self.cache.is_assumed(pod.uid) else None
+        if placement is not None and not pod.node_name:
+            pod = dataclasses.replace(pod, node_name=placement.node, phase="Running")
+        self.index.upsert_pod(pod)
+
+    # --- the cycle ----------------------------------------------------------------------
+    def refresh(self, now: float) -> None:
+        """Bring gangs and the queue up to date with the events applied so far."""
+        gang_set, changed = self.index.assemble()
+        self.gangs = gang_set.gangs
+        self.problems = gang_set.problems
+        for key in changed:
+            gang = self.gangs.get(key)
+            if gang is None or not gang.ready:
+                if self.queue.state(key) != "in_flight":
+                    self.queue.remove(key)
+                continue
+            if key not in self.queue:
+                self.queue.add_or_update(key, gang.priority, gang.created, now)
+            else:
+                self.queue.add_or_update(key, gang.priority, gang.created, now)
+                self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
+
+    def waiting(self) -> list[tuple[Gang, str]]:
+        """Gangs that are not ready, with the message their pods should carry."""
+        return [
+            (gang, gang.waiting_message)
+            for gang in self.gangs.values()
+            if gang.waiting_message is not None
+        ]
+
+    def schedule_next(self, now: float) -> Attempt | None:
+        """Plan the next ready gang; None when no gang is due (see queue.next_wakeup)."""
+        self.refresh(now)
+        key = self.queue.pop(now)
+        if key is None:
+            return None
+        gang = self.gangs.get(key)
+        if gang is None or not gang.ready:
+            self.queue.remove(key)
+            return self.schedule_next(now)
+        self.cache.update_snapshot(self.snapshot)
+        result = self.planner.plan(gang, self.snapshot)
+        if isinstance(result, Plan):
+            self.cache.assume(result.placements, now)
+            for placement in result.placements:
+                self._reshow(placement.pod_uid)
+            self.queue.done(key)
+        else:
+            self.queue.failed(key, now, result.message)
+        return Attempt(gang, result)
+
+    # --- outcomes of binding ----------------------------------------------------------
+    def bound(self, placement: Placement) -> None:
+        """A bind succeeded and no watch will tell (simulator, demo): record it."""
+        self.cache.confirm(placement.pod_uid, placement.node, placement.shares)
+        self._reshow(placement.pod_uid)
+
+    def bind_failed(
+        self, gang_key: str, placements: Sequence[Placement], now: float, reason: str
+    ) -> None:
+        """Some bind of the gang failed: release every reservation and retry later."""
+        for placement in placements:
+            self.cache.forget(placement.pod_uid)
+            self._reshow(placement.pod_uid)
+        self.refresh(now)
+        if gang_key in self.queue:
+            self.queue.failed(gang_key, now, reason)
+
+    def expire(self, now: float) -> list[str]:
+        """Drop reservations whose bind was never observed; their pods are pending again."""
+        expired = self.cache.expire(now)
+        for uid in expired:
+            self._reshow(uid)
+        return expired
+
+    def _reshow(self, uid: str) -> None:
+        pod = self.cache.pod(uid)
+        if pod is not None:
+            self._show(pod)

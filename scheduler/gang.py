@@ -1,0 +1,428 @@
+"""Gang assembly: pods grouped into learning tasks, with their size and what is wrong.
+
+A gang is identified by `PodInfo.gang_key` ("ns/name" from the label
+`scheduling.x-k8s.io/pod-group` or Volcano's annotation; "ns/pod:<name>" for a pod in
+no gang, which is a gang of one). Its members are:
+
+- `pending`: pods with our schedulerName, no nodeName, not terminal, not being
+  deleted, sorted by (created, name). These are what we place.
+- `bound`: members on a node, running or about to, whatever their schedulerName: the
+  gang's running part. A replacement for one failed worker of a running 4-gang
+  therefore needs only 1 placement, not 4. A bound member being deleted does not
+  count: when a controller restarts a whole job, the new pods must not be placed one
+  by one against the terminating old ones (that would be a partial gang).
+
+Pending pods of other schedulers are not members: we can neither place nor wait for
+them.
+
+Size (min_member), first rule that applies:
+1. a pod in no gang: 1 (size_source "single");
+2. PodGroup "ns/name" with a valid `spec.minMember` ("podgroup");
+3. the annotation `gang-scheduler.io/min-member` on the members; when they disagree,
+   the largest value, with a ConflictingMinMember problem ("annotation");
+4. otherwise the members that exist now, with a GangSizeUnknown problem, so the gang
+   is schedulable rather than stuck forever ("default").
+
+A member whose pod has problems (`PodInfo.problems`: a request we refuse) cannot be
+placed, so it does not count toward readiness: the gang waits, and says why.
+
+Problems are records for the Kubernetes adapter to publish as Warning events. They are
+frozen and compare by value, and their messages hold no counts that change while pods
+arrive, so the adapter can publish each distinct problem once. Problems about a whole
+gang go on each pending member (where `kubectl describe pod` shows them, and there
+may be no PodGroup). Only gangs with a pending member of ours are examined, so several
+scheduler instances never report the same object.
+
+`assemble_gangs` rebuilds everything in one pass (20,000 pods in well under 100 ms);
+`GangIndex` keeps the grouping across watch events and rebuilds only the gangs an
+event touched. Neither raises on any pod or PodGroup content.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal
+
+from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, TERMINAL_PHASES, PodInfo
+from cache.podgroup import PodGroupInfo
+
+ProblemKind = Literal["Pod", "PodGroup"]
+SizeSource = Literal["podgroup", "annotation", "single", "default"]
+
+# PodGroup spec.minMember is an int32; the annotation is held to the same range.
+MAX_MIN_MEMBER = 2**31 - 1
+_WHOLE_NUMBER = re.compile(r"\s*[0-9]+\s*")
+_NAMES_SHOWN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something a user wrote that we cannot follow, and what we did instead."""
+
+    kind: ProblemKind
+    key: str  # "ns/name" of the object the event goes on
+    reason: str  # CamelCase event reason
+    message: str
+
+
+@dataclass(slots=True)
+class Gang:
+    key: str
+    namespace: str
+    name: str  # the gang's name; the pod's name for a gang of one
+    min_member: int
+    pending: list[PodInfo] = field(default_factory=list)
+    bound: list[PodInfo] = field(default_factory=list)
+    priority: int = 0
+    created: float = 0.0
+    timeout_seconds: int | None = None
+    size_source: SizeSource = "default"
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def placeable(self) -> list[PodInfo]:
+        """Pending members that could be placed (no problems with their spec)."""
+        return [pod for pod in self.pending if not pod.problems]
+
+    @property
+    def existing(self) -> int:
+        return len(self.pending) + len(self.bound)
+
+    @property
+    def missing(self) -> int:
+        """Members still to be created before the gang can be whole."""
+        return max(0, self.min_member - self.existing)
+
+    @property
+    def needed(self) -> int:
+        """Pending members that must be placed now for the gang to reach min_member."""
+        return max(0, self.min_member - len(self.bound))
+
+    @property
+    def ready(self) -> bool:
+        placeable = len(self.placeable)
+        return placeable > 0 and placeable + len(self.bound) >= self.min_member
+
+    @property
+    def waiting_message(self) -> str | None:
+        """Why the gang is not ready, in words for its pods' events; None when ready."""
+        if self.ready:
+            return None
+        if self.missing:
+            plural = "s" if self.missing != 1 else ""
+            return (
+                f"waiting for {self.missing} more member{plural}: "
+                f"{self.existing}/{self.min_member} exist"
+            )
+        refused = len(self.pending) - len(self.placeable)
+        if refused:
+            verb = "member cannot" if refused == 1 else "members cannot"
+            schedulable = self.existing - refused
+            return (
+                f"{refused} {verb} be scheduled as written: "
+                f"{schedulable}/{self.min_member} schedulable"
+            )
+        return "no member is waiting to be scheduled"
+
+
+@dataclass(slots=True)
+class GangSet:
+    gangs: dict[str, Gang] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def is_pending_member(pod: PodInfo, scheduler_name: str) -> bool:
+    """A pod we are to place."""
+    return (
+        pod.scheduler_name == scheduler_name
+        and not pod.node_name
+        and not pod.deleting
+        and pod.phase not in TERMINAL_PHASES
+    )
+
+
+def is_bound_member(pod: PodInfo) -> bool:
+    """A pod that counts as the running part of its gang."""
+    return pod.consumes_resources and not pod.deleting
+
+
+def _is_bound_in_named_gang(pod: PodInfo) -> bool:
+    # A bound pod in no gang is a gang of one with nothing to place: not worth keeping.
+    return bool(pod.gang_name) and is_bound_member(pod)
+
+
+@lru_cache(maxsize=4096)
+def parse_min_member(text: str) -> int | None:
+    """The annotation's value as a gang size, or None when it is not a positive whole
+    number ("abc", "0", "-1", "2.5", "1e3") or is beyond an int32."""
+    if not _WHOLE_NUMBER.fullmatch(text):
+        return None
+    value = int(text)
+    return value if 1 <= value <= MAX_MIN_MEMBER else None
+
+
+def assemble_gangs(
+    pods: Iterable[PodInfo],
+    podgroups: Mapping[str, PodGroupInfo],
+    scheduler_name: str,
+) -> GangSet:
+    """All gangs with at least one pending member of ours, and their problems.
+
+    One pass groups the pods that matter (pending ones of ours, and bound ones that
+    belong to a named gang); a pod listed twice counts once (the last copy wins).
+    """
+    groups: dict[str, dict[str, PodInfo]] = {}
+    with_pending: set[str] = set()
+    for pod in pods:
+        pending = is_pending_member(pod, scheduler_name)
+        if not pending and not _is_bound_in_named_gang(pod):
+            continue
+        key = pod.gang_key
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = {}
+        group[pod.key] = pod
+        if pending:
+            with_pending.add(key)
+    result = GangSet()
+    for key, group in groups.items():
+        if key not in with_pending:
+            continue
+        gang = build_gang(key, group.values(), podgroups.get(key), scheduler_name)
+        if gang is not None:
+            result.gangs[key] = gang
+            result.problems.extend(gang.problems)
+    return result
+
+
+def build_gang(
+    key: str,
+    members: Iterable[PodInfo],
+    podgroup: PodGroupInfo | None,
+    scheduler_name: str,
+) -> Gang | None:
+    """The gang `key` from the pods that carry that key; None when none of them is
+    pending for us (nothing to schedule). Pods that are neither pending nor bound are
+    ignored, so callers may pass a gang's pods unfiltered."""
+    pending: list[PodInfo] = []
+    bound: list[PodInfo] = []
+    for pod in members:
+        if is_pending_member(pod, scheduler_name):
+            pending.append(pod)
+        elif is_bound_member(pod):
+            bound.append(pod)
+    if not pending:
+        return None
+    pending.sort(key=_age_order)
+    bound.sort(key=_age_order)
+    everyone = pending + bound
+    named = next((pod for pod in everyone if pod.gang_name), None)
+    gang = Gang(
+        key=key,
+        namespace=everyone[0].namespace,
+        name=(named.gang_name or "") if named else pending[0].name,
+        min_member=1,
+        pending=pending,
+        bound=bound,
+        priority=max(pod.priority for pod in everyone),
+        created=min(pod.created for pod in everyone),
+    )
+    if named is None:
+        _size_single(gang)
+    else:
+        _size_gang(gang, podgroup)
+    for pod in pending:
+        if pod.problems:
+            gang.problems.append(
+                Problem(
+                    "Pod",
+                    pod.key,
+                    "InvalidPodSpec",
+                    f"pod {pod.key} cannot be scheduled as written: {'; '.join(pod.problems)}",
+                )
+            )
+    return gang
+
+
+def _age_order(pod: PodInfo) -> tuple[float, str]:
+    return (pod.created, pod.name)
+
+
+def _size_single(gang: Gang) -> None:
+    """A pod in no gang is scheduled alone; a size annotation on it is a mistake
+    worth telling (the pod-group label was probably forgotten)."""
+    gang.size_source = "single"
+    gang.min_member = 1
+    pod = gang.pending[0]
+    text = pod.min_member_text
+    if text is None or parse_min_member(text) == 1:
+        return
+    malformed = parse_min_member(text) is None
+    gang.problems.append(
+        Problem(
+            "Pod",
+            pod.key,
+            "InvalidMinMember" if malformed else "MinMemberWithoutGang",
+            f"pod {pod.key} has annotation {MIN_MEMBER_ANNOTATION}={text!r}"
+            + (", which is not a positive whole number," if malformed else "")
+            + f" but no {GANG_LABEL} label, so it belongs to no gang; it is scheduled alone",
+        )
+    )
+
+
+def _size_gang(gang: Gang, podgroup: PodGroupInfo | None) -> None:
+    """min_member, size_source and the problems found on the way (see module doc)."""
+    # value -> pods that carry it, in member order; malformed texts kept aside.
+    values: dict[int, list[str]] = {}
+    malformed: list[tuple[PodInfo, str]] = []
+    for pod in gang.pending + gang.bound:
+        text = pod.min_member_text
+        if text is None:
+            continue
+        value = parse_min_member(text)
+        if value is None:
+            malformed.append((pod, text))
+        else:
+            values.setdefault(value, []).append(pod.key)
+
+    group_size = podgroup.min_member if podgroup is not None else None
+    group_size_valid = (
+        isinstance(group_size, int)
+        and not isinstance(group_size, bool)
+        and 1 <= group_size <= MAX_MIN_MEMBER
+    )
+    gang_problems: list[tuple[str, str]] = []  # (reason, message) for every pending pod
+    if podgroup is not None and group_size_valid and group_size is not None:
+        gang.min_member = group_size
+        gang.size_source = "podgroup"
+    elif values:
+        gang.min_member = max(values)
+        gang.size_source = "annotation"
+        if len(values) > 1:
+            gang_problems.append(("ConflictingMinMember", _conflict_message(gang, values)))
+    else:
+        gang.min_member = max(1, gang.existing)
+        gang.size_source = "default"
+        gang_problems.append(
+            (
+                "GangSizeUnknown",
+                f"gang {gang.key} has no size: no PodGroup {gang.key} with a valid "
+                f"spec.minMember and no valid {MIN_MEMBER_ANNOTATION} annotation on its "
+                "pods, so the members that exist when it is scheduled are taken as the "
+                "whole gang; create the PodGroup or set the annotation so that it waits "
+                "for all its members",
+            )
+        )
+
+    instead = _size_explanation(gang)
+    if podgroup is not None:
+        gang.timeout_seconds = podgroup.schedule_timeout_seconds
+        gang.created = min(gang.created, podgroup.created)
+        texts = list(podgroup.problems)
+        if group_size is not None and not group_size_valid and not texts:
+            texts.append(f"PodGroup spec.minMember must be a positive integer, got {group_size!r}")
+        for text in texts:
+            gang.problems.append(
+                Problem(
+                    "PodGroup",
+                    podgroup.key,
+                    "InvalidPodGroup",
+                    f"PodGroup {podgroup.key}: {text}; {instead}",
+                )
+            )
+    for pod, text in malformed:
+        gang.problems.append(
+            Problem(
+                "Pod",
+                pod.key,
+                "InvalidMinMember",
+                f"pod {pod.key} has annotation {MIN_MEMBER_ANNOTATION}={text!r}, which is "
+                f"not a positive whole number; it is ignored and {instead}",
+            )
+        )
+    for reason, message in gang_problems:
+        gang.problems.extend(Problem("Pod", pod.key, reason, message) for pod in gang.pending)
+
+
+def _size_explanation(gang: Gang) -> str:
+    """Where the gang's size came from, as the end of a problem's sentence."""
+    if gang.size_source == "podgroup":
+        return f"the gang's size is {gang.min_member}, from PodGroup {gang.key}"
+    if gang.size_source == "annotation":
+        return f"the gang's size is {gang.min_member}, from its members' annotations"
+    return "the members that exist are taken as the whole gang"
+
+
+def _conflict_message(gang: Gang, values: Mapping[int, list[str]]) -> str:
+    parts = []
+    for value in sorted(values):
+        pods = values[value]
+        shown = ", ".join(pods[:_NAMES_SHOWN])
+        more = f" and {len(pods) - _NAMES_SHOWN} more" if len(pods) > _NAMES_SHOWN else ""
+        parts.append(f"{value} on {shown}{more}")
+    return (
+        f"members of gang {gang.key} disagree on annotation {MIN_MEMBER_ANNOTATION} "
+        f"({'; '.join(parts)}); using the largest, {gang.min_member}"
+    )
+
+
+class GangIndex:
+    """Gang membership kept across watch events, so a cycle rebuilds only the gangs
+    that changed. `assemble()` gives the same gangs as `assemble_gangs` over the same
+    pods and PodGroups, plus the keys rebuilt since the last call (for the queue's
+    GANG_CHANGED hints)."""
+
+    def __init__(self, scheduler_name: str) -> None:
+        self._scheduler_name = scheduler_name
+        self._members: dict[str, dict[str, PodInfo]] = {}  # gang key -> pod key -> pod
+        self._gang_of: dict[str, str] = {}  # pod key -> gang key
+        self._podgroups: dict[str, PodGroupInfo] = {}
+        self._gangs: dict[str, Gang] = {}
+        self._dirty: set[str] = set()
+
+    def upsert_pod(self, pod: PodInfo) -> None:
+        self.delete_pod(pod.key)
+        if not (is_pending_member(pod, self._scheduler_name) or _is_bound_in_named_gang(pod)):
+            return
+        key = pod.gang_key
+        self._members.setdefault(key, {})[pod.key] = pod
+        self._gang_of[pod.key] = key
+        self._dirty.add(key)
+
+    def delete_pod(self, pod_key: str) -> None:
+        key = self._gang_of.pop(pod_key, None)
+        if key is None:
+            return
+        group = self._members[key]
+        del group[pod_key]
+        if not group:
+            del self._members[key]
+        self._dirty.add(key)
+
+    def upsert_podgroup(self, podgroup: PodGroupInfo) -> None:
+        self._podgroups[podgroup.key] = podgroup
+        self._dirty.add(podgroup.key)
+
+    def delete_podgroup(self, key: str) -> None:
+        if self._podgroups.pop(key, None) is not None:
+            self._dirty.add(key)
+
+    def assemble(self) -> tuple[GangSet, frozenset[str]]:
+        changed = frozenset(self._dirty)
+        for key in self._dirty:
+            group = self._members.get(key)
+            gang = None
+            if group:
+                gang = build_gang(
+                    key, group.values(), self._podgroups.get(key), self._scheduler_name
+                )
+            if gang is None:
+                self._gangs.pop(key, None)
+            else:
+                self._gangs[key] = gang
+        self._dirty.clear()
+        problems = [problem for gang in self._gangs.values() for problem in gang.problems]
+        return GangSet(dict(self._gangs), problems), changed

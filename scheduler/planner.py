@@ -1,0 +1,406 @@
+"""The planner: a whole gang placed against a snapshot, or nothing.
+
+One call of `plan_gang`:
+1. Members whose spec cannot be scheduled (malformed request, refused GPU shape) are
+   set aside with their reason.
+2. Members are grouped by shape (same requests, GPU request, selectors, tolerations);
+   for each shape the feasible nodes are collected from the snapshot's free-capacity
+   index, best end first, up to the profile's candidate limit, and scored once.
+3. Attempts, each a greedy pass on a fresh PlanningView (so members never count the
+   same capacity twice), until one places at least `needed` members:
+   - the whole gang inside one topology domain, most specific level first (one host,
+     then one rack, then one zone), the tightest domains that can hold it;
+   - everywhere, biggest members first, best weighted score;
+   - everywhere, most constrained shape first (fewest feasible nodes);
+   - everywhere, biggest first, tightest node (first-fit decreasing).
+   Within an attempt a node's cached score is recomputed only when a member of this
+   gang changed that node.
+4. A plan lists every member placed (all that fit, at least `needed`); otherwise the
+   result says, per member, why, in kube-scheduler's words plus the gang count.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cache.cluster import Placement
+from cache.gpu import PRODUCT_LABEL, DeviceShares
+from cache.node import NodeInfo
+from cache.pod import PodInfo
+from cache.resources import CPU
+from cache.snapshot import PlanningView, Snapshot
+from policies.capacity import copies_that_fit
+from policies.diagnosis import diagnose, first_failure, summarize
+from policies.interface import GangContext
+from policies.profile import Profile
+
+
+class PlannableGang(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def pending(self) -> Sequence[PodInfo]: ...
+
+    @property
+    def needed(self) -> int: ...
+
+    @property
+    def min_member(self) -> int: ...
+
+    @property
+    def bound(self) -> Sequence[PodInfo]: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    gang_key: str
+    placements: tuple[Placement, ...]
+    # Pending members beyond minMember that found no room this time, with the reason.
+    left_out: dict[str, str] = field(default_factory=dict)
+    score: float = 0.0
+    attempt: str = ""
+
+
+@dataclass(frozen=True)
+class Unschedulable:
+    gang_key: str
+    needed: int
+    placeable: int
+    message: str
+    # pod uid -> the message that pod should carry (PodScheduled=False, event).
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+PlanResult = Plan | Unschedulable
+
+
+@dataclass(slots=True)
+class _Choice:
+    """The best devices and weighted score for a shape on a node, at a node version."""
+
+    version: int
+    feasible: bool
+    score: float = 0.0
+    shares: DeviceShares = ()
+
+
+@dataclass(slots=True)
+class _Shape:
+    pod: PodInfo
+    members: list[PodInfo]
+    candidates: list[str] = field(default_factory=list)
+    choices: dict[str, _Choice | None] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    name: str
+    placements: list[Placement]
+    failed: dict[str, str]  # uid -> reason phrase
+    score: float
+    view: PlanningView
+
+
+class Planner:
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+
+    def plan(self, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
+        return _GangPlanning(self.profile, gang, snapshot).run()
+
+
+def plan_gang(profile: Profile, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
+    return _GangPlanning(profile, gang, snapshot).run()
+
+
+def _size_key(pod: PodInfo) -> tuple[int, int]:
+    """Biggest first: GPU milli, then CPU."""
+    return (-pod.gpu.total_milli, -pod.requests.get(CPU, 0))
+
+
+def allowed_models(pod: PodInfo) -> frozenset[str] | None:
+    """GPU products the pod is pinned to (nodeSelector, or an In requirement in every
+    affinity term), to skip other nodes before running any filter."""
+    if PRODUCT_LABEL in pod.node_selector:
+        return frozenset({pod.node_selector[PRODUCT_LABEL]})
+    terms = pod.required_affinity
+    if not terms:
+        return None
+    allowed: set[str] = set()
+    for term in terms:
+        values = [r.values for r in term if r.key == PRODUCT_LABEL and r.operator == "In"]
+        if not values:
+            return None
+        allowed.update(values[0])
+    return frozenset(allowed)
+
+
+class _GangPlanning:
+    def __init__(self, profile: Profile, gang: PlannableGang, snapshot: Snapshot) -> None:
+        self.profile = profile
+        self.gang = gang
+        self.snapshot = snapshot
+        self.versions = itertools.count(1)
+        self.refused: dict[str, str] = {}
+        self.shapes: dict[Hashable, _Shape] = {}
+        self.members: list[PodInfo] = []
+        for pod in gang.pending:
+            if pod.problems:
+                self.refused[pod.uid] = "; ".join(pod.problems)
+                continue
+            self.members.append(pod)
+            signature = pod.placement_signature()
+            shape = self.shapes.get(signature)
+            if shape is None:
+                self.shapes[signature] = _Shape(pod, [pod])
+            else:
+                shape.members.append(pod)
+        self.shape_of = {pod.uid: shape for shape in self.shapes.values() for pod in shape.members}
+
+    # --- the call ---------------------------------------------------------------------
+    def run(self) -> PlanResult:
+        needed = self.gang.needed
+        if len(self.members) < needed:
+            return self._refuse(needed)
+        for shape in self.shapes.values():
+            self._collect_candidates(shape)
+        best: _Attempt | None = None
+        for attempt in self._attempts():
+            if best is None or len(attempt.placements) > len(best.placements):
+                best = attempt
+            if len(best.placements) >= max(needed, 1):
+                break
+        if best is not None and len(best.placements) >= max(needed, 1):
+            return Plan(
+                gang_key=self.gang.key,
+                placements=tuple(best.placements),
+                left_out={uid: self._explain(uid, best) for uid in best.failed},
+                score=best.score,
+                attempt=best.name,
+            )
+        return self._unschedulable(needed, best)
+
+    def _attempts(self) -> Iterator[_Attempt]:
+        by_size = sorted(self.members, key=lambda p: (_size_key(p), p.created, p.name))
+        if len(self.members) > 1:
+            yield from self._domain_attempts(by_size)
+        yield self._greedy("best-score", by_size, None, self._best_scored)
+        if len(self.shapes) > 1:
+            constrained = sorted(
+                self.members,
+                key=lambda p: (len(self.shape_of[p.uid].candidates), _size_key(p), p.name),
+            )
+            yield self._greedy("most-constrained-first", constrained, None, self._best_scored)
+        yield self._greedy("first-fit-decreasing", by_size, None, self._tightest)
+
+    # --- candidates -------------------------------------------------------------------
+    def _collect_candidates(self, shape: _Shape) -> None:
+        pod = shape.pod
+        limit = self.profile.candidate_limit
+        if limit:
+            limit = max(limit, 2 * len(shape.members))
+        models = allowed_models(pod)
+        nodes = self.snapshot.nodes
+        filters = self.profile.filters
+        names = self.snapshot.candidates(
+            pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), self.profile.prefers_tight
+        )
+        for name in names:
+            node = nodes[name]
+            if models is not None and node.labels.get(PRODUCT_LABEL) not in models:
+                continue
+            if first_failure(filters, pod, node) is not None:
+                continue
+            shape.candidates.append(name)
+            if limit and len(shape.candidates) >= limit:
+                break
+
+    def _choice(self, shape: _Shape, view: PlanningView, name: str) -> _Choice | None:
+        """The shape's best choice on this node as the view has it; None if it no longer
+        fits. Candidates passed the filters on the snapshot, so only nodes this gang
+        changed are filtered again."""
+        version = view.version(name)
+        cached = shape.choices.get(name)
+        if cached is None or cached.version != version:
+            cached = self._evaluate(shape.pod, view.node(name), version)
+            shape.choices[name] = cached
+        return cached if cached.feasible else None
+
+    def _evaluate(self, pod: PodInfo, node: NodeInfo, version: int) -> _Choice:
+        if version and first_failure(self.profile.filters, pod, node) is not None:
+            return _Choice(version, feasible=False)
+        best: _Choice | None = None
+        for shares in self.profile.chooser.candidates(pod, node):
+            total = sum(
+                weight * score.score(pod, node, shares, _NO_GANG)
+                for score, weight in self.profile.node_scores
+            )
+            if best is None or total > best.score:
+                best = _Choice(version, True, total, shares)
+        return best or _Choice(version, feasible=False)
+
+    # --- greedy passes ----------------------------------------------------------------
+    def _greedy(
+        self,
+        name: str,
+        order: Sequence[PodInfo],
+        allowed: frozenset[str] | None,
+        pick: Callable[
+            [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
+            tuple[str, _Choice] | None,
+        ],
+    ) -> _Attempt:
+        view = PlanningView(self.snapshot, self.versions)
+        context = GangContext()
+        attempt = _Attempt(name, [], {}, 0.0, view)
+        for pod in order:
+            shape = self.shape_of[pod.uid]
+            found = pick(pod, shape, view, context, allowed)
+            if found is None:
+                attempt.failed[pod.uid] = ""
+                continue
+            node_name, choice = found
+            view.place(node_name, pod.requests, choice.shares)
+            context.record(view.node(node_name), self.profile.topology_keys)
+            attempt.placements.append(Placement(pod.uid, node_name, choice.shares))
+            attempt.score += choice.score
+        return attempt
+
+    def _feasible(
+        self, shape: _Shape, view: PlanningView, allowed: frozenset[str] | None
+    ) -> Iterator[tuple[str, _Choice]]:
+        for name in shape.candidates:
+            if allowed is not None and name not in allowed:
+                continue
+            choice = self._choice(shape, view, name)
+            if choice is not None:
+                yield name, choice
+
+    def _best_scored(
+        self,
+        pod: PodInfo,
+        shape: _Shape,
+        view: PlanningView,
+        context: GangContext,
+        allowed: frozenset[str] | None,
+    ) -> tuple[str, _Choice] | None:
+        best: tuple[str, _Choice] | None = None
+        best_total = float("-inf")
+        gang_scores = self.profile.gang_scores if context.placed else ()
+        for name, choice in self._feasible(shape, view, allowed):
+            total = choice.score
+            if gang_scores:
+                node = view.node(name)
+                total += sum(w * s.score(pod, node, choice.shares, context) for s, w in gang_scores)
+            if total > best_total:
+                best, best_total = (name, choice), total
+        return best
+
+    def _tightest(
+        self,
+        pod: PodInfo,
+        shape: _Shape,
+        view: PlanningView,
+        context: GangContext,
+        allowed: frozenset[str] | None,
+    ) -> tuple[str, _Choice] | None:
+        best: tuple[str, _Choice] | None = None
+        room = 1 << 62
+        for name, choice in self._feasible(shape, view, allowed):
+            copies = copies_that_fit(pod, view.node(name))
+            if copies < room:
+                best, room = (name, choice), copies
+        return best
+
+    # --- topology domains ---------------------------------------------------------------
+    def _domain_attempts(self, order: Sequence[PodInfo]) -> Iterator[_Attempt]:
+        """The whole gang inside one domain, most specific level first; at each level
+        the two tightest domains that can hold every member (by resources alone)."""
+        nodes = self.snapshot.nodes
+        for key in reversed(self.profile.topology_keys):
+            capacity: dict[str, Counter[Hashable]] = {}
+            members_of: dict[str, set[str]] = {}
+            for signature, shape in self.shapes.items():
+                for name in shape.candidates:
+                    domain = nodes[name].labels.get(key)
+                    if domain is None:
+                        continue
+                    copies = copies_that_fit(shape.pod, nodes[name])
+                    capacity.setdefault(domain, Counter())[signature] += copies
+                    members_of.setdefault(domain, set()).add(name)
+            fitting = [
+                domain
+                for domain, counts in capacity.items()
+                if all(counts[sig] >= len(s.members) for sig, s in self.shapes.items())
+            ]
+            fitting.sort(key=lambda d: (sum(capacity[d].values()), d))
+            for domain in fitting[:2]:
+                attempt = self._greedy(
+                    "domain", order, frozenset(members_of[domain]), self._best_scored
+                )
+                if len(attempt.placements) == len(self.members):
+                    yield attempt
+                    return
+
+    # --- explaining ---------------------------------------------------------------------
+    def _explain(self, uid: str, attempt: _Attempt) -> str:
+        shape = self.shape_of[uid]
+        nodes = list(attempt.view.nodes())
+        _, reasons = diagnose(self.profile.filters, shape.pod, nodes)
+        if not reasons:
+            # Every node passes the filters: the gang's own members took the room, or
+            # the candidate bound left the rest unseen.
+            return (
+                f"0/{len(nodes)} nodes are available: the room left was taken by other "
+                f"members of gang {self.gang.key}"
+            )
+        return summarize(len(nodes), reasons)
+
+    def _gang_line(self, placeable: int, needed: int) -> str:
+        total = len(self.gang.bound) + placeable
+        return (
+            f"gang {self.gang.key}: {total}/{self.gang.min_member} members placeable"
+            if needed
+            else f"gang {self.gang.key}: no room for the extra members"
+        )
+
+    def _refuse(self, needed: int) -> Unschedulable:
+        reasons = dict(self.refused)
+        message = (
+            f"gang {self.gang.key}: {len(self.members)} of {needed} needed members can be "
+            f"scheduled; the others are refused: " + "; ".join(sorted(set(reasons.values())))
+        )
+        for pod in self.members:
+            reasons[pod.uid] = message
+        return Unschedulable(self.gang.key, needed, len(self.members), message, reasons)
+
+    def _unschedulable(self, needed: int, best: _Attempt | None) -> Unschedulable:
+        placeable = len(best.placements) if best else 0
+        gang_line = self._gang_line(placeable, needed)
+        reasons: dict[str, str] = {}
+        first_reason = ""
+        if best is not None:
+            explained: dict[Hashable, str] = {}
+            for uid in best.failed:
+                signature = self.shape_of[uid].pod.placement_signature()
+                if signature not in explained:
+                    explained[signature] = self._explain(uid, best)
+                reasons[uid] = f"{explained[signature]} ({gang_line})"
+                first_reason = first_reason or explained[signature]
+            for placement in best.placements:
+                reasons[placement.pod_uid] = (
+                    f"{gang_line}; this member fits but the gang is placed all or nothing"
+                )
+        for uid, why in self.refused.items():
+            reasons[uid] = f"{why} ({gang_line})"
+        message = f"{first_reason} ({gang_line})" if first_reason else gang_line
+        return Unschedulable(self.gang.key, needed, placeable, message, reasons)
+
+
+# Node scores judge a choice alone; they are handed an empty gang context.
+_NO_GANG = GangContext()

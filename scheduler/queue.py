@@ -1,0 +1,312 @@
+"""The gang queue: which ready gang to try next, and when to try a failed one again.
+
+Pure: no clock of its own (every call that depends on time takes `now`, in seconds),
+no I/O, no threads. The caller feeds it gang keys and cluster changes.
+
+States of a gang:
+
+- ``active``: ready to try. Popped in order: higher priority first, then older
+  `created`, then key.
+- ``in_flight``: popped and being placed or bound, until `done` or `failed`.
+- ``unschedulable``: failed; waits for a cluster change that could help, or at most
+  `max_unschedulable_seconds` (default 300, as kube-scheduler's
+  podMaxInUnschedulablePodsDuration), whichever comes first.
+- ``backoff``: a change arrived for it; it becomes active when its backoff expires,
+  never earlier, so a flapping cluster cannot make the scheduler spin.
+
+API:
+
+- `add_or_update(key, priority, created, now)`: a new gang becomes active; a known one
+  keeps its state (and attempts) and takes the new priority and created.
+- `remove(key)`: forget the gang, whatever its state (its pods went away).
+- `pop(now) -> str | None`: the next active gang, now in flight; None when none is
+  active. Before choosing it moves expired backoffs to active and does `flush(now)`.
+- `done(key)`: success; the gang is forgotten (its attempts reset with it).
+- `failed(key, now, reason)`: attempts += 1; backoff = min(initial * 2**(attempts-1),
+  max) (1 s and 60 s by default); retry_at = now + backoff; the gang goes to
+  unschedulable. If a change that could help arrived while it was in flight, it goes
+  to backoff instead: that change must not be lost.
+- `cluster_changed(now, hint, key=None) -> int`: unschedulable gangs move to backoff
+  (every one, or for `GANG_CHANGED` only gang `key`); returns how many moved. The
+  adapter reports only changes that could free or add room: a node added, a node's
+  allocatable/labels/taints changed, a pod that held resources deleted, a PodGroup or
+  a gang's membership changed.
+- `flush(now)`: unschedulable gangs older than max_unschedulable_seconds move to
+  active (to backoff if still backing off). `pop` calls it; calling it on each loop is
+  harmless.
+- `next_wakeup(now) -> float | None`: the earliest time a gang may become active by
+  itself (`now` when one is active already; None when nothing will). The loop sleeps
+  until then or until an event. When nothing changes, `pop` returns None and this
+  says when to look again: no busy loop is possible.
+- `state(key)`, `attempts(key)`, `last_reason(key)`, `len(queue)`, `key in queue`,
+  `counts()` (gangs per state, for metrics) and `snapshot()` (for /debug/gangs).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from sortedcontainers import SortedList
+
+GangState = Literal["active", "in_flight", "backoff", "unschedulable"]
+STATES: tuple[GangState, ...] = ("active", "in_flight", "backoff", "unschedulable")
+
+# 2**62 seconds is beyond any cap; bounding the exponent keeps the float finite.
+_MAX_EXPONENT = 62
+
+
+class ClusterChange(enum.Enum):
+    """A change that could let a failed gang fit."""
+
+    NODE_ADDED = "NodeAdded"
+    NODE_UPDATED = "NodeUpdated"
+    POD_DELETED = "PodDeleted"  # resources freed
+    PODGROUP_CHANGED = "PodGroupChanged"
+    GANG_CHANGED = "GangChanged"  # one gang's members or size changed; needs its key
+
+
+@dataclass(frozen=True, slots=True)
+class GangStatus:
+    """One gang as /debug/gangs shows it."""
+
+    key: str
+    state: GangState
+    priority: int
+    created: float
+    added_at: float
+    attempts: int
+    last_reason: str
+    retry_at: float | None  # when its backoff expires (after a failure)
+    unschedulable_since: float | None
+
+
+@dataclass(slots=True)
+class _Entry:
+    key: str
+    priority: int
+    created: float
+    added_at: float
+    state: GangState = "active"
+    attempts: int = 0
+    retry_at: float | None = None
+    unschedulable_since: float | None = None
+    last_reason: str = ""
+    # A change that could help arrived while the gang was in flight.
+    changed_in_flight: bool = False
+
+    def order(self) -> tuple[int, float, str]:
+        return (-self.priority, self.created, self.key)
+
+
+class GangQueue:
+    def __init__(
+        self,
+        *,
+        initial_backoff_seconds: float = 1.0,
+        max_backoff_seconds: float = 60.0,
+        max_unschedulable_seconds: float = 300.0,
+    ) -> None:
+        if not 0 < initial_backoff_seconds <= max_backoff_seconds:
+            raise ValueError(
+                "backoff must satisfy 0 < initial <= max, got "
+                f"initial={initial_backoff_seconds} max={max_backoff_seconds}"
+            )
+        if not max_unschedulable_seconds > 0:
+            raise ValueError(
+                f"max_unschedulable_seconds must be positive, got {max_unschedulable_seconds}"
+            )
+        self.initial_backoff_seconds = initial_backoff_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self.max_unschedulable_seconds = max_unschedulable_seconds
+        self._entries: dict[str, _Entry] = {}
+        self._active = SortedList()  # (-priority, created, key)
+        self._backoff = SortedList()  # (retry_at, key)
+        self._unschedulable = SortedList()  # (unschedulable_since, key)
+        self._in_flight: set[str] = set()
+
+    # --- feeding the queue -------------------------------------------------------
+
+    def add_or_update(self, key: str, priority: int, created: float, now: float) -> None:
+        # NaN would break the sorted order; an unknown age sorts last.
+        created = created if not math.isnan(created) else math.inf
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = _Entry(key=key, priority=priority, created=created, added_at=now)
+            self._entries[key] = entry
+            self._active.add(entry.order())
+            return
+        if entry.priority == priority and entry.created == created:
+            return
+        if entry.state == "active":
+            self._active.remove(entry.order())
+            entry.priority, entry.created = priority, created
+            self._active.add(entry.order())
+        else:
+            entry.priority, entry.created = priority, created
+
+    def remove(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._detach(entry)
+
+    def cluster_changed(self, now: float, hint: ClusterChange, key: str | None = None) -> int:
+        if hint is ClusterChange.GANG_CHANGED:
+            if key is None:
+                raise ValueError("ClusterChange.GANG_CHANGED needs the gang's key")
+            entry = self._entries.get(key)
+            candidates = [entry] if entry is not None else []
+        else:
+            candidates = [self._entries[k] for _, k in self._unschedulable]
+            candidates += [self._entries[k] for k in self._in_flight]
+        moved = 0
+        for entry in candidates:
+            if entry.state == "in_flight":
+                entry.changed_in_flight = True
+            elif entry.state == "unschedulable":
+                self._detach(entry)
+                self._to_backoff(entry)
+                moved += 1
+        return moved
+
+    # --- the scheduling loop -----------------------------------------------------
+
+    def pop(self, now: float) -> str | None:
+        self._release_backoffs(now)
+        self.flush(now)
+        if not self._active:
+            return None
+        key: str = self._active.pop(0)[2]
+        entry = self._entries[key]
+        entry.state = "in_flight"
+        self._in_flight.add(key)
+        entry.changed_in_flight = False
+        return key
+
+    def done(self, key: str) -> None:
+        self.remove(key)
+
+    def failed(self, key: str, now: float, reason: str) -> None:
+        entry = self._entries.get(key)
+        if entry is None:  # removed while in flight: nothing to retry
+            return
+        self._detach(entry)
+        entry.attempts += 1
+        entry.last_reason = reason
+        entry.retry_at = now + self.backoff_seconds(entry.attempts)
+        if entry.changed_in_flight:
+            entry.changed_in_flight = False
+            self._to_backoff(entry)
+        else:
+            entry.state = "unschedulable"
+            entry.unschedulable_since = now
+            self._unschedulable.add((now, key))
+
+    def flush(self, now: float) -> None:
+        limit = now - self.max_unschedulable_seconds
+        while self._unschedulable and self._unschedulable[0][0] <= limit:
+            _, key = self._unschedulable.pop(0)
+            entry = self._entries[key]
+            if entry.retry_at is not None and entry.retry_at > now:
+                self._to_backoff(entry)
+            else:
+                self._to_active(entry)
+
+    def next_wakeup(self, now: float) -> float | None:
+        if self._active:
+            return now
+        times: list[float] = []
+        if self._backoff:
+            times.append(self._backoff[0][0])
+        if self._unschedulable:
+            times.append(self._unschedulable[0][0] + self.max_unschedulable_seconds)
+        return min(times) if times else None
+
+    def backoff_seconds(self, attempts: int) -> float:
+        """The wait after the `attempts`-th failure in a row."""
+        exponent = min(max(attempts - 1, 0), _MAX_EXPONENT)
+        return min(self.initial_backoff_seconds * 2.0**exponent, self.max_backoff_seconds)
+
+    # --- looking in ----------------------------------------------------------------
+
+    def state(self, key: str) -> GangState | None:
+        entry = self._entries.get(key)
+        return entry.state if entry is not None else None
+
+    def attempts(self, key: str) -> int:
+        entry = self._entries.get(key)
+        return entry.attempts if entry is not None else 0
+
+    def last_reason(self, key: str) -> str | None:
+        entry = self._entries.get(key)
+        return entry.last_reason if entry is not None and entry.attempts else None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def counts(self) -> dict[GangState, int]:
+        counts: dict[GangState, int] = dict.fromkeys(STATES, 0)
+        for entry in self._entries.values():
+            counts[entry.state] += 1
+        return counts
+
+    def snapshot(self) -> list[GangStatus]:
+        """Every gang: in flight, then active in pop order, then backoff by expiry,
+        then unschedulable by how long they have waited."""
+        in_flight = sorted(self._in_flight)
+        keys = (
+            in_flight
+            + [key for _, _, key in self._active]
+            + [key for _, key in self._backoff]
+            + [key for _, key in self._unschedulable]
+        )
+        return [self._status(self._entries[key]) for key in keys]
+
+    # --- moving between states -----------------------------------------------------
+
+    def _detach(self, entry: _Entry) -> None:
+        """Take the entry out of its state's index (the entry itself stays)."""
+        if entry.state == "active":
+            self._active.remove(entry.order())
+        elif entry.state == "in_flight":
+            self._in_flight.discard(entry.key)
+        elif entry.state == "backoff":
+            self._backoff.remove((entry.retry_at, entry.key))
+        elif entry.state == "unschedulable":
+            self._unschedulable.remove((entry.unschedulable_since, entry.key))
+
+    def _to_backoff(self, entry: _Entry) -> None:
+        entry.state = "backoff"
+        entry.unschedulable_since = None
+        if entry.retry_at is None:  # never failed: nothing to wait for
+            self._to_active(entry)
+            return
+        self._backoff.add((entry.retry_at, entry.key))
+
+    def _to_active(self, entry: _Entry) -> None:
+        entry.state = "active"
+        entry.unschedulable_since = None
+        self._active.add(entry.order())
+
+    def _release_backoffs(self, now: float) -> None:
+        while self._backoff and self._backoff[0][0] <= now:
+            _, key = self._backoff.pop(0)
+            self._to_active(self._entries[key])
+
+    def _status(self, entry: _Entry) -> GangStatus:
+        return GangStatus(
+            key=entry.key,
+            state=entry.state,
+            priority=entry.priority,
+            created=entry.created,
+            added_at=entry.added_at,
+            attempts=entry.attempts,
+            last_reason=entry.last_reason,
+            retry_at=entry.retry_at,
+            unschedulable_since=entry.unschedulable_since,
+        )
