@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +29,7 @@ VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
 MIN_MEMBER_ANNOTATION = "gang-scheduler.io/min-member"
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 @dataclass(slots=True)
@@ -167,6 +169,14 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
 
     priority = spec.get("priority")
     gang_name = labels.get(GANG_LABEL) or annotations.get(VOLCANO_GANG_ANNOTATION) or None
+    if gang_name is not None and not _GROUP_NAME.match(str(gang_name)):
+        # Label values are validated by the API server; an annotation is not, and a
+        # name with "/" or ":" could collide with another gang's key.
+        problems.append(
+            f"annotation {VOLCANO_GANG_ANNOTATION}: {gang_name!r} is not a valid group name "
+            "(up to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
+        )
+        gang_name = None
     min_member = annotations.get(MIN_MEMBER_ANNOTATION)
     return PodInfo(
         uid=str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"),

@@ -7,8 +7,8 @@ nvidia.com/gpu, 4 node(s) didn't match GPU type A100."
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
 
 from cache.node import NodeInfo
 from cache.pod import PodInfo
@@ -58,3 +58,47 @@ def summarize(total_nodes: int, reasons: Counter[str]) -> str:
     if not counted:
         return head + "."
     return head + ": " + ", ".join(f"{count} {reason}" for count, reason in counted) + "."
+
+
+class FilterMemo:
+    """First-failure answers per pod shape and node generation, kept across planning
+    calls. A node whose generation has not moved fails (or passes) a shape exactly as
+    it did last time, so a diagnosis over 5,000 nodes becomes 5,000 look-ups once the
+    shape has been seen. Only nodes as the cache has them may be asked: a node
+    changed by a tentative placement keeps its generation, and is filtered directly.
+    """
+
+    def __init__(self, filters: Sequence[Filter], max_shapes: int = 32) -> None:
+        self.filters = filters
+        self.max_shapes = max_shapes
+        self._tables: OrderedDict[Hashable, dict[str, tuple[int, str | None]]] = OrderedDict()
+
+    def for_shape(self, signature: Hashable, pod: PodInfo) -> ShapeMemo:
+        """The answers for one shape (`pod` stands for every pod of that signature)."""
+        table = self._tables.get(signature)
+        if table is None:
+            table = self._tables[signature] = {}
+            if len(self._tables) > self.max_shapes:
+                self._tables.popitem(last=False)
+        else:
+            self._tables.move_to_end(signature)
+        return ShapeMemo(self.filters, pod, table)
+
+
+class ShapeMemo:
+    __slots__ = ("_table", "filters", "pod")
+
+    def __init__(
+        self, filters: Sequence[Filter], pod: PodInfo, table: dict[str, tuple[int, str | None]]
+    ) -> None:
+        self.filters = filters
+        self.pod = pod
+        self._table = table
+
+    def first_failure(self, node: NodeInfo) -> str | None:
+        known = self._table.get(node.name)
+        if known is not None and known[0] == node.generation:
+            return known[1]
+        reason = first_failure(self.filters, self.pod, node)
+        self._table[node.name] = (node.generation, reason)
+        return reason

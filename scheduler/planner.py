@@ -34,7 +34,7 @@ from cache.pod import PodInfo
 from cache.resources import CPU
 from cache.snapshot import PlanningView, Snapshot
 from policies.capacity import copies_that_fit
-from policies.diagnosis import diagnose, first_failure, summarize
+from policies.diagnosis import FilterMemo, first_failure, summarize
 from policies.interface import GangContext
 from policies.profile import Profile
 
@@ -107,15 +107,20 @@ class _Attempt:
 
 
 class Planner:
+    """Plans gangs one at a time; keeps filter answers for unchanged nodes between
+    calls (FilterMemo), which is what makes a diagnosis over every node affordable."""
+
     def __init__(self, profile: Profile) -> None:
         self.profile = profile
+        self.memo = FilterMemo(profile.filters)
 
     def plan(self, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
-        return _GangPlanning(self.profile, gang, snapshot).run()
+        return _GangPlanning(self.profile, self.memo, gang, snapshot).run()
 
 
 def plan_gang(profile: Profile, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
-    return _GangPlanning(profile, gang, snapshot).run()
+    """Plan one gang with no memory of earlier calls."""
+    return Planner(profile).plan(gang, snapshot)
 
 
 def _size_key(pod: PodInfo) -> tuple[int, int]:
@@ -141,8 +146,11 @@ def allowed_models(pod: PodInfo) -> frozenset[str] | None:
 
 
 class _GangPlanning:
-    def __init__(self, profile: Profile, gang: PlannableGang, snapshot: Snapshot) -> None:
+    def __init__(
+        self, profile: Profile, memo: FilterMemo, gang: PlannableGang, snapshot: Snapshot
+    ) -> None:
         self.profile = profile
+        self.memo = memo
         self.gang = gang
         self.snapshot = snapshot
         self.versions = itertools.count(1)
@@ -206,7 +214,7 @@ class _GangPlanning:
             limit = max(limit, 2 * len(shape.members))
         models = allowed_models(pod)
         nodes = self.snapshot.nodes
-        filters = self.profile.filters
+        memo = self.memo.for_shape(pod.placement_signature(), pod)
         names = self.snapshot.candidates(
             pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), self.profile.prefers_tight
         )
@@ -214,7 +222,7 @@ class _GangPlanning:
             node = nodes[name]
             if models is not None and node.labels.get(PRODUCT_LABEL) not in models:
                 continue
-            if first_failure(filters, pod, node) is not None:
+            if memo.first_failure(node) is not None:
                 continue
             shape.candidates.append(name)
             if limit and len(shape.candidates) >= limit:
@@ -349,17 +357,27 @@ class _GangPlanning:
 
     # --- explaining ---------------------------------------------------------------------
     def _explain(self, uid: str, attempt: _Attempt) -> str:
-        shape = self.shape_of[uid]
-        nodes = list(attempt.view.nodes())
-        _, reasons = diagnose(self.profile.filters, shape.pod, nodes)
+        pod = self.shape_of[uid].pod
+        memo = self.memo.for_shape(pod.placement_signature(), pod)
+        view = attempt.view
+        reasons: Counter[str] = Counter()
+        nodes = 0
+        for name, node in self.snapshot.nodes.items():
+            nodes += 1
+            if view.version(name):
+                reason = first_failure(self.profile.filters, pod, view.node(name))
+            else:
+                reason = memo.first_failure(node)
+            if reason is not None:
+                reasons[reason] += 1
         if not reasons:
             # Every node passes the filters: the gang's own members took the room, or
             # the candidate bound left the rest unseen.
             return (
-                f"0/{len(nodes)} nodes are available: the room left was taken by other "
+                f"0/{nodes} nodes are available: the room left was taken by other "
                 f"members of gang {self.gang.key}"
             )
-        return summarize(len(nodes), reasons)
+        return summarize(nodes, reasons)
 
     def _gang_line(self, placeable: int, needed: int) -> str:
         total = len(self.gang.bound) + placeable

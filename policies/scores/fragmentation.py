@@ -2,7 +2,7 @@
 
 From Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with
 Fragmentation Gradient Descent" (USENIX ATC'23), with the exact rules of its public
-simulator as /work/shared/data/openb/README.md writes them down.
+simulator as the openb trace README (shared/data/openb/README.md) writes them down.
 
 Free GPU milli on a node is *fragmented* for a workload shape when that shape could
 not use it. For one shape (all in GPU milli; idle = all free milli of the node):

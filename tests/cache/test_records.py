@@ -118,6 +118,9 @@ def test_gang_keys_from_label_and_volcano_annotation() -> None:
     obj = pod_obj("p", annotations={"scheduling.k8s.io/group-name": "vc"})
     assert pod_from_api(obj).gang_key == "default/vc"
     assert pod_from_api(pod_obj("solo")).gang_key == "default/pod:solo"
+    # An annotation that could collide with another gang's key is refused, clearly.
+    clash = pod_from_api(pod_obj("p", annotations={"scheduling.k8s.io/group-name": "pod:x"}))
+    assert clash.gang_key == "default/pod:p" and "not a valid group name" in clash.problems[0]
 
 
 def test_node_devices_from_topology_annotation() -> None:

@@ -1,0 +1,310 @@
+"""Planner benchmark: time to place one gang against clusters of 500 to 5,000 nodes.
+
+Each node has 8 GPUs (DGX-like NVLink boxes, PCIe boxes with PIX/SYS pairs, and nodes
+with no published topology; A100, V100 and T4 models), 40 nodes to a rack. The
+cluster starts about half full with running pods, then a mixed queue of gangs (1, 2,
+4, 8 and 32 members; whole GPUs and shares; a fifth pinned to a GPU model) is planned
+one gang at a time; each plan is assumed and confirmed, so the cluster fills as it
+would. Timed per gang: the snapshot update plus the planner call (what one scheduling
+cycle spends before binding).
+
+    .venv/bin/python bench/planner.py                 # table for 500..5000 nodes
+    .venv/bin/python bench/planner.py --nodes 5000 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cache.cluster import ClusterCache, EventType
+from cache.gpu import TOPOLOGY_ANNOTATION
+from cache.snapshot import Snapshot
+from policies.profile import build_profile
+from scheduler.gang import assemble_gangs
+from scheduler.planner import Plan, Planner
+
+GANG_SIZES = (1, 2, 4, 8, 32)
+MODELS = ("A100", "V100", "T4")
+NODES_PER_RACK = 40
+
+
+def _links(kind: str) -> list[list[str]] | None:
+    if kind == "nvlink":
+        return [["X" if i == j else "NV12" for j in range(8)] for i in range(8)]
+    if kind == "pcie":
+        return [
+            [
+                "X"
+                if i == j
+                else ("PIX" if i // 2 == j // 2 else ("NODE" if i // 4 == j // 4 else "SYS"))
+                for j in range(8)
+            ]
+            for i in range(8)
+        ]
+    return None
+
+
+def node_object(index: int) -> dict[str, Any]:
+    name = f"node-{index:05d}"
+    model = MODELS[index % len(MODELS)]
+    kind = ("nvlink", "pcie", "unknown")[(index // 3) % 3]
+    labels = {
+        "kubernetes.io/hostname": name,
+        "topology.kubernetes.io/zone": f"rack-{index // NODES_PER_RACK:03d}",
+        "nvidia.com/gpu.product": model,
+    }
+    annotations = {}
+    links = _links(kind)
+    if links is not None:
+        annotations[TOPOLOGY_ANNOTATION] = json.dumps(
+            {
+                "version": 1,
+                "devices": [
+                    {
+                        "index": i,
+                        "uuid": f"GPU-{name}-{i}",
+                        "model": model,
+                        "memoryMiB": 40960,
+                        "numa": i // 4,
+                    }
+                    for i in range(8)
+                ],
+                "links": links,
+            }
+        )
+    allocatable = {
+        "cpu": "128",
+        "memory": "1024Gi",
+        "pods": "110",
+        "nvidia.com/gpu": "8",
+        "nvidia.com/vgpu": "8000",
+    }
+    return {
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": annotations,
+            "resourceVersion": "1",
+        },
+        "spec": {},
+        "status": {"allocatable": allocatable},
+    }
+
+
+def pod_object(
+    name: str,
+    *,
+    gang: str | None,
+    size: int,
+    gpus: int,
+    vgpu: int,
+    model: str | None,
+    node: str = "",
+    assignment: str = "",
+) -> dict[str, Any]:
+    requests = {"cpu": "4", "memory": "32Gi"}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    if vgpu:
+        requests["nvidia.com/vgpu"] = str(vgpu)
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "bench",
+        "uid": name,
+        "resourceVersion": "1",
+        "labels": {},
+        "annotations": {},
+    }
+    if gang:
+        meta["labels"]["scheduling.x-k8s.io/pod-group"] = gang
+        meta["annotations"]["gang-scheduler.io/min-member"] = str(size)
+    if assignment:
+        meta["annotations"]["gang-scheduler.io/gpu-devices"] = assignment
+    spec: dict[str, Any] = {
+        "schedulerName": "gang-scheduler",
+        "containers": [{"name": "c", "resources": {"requests": requests}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    if model:
+        spec["nodeSelector"] = {"nvidia.com/gpu.product": model}
+    return {"metadata": meta, "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+
+
+def build_cluster(nodes: int, rng: random.Random) -> ClusterCache:
+    cache = ClusterCache()
+    for index in range(nodes):
+        cache.apply_node(EventType.ADDED, node_object(index))
+    # About half the GPUs busy: whole-GPU pods and shares on their own devices.
+    for index in range(nodes):
+        name = f"node-{index:05d}"
+        device = 0
+        for number in range(rng.randint(0, 3)):
+            if device >= 8:
+                break
+            if rng.random() < 0.4:
+                milli = rng.choice((250, 500, 700))
+                pod = pod_object(
+                    f"run-{index}-{number}",
+                    gang=None,
+                    size=1,
+                    gpus=0,
+                    vgpu=milli,
+                    model=None,
+                    node=name,
+                    assignment=f"{device}:{milli}",
+                )
+                device += 1
+            else:
+                count = min(rng.choice((1, 2, 4)), 8 - device)
+                shares = ",".join(f"{d}:1000" for d in range(device, device + count))
+                pod = pod_object(
+                    f"run-{index}-{number}",
+                    gang=None,
+                    size=1,
+                    gpus=count,
+                    vgpu=0,
+                    model=None,
+                    node=name,
+                    assignment=shares,
+                )
+                device += count
+            cache.apply_pod(EventType.ADDED, pod)
+    return cache
+
+
+def gang_pods(number: int, size: int, rng: random.Random) -> list[dict[str, Any]]:
+    name = f"gang-{number:05d}-size{size}"
+    model = rng.choice(MODELS) if rng.random() < 0.2 else None
+    if size == 1 and rng.random() < 0.5:
+        gpus, vgpu = 0, rng.choice((250, 300, 500))
+    else:
+        gpus, vgpu = rng.choice((1, 2, 4, 8) if size <= 8 else (1, 2)), 0
+    return [
+        pod_object(f"{name}-{i}", gang=name, size=size, gpus=gpus, vgpu=vgpu, model=model)
+        for i in range(size)
+    ]
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def run(nodes: int, gangs_per_size: int, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    cache = build_cluster(nodes, rng)
+    planner = Planner(build_profile("binpack"))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    timings: dict[int, list[float]] = {size: [] for size in GANG_SIZES}
+    placed: dict[int, int] = dict.fromkeys(GANG_SIZES, 0)
+    queue = [size for size in GANG_SIZES for _ in range(gangs_per_size)]
+    rng.shuffle(queue)
+    for number, size in enumerate(queue):
+        objs = gang_pods(number, size, rng)
+        for obj in objs:
+            cache.apply_pod(EventType.ADDED, obj)
+        pods = [cache.pod(obj["metadata"]["uid"]) for obj in objs]
+        gang = next(
+            iter(assemble_gangs([p for p in pods if p], {}, "gang-scheduler").gangs.values())
+        )
+        start = time.perf_counter()
+        cache.update_snapshot(snapshot)
+        result = planner.plan(gang, snapshot)
+        timings[size].append(time.perf_counter() - start)
+        if isinstance(result, Plan):
+            placed[size] += 1
+            cache.assume(result.placements, now=0)
+            for placement in result.placements:
+                cache.confirm(placement.pod_uid, placement.node, placement.shares)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "nodes": nodes,
+        "gangs": {
+            str(size): {
+                "p50_ms": round(statistics.median(values) * 1000, 3),
+                "p99_ms": round(percentile(values, 0.99) * 1000, 3),
+                "p50_ms_per_pod": round(statistics.median(values) * 1000 / size, 3),
+                "placed": placed[size],
+                "attempted": len(values),
+            }
+            for size, values in timings.items()
+        },
+        "peak_rss_mib": round(peak, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, help="one cluster size (default: 500..5000)")
+    parser.add_argument(
+        "--gangs",
+        type=int,
+        help="gangs of each size (default: nodes / 12, so every cluster "
+        "ends about equally full and sizes compare)",
+    )
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    args = parser.parse_args()
+    if args.nodes:
+        result = run(args.nodes, args.gangs or max(10, args.nodes // 12), args.seed)
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print_table([result])
+        return 0
+    # Each size in its own process, so that peak RSS is that size's.
+    results = []
+    for nodes in (500, 1000, 2000, 5000):
+        command = [sys.executable, __file__, "--nodes", str(nodes), "--seed", str(args.seed)]
+        if args.gangs:
+            command += ["--gangs", str(args.gangs)]
+        out = subprocess.run(
+            [*command, "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        results.append(json.loads(out))
+    if args.json:
+        print(json.dumps({"results": results}))
+    else:
+        print_table(results)
+    return 0
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    sizes = [str(s) for s in GANG_SIZES]
+    print(
+        "| nodes | "
+        + " | ".join(f"gang of {s}: p50 / p99 ms" for s in sizes)
+        + " | ms per pod (p50), gang of 8 / 32 | placed | peak RSS MiB |"
+    )
+    print("|---" * (len(sizes) + 4) + "|")
+    for result in results:
+        gangs = result["gangs"]
+        cells = [f"{gangs[s]['p50_ms']:.2f} / {gangs[s]['p99_ms']:.2f}" for s in sizes]
+        placed = sum(g["placed"] for g in gangs.values())
+        attempted = sum(g["attempted"] for g in gangs.values())
+        per_pod = f"{gangs['8']['p50_ms_per_pod']:.3f} / {gangs['32']['p50_ms_per_pod']:.3f}"
+        print(
+            f"| {result['nodes']} | "
+            + " | ".join(cells)
+            + f" | {per_pod} | {placed}/{attempted} | {result['peak_rss_mib']:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The scheduling cycle: queue, planner and cache together, with binds outcomes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cache.cluster import EventType
+from policies.profile import build_profile
+from scheduler.core import SchedulingCore
+from scheduler.demo import run_demo
+from scheduler.planner import Plan, Unschedulable
+from tests.factories import node_obj, pod_obj
+
+ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED
+
+
+def core_with(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> SchedulingCore:
+    core = SchedulingCore(build_profile())
+    for node in nodes:
+        core.apply_node(ADDED, node, 0)
+    for pod in pods:
+        core.apply_pod(ADDED, pod, 0)
+    return core
+
+
+def gang(name: str, size: int, gpus: int, created: int = 0) -> list[dict[str, Any]]:
+    return [
+        pod_obj(f"{name}-{i}", gang=name, min_member=size, gpus=gpus,
+                created=f"2026-01-01T00:00:{created:02d}Z")
+        for i in range(size)
+    ]
+
+
+def test_demo_places_what_it_promises() -> None:
+    report = run_demo()
+    placed = {row.pod: row for row in report.placed}
+    assert {placed[f"resnet-w{i}"].node for i in range(4)} in ({"dgx-a1"}, {"dgx-a2"})
+    assert all(placed[f"bert-w{i}"].links == "PIX" for i in range(4))
+    assert placed["notebook-alice"].node == placed["notebook-bob"].node == "t4-b3"
+    waiting = dict(report.waiting)
+    assert "gang ml/llm: 1/2 members placeable" in waiting["ml/llm"]
+    assert waiting["ml/gpt"].startswith("waiting for 1 more member: 3/4 exist")
+    assert "whole multiple" in waiting["ml/pod:odd-share"]
+    assert not any(pod.startswith("llm") or pod.startswith("gpt") for pod in placed)
+
+
+def test_planned_gang_is_not_planned_again_while_binding() -> None:
+    core = core_with([node_obj("n", gpus=4)], gang("g", 2, 1))
+    attempt = core.schedule_next(0)
+    assert attempt is not None and isinstance(attempt.result, Plan)
+    # A late event of a member, still pending in the API, changes nothing.
+    core.apply_pod(MODIFIED, pod_obj("g-0", gang="g", min_member=2, gpus=1, resource_version="2"), 1)
+    assert core.schedule_next(1) is None
+    assert list(core.cache.pending_pods("gang-scheduler")) == []
+
+
+def test_bind_failure_releases_everything_and_retries_after_backoff() -> None:
+    core = core_with([node_obj("n", gpus=4)], gang("g", 2, 1))
+    attempt = core.schedule_next(0)
+    assert attempt is not None and isinstance(attempt.result, Plan)
+    core.bind_failed("default/g", attempt.result.placements, 0, "node n vanished")
+    assert core.cache.node("n").gpu_free == [1000] * 4  # type: ignore[union-attr]
+    assert core.queue.state("default/g") == "unschedulable"
+    assert core.schedule_next(0.5) is None
+    core.apply_node(MODIFIED, node_obj("n", gpus=4, labels={"fixed": "yes"}, resource_version="2"), 0.5)
+    retry = core.schedule_next(2)
+    assert retry is not None and isinstance(retry.result, Plan)
+
+
+def test_expired_reservations_make_pods_pending_again() -> None:
+    core = core_with([node_obj("n", gpus=1)], [pod_obj("solo", gpus=1)])
+    assert core.schedule_next(0) is not None
+    assert core.expire(100) == ["uid-default-solo"]
+    again = core.schedule_next(100)
+    assert again is not None and isinstance(again.result, Plan)
+
+
+def test_two_big_gangs_finish_one_after_the_other_without_deadlock() -> None:
+    nodes = [node_obj(f"n{i}", gpus=1) for i in range(4)]
+    core = core_with(nodes, gang("first", 3, 1, created=0) + gang("second", 3, 1, created=1))
+    first = core.schedule_next(0)
+    assert first is not None and first.gang.key == "default/first"
+    assert isinstance(first.result, Plan)
+    for placement in first.result.placements:
+        core.bound(placement)
+    second = core.schedule_next(1)
+    assert second is not None and isinstance(second.result, Unschedulable)
+    assert second.result.placeable == 1  # and it holds nothing while it waits
+    assert sum(n.free_whole_gpus for n in core.cache.nodes()) == 1
+    assert core.schedule_next(2) is None  # no spinning while nothing changes
+    for i in range(3):  # the first job finishes
+        done = pod_obj(f"first-{i}", gang="first", min_member=3, gpus=1,
+                       node_name=first.result.placements[i].node, phase="Succeeded",
+                       resource_version="9")
+        core.apply_pod(MODIFIED, done, 3)
+    retry = core.schedule_next(3)
+    assert retry is not None and retry.gang.key == "default/second"
+    assert isinstance(retry.result, Plan) and len(retry.result.placements) == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_no_gang_is_ever_partially_bound(data: st.DataObject) -> None:
+    nodes = [node_obj(f"n{i}", gpus=data.draw(st.sampled_from([1, 2, 4]))) for i in range(3)]
+    core = core_with(nodes, [])
+    sizes: dict[str, int] = {}
+    finished: dict[str, int] = {}
+    clock = 0.0
+    for step in range(data.draw(st.integers(1, 12))):
+        action = data.draw(st.sampled_from(["arrive", "arrive", "cycle", "cycle", "finish"]))
+        clock += data.draw(st.sampled_from([0.5, 2.0, 70.0]))
+        if action == "arrive":
+            size = data.draw(st.integers(1, 4))
+            name = f"j{step}"
+            sizes[f"default/{name}"] = size
+            count = data.draw(st.integers(max(1, size - 1), size + 1))
+            for i in range(count):
+                core.apply_pod(ADDED, pod_obj(f"{name}-{i}", gang=name, min_member=size,
+                                              gpus=data.draw(st.sampled_from([1, 2]))), clock)
+        elif action == "finish":
+            running = [p for p in core.cache.pods() if p.node_name and p.phase == "Running"]
+            if running:
+                victim = data.draw(st.sampled_from(running))
+                finished[victim.gang_key] = finished.get(victim.gang_key, 0) + 1
+                core.apply_pod(DELETED, pod_obj(victim.name, resource_version="99"), clock)
+        else:
+            attempt = core.schedule_next(clock)
+            if attempt is not None and isinstance(attempt.result, Plan):
+                if data.draw(st.booleans()):
+                    for placement in attempt.result.placements:
+                        core.bound(placement)
+                else:
+                    core.bind_failed(attempt.gang.key, attempt.result.placements, clock, "test")
+        for node in core.cache.nodes():
+            assert all(free >= 0 for free in node.gpu_free)
+        bound: dict[str, int] = {}
+        for pod in core.cache.pods():
+            if pod.node_name or core.cache.is_assumed(pod.uid):
+                bound[pod.gang_key] = bound.get(pod.gang_key, 0) + 1
+        for key, size in sizes.items():
+            # Bound (or being bound) members are none or a whole gang; only members
+            # that finished afterwards may bring the count below minMember.
+            count = bound.get(key, 0)
+            assert count == 0 or count + finished.get(key, 0) >= size
