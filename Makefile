@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench fmt clean
 
 $(BIN)/gang-scheduler: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,3 +32,7 @@ bench: $(BIN)/gang-scheduler
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+
+fmt: $(BIN)/gang-scheduler
+	$(BIN)/ruff format cache policies scheduler tests bench
+	$(BIN)/ruff check --fix cache policies scheduler tests bench

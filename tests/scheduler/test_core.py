@@ -28,8 +28,13 @@ def core_with(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> Schedu
 
 def gang(name: str, size: int, gpus: int, created: int = 0) -> list[dict[str, Any]]:
     return [
-        pod_obj(f"{name}-{i}", gang=name, min_member=size, gpus=gpus,
-                created=f"2026-01-01T00:00:{created:02d}Z")
+        pod_obj(
+            f"{name}-{i}",
+            gang=name,
+            min_member=size,
+            gpus=gpus,
+            created=f"2026-01-01T00:00:{created:02d}Z",
+        )
         for i in range(size)
     ]
 
@@ -52,7 +57,9 @@ def test_planned_gang_is_not_planned_again_while_binding() -> None:
     attempt = core.schedule_next(0)
     assert attempt is not None and isinstance(attempt.result, Plan)
     # A late event of a member, still pending in the API, changes nothing.
-    core.apply_pod(MODIFIED, pod_obj("g-0", gang="g", min_member=2, gpus=1, resource_version="2"), 1)
+    core.apply_pod(
+        MODIFIED, pod_obj("g-0", gang="g", min_member=2, gpus=1, resource_version="2"), 1
+    )
     assert core.schedule_next(1) is None
     assert list(core.cache.pending_pods("gang-scheduler")) == []
 
@@ -65,7 +72,9 @@ def test_bind_failure_releases_everything_and_retries_after_backoff() -> None:
     assert core.cache.node("n").gpu_free == [1000] * 4  # type: ignore[union-attr]
     assert core.queue.state("default/g") == "unschedulable"
     assert core.schedule_next(0.5) is None
-    core.apply_node(MODIFIED, node_obj("n", gpus=4, labels={"fixed": "yes"}, resource_version="2"), 0.5)
+    core.apply_node(
+        MODIFIED, node_obj("n", gpus=4, labels={"fixed": "yes"}, resource_version="2"), 0.5
+    )
     retry = core.schedule_next(2)
     assert retry is not None and isinstance(retry.result, Plan)
 
@@ -92,9 +101,15 @@ def test_two_big_gangs_finish_one_after_the_other_without_deadlock() -> None:
     assert sum(n.free_whole_gpus for n in core.cache.nodes()) == 1
     assert core.schedule_next(2) is None  # no spinning while nothing changes
     for i in range(3):  # the first job finishes
-        done = pod_obj(f"first-{i}", gang="first", min_member=3, gpus=1,
-                       node_name=first.result.placements[i].node, phase="Succeeded",
-                       resource_version="9")
+        done = pod_obj(
+            f"first-{i}",
+            gang="first",
+            min_member=3,
+            gpus=1,
+            node_name=first.result.placements[i].node,
+            phase="Succeeded",
+            resource_version="9",
+        )
         core.apply_pod(MODIFIED, done, 3)
     retry = core.schedule_next(3)
     assert retry is not None and retry.gang.key == "default/second"
@@ -118,8 +133,16 @@ def test_no_gang_is_ever_partially_bound(data: st.DataObject) -> None:
             sizes[f"default/{name}"] = size
             count = data.draw(st.integers(max(1, size - 1), size + 1))
             for i in range(count):
-                core.apply_pod(ADDED, pod_obj(f"{name}-{i}", gang=name, min_member=size,
-                                              gpus=data.draw(st.sampled_from([1, 2]))), clock)
+                core.apply_pod(
+                    ADDED,
+                    pod_obj(
+                        f"{name}-{i}",
+                        gang=name,
+                        min_member=size,
+                        gpus=data.draw(st.sampled_from([1, 2])),
+                    ),
+                    clock,
+                )
         elif action == "finish":
             running = [p for p in core.cache.pods() if p.node_name and p.phase == "Running"]
             if running:
