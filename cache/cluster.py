@@ -57,9 +57,20 @@ class _Charge:
     node: str
     requests: Mapping[str, int]
     gpu: GpuRequest
-    shares: DeviceShares
-    inferred: bool
+    # The devices to charge as written (an assumed plan, or a trusted assignment; ()
+    # for a pod without GPUs); None when they must be inferred.
+    written: DeviceShares | None
     order: tuple[float, str]  # canonical order among inferred charges: (created, uid)
+    shares: DeviceShares = ()  # what is charged on the node now
+
+
+def _as_written(charge: _Charge, node: NodeInfo) -> bool:
+    """The charge's devices are known and exist on this node."""
+    written = charge.written
+    if written is None:
+        return False
+    count = len(node.devices)
+    return all(index < count for index, _ in written)
 
 
 @dataclass(slots=True)
@@ -172,13 +183,14 @@ class ClusterCache:
             return
         node.requested = {}
         node.gpu_free = [MILLI_PER_GPU] * len(node.devices)
-        charges = self._on_node.get(name, {})
-        for charge in charges.values():
-            if not charge.inferred and not _names_devices_of(charge, node):
-                charge.inferred = True
-            if not charge.inferred:
+        inferred = []
+        for charge in self._on_node.get(name, {}).values():
+            if _as_written(charge, node):
+                charge.shares = charge.written or ()
                 node.charge(charge.requests, charge.shares)
-        for charge in sorted((c for c in charges.values() if c.inferred), key=lambda c: c.order):
+            else:
+                inferred.append(charge)
+        for charge in sorted(inferred, key=lambda c: c.order):
             charge.shares = inferred_shares(node, charge.gpu.count, charge.gpu.milli)
             node.charge(charge.requests, charge.shares)
         self._touch(node)
@@ -211,24 +223,23 @@ class ClusterCache:
     def _charge_for(self, pod: PodInfo) -> _Charge | None:
         if not pod.consumes_resources:
             return None
-        trusted = self._trusted(pod)
-        inferred = bool(pod.gpu.count) and not trusted
-        shares = pod.assignment if trusted and pod.assignment else ()
+        written: DeviceShares | None = ()
+        if pod.gpu.count:
+            written = pod.assignment if self._trusted(pod) else None
         current = self._charges.get(pod.uid)
         if (
             current is not None
             and current.node == pod.node_name
             and current.requests == pod.requests
-            and current.inferred == inferred
-            and (inferred or current.shares == shares)
+            and current.written == written
+            and current.order == (pod.created, pod.uid)
         ):
             return current
         return _Charge(
             node=pod.node_name,
             requests=pod.requests,
             gpu=pod.gpu,
-            shares=shares,
-            inferred=inferred,
+            written=written,
             order=(pod.created, pod.uid),
         )
 
@@ -260,14 +271,17 @@ class ClusterCache:
         node = self._nodes.get(name)
         if node is None:
             return
-        if not charge.inferred and not _names_devices_of(charge, node):
-            charge.inferred = True
-        if charge.inferred or any(c.inferred for c in self._on_node.get(name, {}).values()):
+        # Incremental only while every charge on the node is as written; an inferred
+        # charge on the node makes the whole node recompute in canonical order.
+        if not _as_written(charge, node) or not all(
+            _as_written(other, node) for other in self._on_node.get(name, {}).values()
+        ):
             self._rebuild_node(name)
             return
         if remove:
             node.discharge(charge.requests, charge.shares)
         else:
+            charge.shares = charge.written or ()
             node.charge(charge.requests, charge.shares)
         self._touch(node)
 
@@ -328,8 +342,7 @@ class ClusterCache:
                     node=placement.node,
                     requests=pod.requests,
                     gpu=pod.gpu,
-                    shares=placement.shares,
-                    inferred=False,
+                    written=placement.shares,
                     order=(pod.created, pod.uid),
                 ),
             )
@@ -364,33 +377,31 @@ class ClusterCache:
     # --- snapshots --------------------------------------------------------------------
     def update_snapshot(self, snapshot: Snapshot) -> int:
         """Bring `snapshot` up to date, copying only the nodes changed since its last
-        update; returns how many nodes were copied or removed."""
+        update, in the order they changed; returns how many nodes were copied or
+        removed."""
         since = snapshot.generation
-        touched = 0
+        changes: list[tuple[int, str, bool]] = []
         for generation, name in reversed(self._node_removals):
             if generation <= since:
                 break
-            snapshot.remove(name)
-            touched += 1
-        changed = []
+            changes.append((generation, name, False))
         for name, generation in reversed(self._node_changes.items()):
             if generation <= since:
                 break
-            changed.append(name)
-        for name in changed:
-            snapshot.put(self._nodes[name].clone())
+            changes.append((generation, name, True))
+        changes.sort()
+        for generation, name, present in changes:
+            if present:
+                snapshot.put(self._nodes[name].clone())
+            else:
+                snapshot.remove(name, generation)
         snapshot.generation = self._generation
-        return touched + len(changed)
+        return len(changes)
 
     def snapshot(self) -> Snapshot:
         fresh = Snapshot()
         self.update_snapshot(fresh)
         return fresh
-
-
-def _names_devices_of(charge: _Charge, node: NodeInfo) -> bool:
-    count = len(node.devices)
-    return all(index < count for index, _ in charge.shares)
 
 
 def _same_offer(old: NodeInfo, new: NodeInfo) -> bool:

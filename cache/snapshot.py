@@ -9,6 +9,7 @@ members on a `PlanningView` above it.
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 
 from sortedcontainers import SortedList
@@ -31,13 +32,16 @@ class Snapshot:
         self._by_cpu = SortedList()
         self._by_model: dict[str, set[str]] = {}
         self._keys: dict[str, tuple[_IndexKey, str]] = {}
+        # node name -> generation of its last change here, oldest first, so that a
+        # reader keeping derived state per node can catch up on what changed since.
+        self._changes: OrderedDict[str, int] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.nodes)
 
     # --- maintenance (ClusterCache.update_snapshot) ----------------------------------
     def put(self, node: NodeInfo) -> None:
-        self.remove(node.name)
+        self.remove(node.name, node.generation)
         self.nodes[node.name] = node
         key = (node.free_whole_gpus, node.max_free_milli, node.free(res.CPU), node.name)
         self._by_whole.add((key[0], node.name))
@@ -47,7 +51,9 @@ class Snapshot:
         self._by_model.setdefault(model, set()).add(node.name)
         self._keys[node.name] = (key, model)
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str, generation: int) -> None:
+        self._changes[name] = generation
+        self._changes.move_to_end(name)
         if self.nodes.pop(name, None) is None:
             return
         (whole, share, cpu, _), model = self._keys.pop(name)
@@ -60,6 +66,16 @@ class Snapshot:
             del self._by_model[model]
 
     # --- queries ----------------------------------------------------------------------
+    def changed_since(self, generation: int) -> list[str]:
+        """Names of the nodes put or removed after `generation`, oldest change first."""
+        names = []
+        for name, changed in reversed(self._changes.items()):
+            if changed <= generation:
+                break
+            names.append(name)
+        names.reverse()
+        return names
+
     def models(self) -> dict[str, int]:
         """Node count per GPU model ("" for nodes without GPUs)."""
         return {model: len(names) for model, names in self._by_model.items()}

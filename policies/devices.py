@@ -13,6 +13,12 @@ The chooser runs for every feasible node of every gang member, so what depends o
 a node's link matrix is computed once per distinct matrix (`link_facts`) and set searches
 are remembered per (free devices, count, NUMA layout). Nodes without link information
 take the lowest-index free devices with no search at all.
+
+`TopologyChooser(share_order="index")` proposes, for a share, every fitting device in
+index order instead (no grouping): the planner keeps the first of equally scored
+candidates, so this reproduces a scorer that rates each device and takes the lowest
+index on ties, as the FGD paper's simulator does. Whole-GPU sets are chosen alike in
+both orders.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations
 from math import comb
+from typing import Literal, get_args
 
 from cache.gpu import DeviceShares
 from cache.node import NodeInfo
@@ -202,16 +209,30 @@ def connectivity_to_fully_free(node: NodeInfo, index: int, usable: Sequence[int]
     return sum(row[j] for j, free in enumerate(usable) if j != index and free >= MILLI_PER_GPU)
 
 
+ShareOrder = Literal["best-fit", "index"]
+"""How a share's candidate devices are proposed: "best-fit" (least free milli first, one
+device per kind, the default) or "index" (every fitting device, lowest index first)."""
+
+
 class TopologyChooser:
-    """Proposes the best-connected whole-GPU set, or best-fit devices for a share."""
+    """Proposes the best-connected whole-GPU set, or candidate devices for a share in the
+    configured `share_order`."""
 
     name = "topology"
+
+    def __init__(self, share_order: ShareOrder = "best-fit") -> None:
+        if share_order not in get_args(ShareOrder):
+            known = ", ".join(get_args(ShareOrder))
+            raise ValueError(f"unknown share order {share_order!r}; known: {known}")
+        self.share_order: ShareOrder = share_order
 
     def candidates(self, pod: PodInfo, node: NodeInfo) -> list[DeviceShares]:
         count, milli = pod.gpu.count, pod.gpu.milli
         if count == 0:
             return [()]
         if count == 1 and milli < MILLI_PER_GPU:
+            if self.share_order == "index":
+                return _share_candidates_by_index(node, milli)
             return _share_candidates(node, milli)
         return _set_candidates(node, count, milli)
 
@@ -245,3 +266,8 @@ def _share_candidates(node: NodeInfo, milli: int) -> list[DeviceShares]:
             result.append(((index, milli),))
             last = (room, joined)
     return result
+
+
+def _share_candidates_by_index(node: NodeInfo, milli: int) -> list[DeviceShares]:
+    """Every healthy device with room for the share, lowest index first."""
+    return [((i, milli),) for i, room in enumerate(node.usable_free()) if room >= milli]

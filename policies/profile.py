@@ -35,6 +35,15 @@ class Profile:
     # percentageOfNodesToScore bounds its work; 0 means every node. Nodes come from
     # the free-capacity index best first, so the bound costs little placement quality.
     candidate_limit: int = DEFAULT_CANDIDATE_LIMIT
+    # Tie-break between equal totals: the lower rank wins (the paper's simulator ranks
+    # nodes at random from its seed). None: the candidate walk's order decides.
+    node_rank: Mapping[str, int] | None = None
+
+    @property
+    def memoizable(self) -> bool:
+        """Whether node scores depend only on (pod shape, node state), so that answers
+        may be kept across planning calls (a random score may not)."""
+        return all(getattr(score, "memoizable", True) for score, _ in self.node_scores)
 
     @property
     def prefers_tight(self) -> bool:

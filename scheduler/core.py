@@ -43,12 +43,13 @@ class SchedulingCore:
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
         cache: ClusterCache | None = None,
         queue: GangQueue | None = None,
+        explain_failures: bool = True,
     ) -> None:
         self.profile = profile
         self.scheduler_name = scheduler_name
         self.cache = cache or ClusterCache()
         self.queue = queue or GangQueue()
-        self.planner = Planner(profile)
+        self.planner = Planner(profile, explain=explain_failures)
         self.index = GangIndex(scheduler_name)
         self.snapshot = Snapshot()
         self.gangs: dict[str, Gang] = {}

@@ -22,10 +22,12 @@ One call of `plan_gang`:
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from sortedcontainers import SortedList
 
 from cache.cluster import Placement
 from cache.gpu import PRODUCT_LABEL, DeviceShares
@@ -94,7 +96,8 @@ class _Shape:
     pod: PodInfo
     members: list[PodInfo]
     candidates: list[str] = field(default_factory=list)
-    choices: dict[str, _Choice | None] = field(default_factory=dict)
+    choices: dict[str, _Choice] = field(default_factory=dict)
+    ranking: _Ranking | None = None
 
 
 @dataclass(slots=True)
@@ -106,16 +109,95 @@ class _Attempt:
     view: PlanningView
 
 
-class Planner:
-    """Plans gangs one at a time; keeps filter answers for unchanged nodes between
-    calls (FilterMemo), which is what makes a diagnosis over every node affordable."""
+class _Ranking:
+    """Every feasible node of one shape, best choice first, as the snapshot has them.
 
-    def __init__(self, profile: Profile) -> None:
+    Kept across planning calls in exhaustive mode (candidate limit 0, memoizable
+    scores) and brought up to date from the snapshot's change log, so that placing a
+    pod costs the nodes that changed since the shape was last placed, not every node.
+    """
+
+    __slots__ = ("choices", "generation", "keys", "order")
+
+    def __init__(self) -> None:
+        self.order = SortedList()  # (-score, rank, name)
+        self.keys: dict[str, tuple[float, int, str]] = {}
+        self.choices: dict[str, _Choice] = {}
+        self.generation = -1
+
+
+class Planner:
+    """Plans gangs one at a time. Between calls it keeps filter answers for unchanged
+    nodes (FilterMemo), which makes a diagnosis over every node affordable, and in
+    exhaustive mode a ranking of every node per shape."""
+
+    def __init__(self, profile: Profile, max_rankings: int = 256, explain: bool = True) -> None:
         self.profile = profile
+        # Whether to word kube-scheduler style reasons for gangs that do not fit: a
+        # pass over every node. A caller that only needs to know (the simulator) says no.
+        self.explain = explain
         self.memo = FilterMemo(profile.filters)
+        self.max_rankings = max_rankings
+        self._rankings: OrderedDict[Hashable, _Ranking] = OrderedDict()
+        self._ranked_snapshot: Snapshot | None = None
 
     def plan(self, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
-        return _GangPlanning(self.profile, self.memo, gang, snapshot).run()
+        return _GangPlanning(self, gang, snapshot).run()
+
+    @property
+    def exhaustive(self) -> bool:
+        return self.profile.candidate_limit == 0 and self.profile.memoizable
+
+    def rank(self, name: str) -> int:
+        ranks = self.profile.node_rank
+        return ranks.get(name, 0) if ranks is not None else 0
+
+    def ranking(self, pod: PodInfo, snapshot: Snapshot) -> _Ranking:
+        """The shape's ranking, caught up with the snapshot."""
+        if snapshot is not self._ranked_snapshot:
+            self._rankings.clear()
+            self._ranked_snapshot = snapshot
+        signature = pod.placement_signature()
+        ranking = self._rankings.get(signature)
+        names: Iterable[str]
+        if ranking is None:
+            ranking = self._rankings[signature] = _Ranking()
+            if len(self._rankings) > self.max_rankings:
+                self._rankings.popitem(last=False)
+            names = snapshot.nodes.keys()
+        else:
+            self._rankings.move_to_end(signature)
+            names = snapshot.changed_since(ranking.generation)
+        memo = self.memo.for_shape(signature, pod)
+        for name in names:
+            old = ranking.keys.pop(name, None)
+            if old is not None:
+                ranking.order.remove(old)
+                del ranking.choices[name]
+            node = snapshot.nodes.get(name)
+            if node is None or memo.first_failure(node) is not None:
+                continue
+            choice = evaluate_choice(self.profile, pod, node, 0)
+            if choice.feasible:
+                key = (-choice.score, self.rank(name), name)
+                ranking.order.add(key)
+                ranking.keys[name] = key
+                ranking.choices[name] = choice
+        ranking.generation = snapshot.generation
+        return ranking
+
+
+def evaluate_choice(profile: Profile, pod: PodInfo, node: NodeInfo, version: int) -> _Choice:
+    """The best device set for `pod` on `node` and its weighted node score."""
+    best: _Choice | None = None
+    for shares in profile.chooser.candidates(pod, node):
+        total = sum(
+            weight * score.score(pod, node, shares, _NO_GANG)
+            for score, weight in profile.node_scores
+        )
+        if best is None or total > best.score:
+            best = _Choice(version, True, total, shares)
+    return best or _Choice(version, feasible=False)
 
 
 def plan_gang(profile: Profile, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
@@ -146,11 +228,10 @@ def allowed_models(pod: PodInfo) -> frozenset[str] | None:
 
 
 class _GangPlanning:
-    def __init__(
-        self, profile: Profile, memo: FilterMemo, gang: PlannableGang, snapshot: Snapshot
-    ) -> None:
-        self.profile = profile
-        self.memo = memo
+    def __init__(self, planner: Planner, gang: PlannableGang, snapshot: Snapshot) -> None:
+        self.planner = planner
+        self.profile = planner.profile
+        self.memo = planner.memo
         self.gang = gang
         self.snapshot = snapshot
         self.versions = itertools.count(1)
@@ -176,7 +257,11 @@ class _GangPlanning:
         if len(self.members) < needed:
             return self._refuse(needed)
         for shape in self.shapes.values():
-            self._collect_candidates(shape)
+            if self.planner.exhaustive:
+                shape.ranking = self.planner.ranking(shape.pod, self.snapshot)
+                shape.candidates = list(shape.ranking.keys)
+            else:
+                self._collect_candidates(shape)
         best: _Attempt | None = None
         for attempt in self._attempts():
             if best is None or len(attempt.placements) > len(best.placements):
@@ -229,28 +314,21 @@ class _GangPlanning:
                 break
 
     def _choice(self, shape: _Shape, view: PlanningView, name: str) -> _Choice | None:
-        """The shape's best choice on this node as the view has it; None if it no longer
-        fits. Candidates passed the filters on the snapshot, so only nodes this gang
+        """The shape's best choice on this node as the view has it; None if it does not
+        fit. Candidates passed the filters on the snapshot, so only nodes this gang
         changed are filtered again."""
         version = view.version(name)
+        if version == 0 and shape.ranking is not None:
+            return shape.ranking.choices.get(name)
         cached = shape.choices.get(name)
         if cached is None or cached.version != version:
-            cached = self._evaluate(shape.pod, view.node(name), version)
+            node = view.node(name)
+            if version and first_failure(self.profile.filters, shape.pod, node) is not None:
+                cached = _Choice(version, feasible=False)
+            else:
+                cached = evaluate_choice(self.profile, shape.pod, node, version)
             shape.choices[name] = cached
         return cached if cached.feasible else None
-
-    def _evaluate(self, pod: PodInfo, node: NodeInfo, version: int) -> _Choice:
-        if version and first_failure(self.profile.filters, pod, node) is not None:
-            return _Choice(version, feasible=False)
-        best: _Choice | None = None
-        for shares in self.profile.chooser.candidates(pod, node):
-            total = sum(
-                weight * score.score(pod, node, shares, _NO_GANG)
-                for score, weight in self.profile.node_scores
-            )
-            if best is None or total > best.score:
-                best = _Choice(version, True, total, shares)
-        return best or _Choice(version, feasible=False)
 
     # --- greedy passes ----------------------------------------------------------------
     def _greedy(
@@ -297,16 +375,47 @@ class _GangPlanning:
         context: GangContext,
         allowed: frozenset[str] | None,
     ) -> tuple[str, _Choice] | None:
-        best: tuple[str, _Choice] | None = None
-        best_total = float("-inf")
         gang_scores = self.profile.gang_scores if context.placed else ()
+        if shape.ranking is not None and not gang_scores:
+            return self._best_ranked(shape, shape.ranking, view, allowed)
+        best: tuple[str, _Choice] | None = None
+        best_key = (float("inf"), 0)
+        rank = self.planner.rank
         for name, choice in self._feasible(shape, view, allowed):
             total = choice.score
             if gang_scores:
                 node = view.node(name)
                 total += sum(w * s.score(pod, node, choice.shares, context) for s, w in gang_scores)
-            if total > best_total:
-                best, best_total = (name, choice), total
+            key = (-total, rank(name))
+            if key < best_key:
+                best, best_key = (name, choice), key
+        return best
+
+    def _best_ranked(
+        self,
+        shape: _Shape,
+        ranking: _Ranking,
+        view: PlanningView,
+        allowed: frozenset[str] | None,
+    ) -> tuple[str, _Choice] | None:
+        """The best node from the shape's ranking, with the nodes this gang changed
+        evaluated afresh."""
+        best: tuple[str, _Choice] | None = None
+        best_key: tuple[float, int, str] | None = None
+        for key in ranking.order:
+            name = key[2]
+            if (allowed is None or name in allowed) and not view.version(name):
+                best, best_key = (name, ranking.choices[name]), key
+                break
+        for name in view.changed_nodes():
+            if allowed is not None and name not in allowed:
+                continue
+            choice = self._choice(shape, view, name)
+            if choice is None:
+                continue
+            key = (-choice.score, self.planner.rank(name), name)
+            if best_key is None or key < best_key:
+                best, best_key = (name, choice), key
         return best
 
     def _tightest(
@@ -405,6 +514,9 @@ class _GangPlanning:
         if best is not None:
             explained: dict[Hashable, str] = {}
             for uid in best.failed:
+                if not self.planner.explain:
+                    reasons[uid] = gang_line
+                    continue
                 signature = self.shape_of[uid].pod.placement_signature()
                 if signature not in explained:
                     explained[signature] = self._explain(uid, best)

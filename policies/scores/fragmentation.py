@@ -345,6 +345,12 @@ class Fragmentation:
         self._memo: dict[_MemoKey, float] = {}
         self._memo_of: TargetWorkload | None = None
 
+    @property
+    def memoizable(self) -> bool:
+        """A fixed target workload makes the score a function of (pod, node state) that
+        a planner may keep; one learnt online moves as pods are observed."""
+        return isinstance(self.workload, TargetWorkload)
+
     def _fragmentation(
         self, free: tuple[int, ...], free_cpu: int, model: str, workload: TargetWorkload
     ) -> float:

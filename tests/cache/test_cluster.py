@@ -195,6 +195,18 @@ def test_snapshot_update_copies_only_changed_nodes() -> None:
     }
 
 
+def test_snapshot_change_log_names_what_changed_since_a_generation() -> None:
+    cache = cluster(*(node_obj(f"n{i}", gpus=2) for i in range(3)))
+    snapshot = cache.snapshot()
+    seen = snapshot.generation
+    cache.apply_pod(ADDED, pod_obj("a", gpus=1, node_name="n2"))
+    cache.apply_node(DELETED, node_obj("n0"))
+    cache.apply_pod(ADDED, pod_obj("b", gpus=1, node_name="n1"))
+    cache.update_snapshot(snapshot)
+    assert snapshot.changed_since(seen) == ["n2", "n0", "n1"]
+    assert snapshot.changed_since(snapshot.generation) == []
+
+
 def test_snapshot_candidates_walk_the_capacity_index() -> None:
     cache = cluster(*(node_obj(f"n{i}", gpus=8) for i in range(4)))
     for i, used in enumerate([6, 2, 7, 0]):

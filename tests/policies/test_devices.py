@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import combinations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -170,6 +171,56 @@ def test_share_without_links_proposes_one_device_per_free_amount() -> None:
     assert candidates == [((7, 100),), ((5, 100),), ((0, 100),)]
 
 
+# --- share_order="index" ----------------------------------------------------------------
+
+by_index = TopologyChooser(share_order="index")
+
+
+def test_index_order_proposes_every_fitting_device_lowest_index_first() -> None:
+    node = make_node("plain", gpus=5)
+    node.gpu_free = [600, 1000, 100, 1000, 600]
+    pod = make_pod("p", vgpu=200)
+    # Device 2 is too full; equal devices are all proposed, in index order.
+    assert by_index.candidates(pod, node) == [((0, 200),), ((1, 200),), ((3, 200),), ((4, 200),)]
+    # The default order stays best-fit, one device per free amount.
+    assert chooser.candidates(pod, node) == [((0, 200),), ((1, 200),)]
+    assert TopologyChooser().share_order == "best-fit"
+
+
+def test_index_order_ignores_links_and_skips_broken_devices() -> None:
+    node = pcie()
+    take(node, 1, 2, milli=400)
+    node.devices = tuple(replace(device, healthy=device.index != 3) for device in node.devices)
+    candidates = by_index.candidates(make_pod("p", vgpu=300), node)
+    assert candidates == [((0, 300),), ((1, 300),), ((2, 300),)]
+    assert by_index.candidates(make_pod("p", vgpu=700), node) == [((0, 700),)]
+
+
+def test_index_order_leaves_whole_gpus_and_cpu_pods_alone() -> None:
+    node = pcie()
+    take(node, 0)
+    pod = make_pod("p", gpus=2)
+    assert by_index.candidates(pod, node) == chooser.candidates(pod, node)
+    assert by_index.candidates(make_pod("p"), node) == [()]
+
+
+def test_index_order_lets_a_tie_go_to_the_lowest_index() -> None:
+    """A scorer that rates every device alike keeps the first candidate, as the paper's
+    FGD does ("the node scores its best GPU, lowest index on ties")."""
+    node = make_node("plain", gpus=4)
+    node.gpu_free = [1000, 500, 1000, 500]
+    pod = make_pod("p", vgpu=300)
+    first_by_index = by_index.candidates(pod, node)[0]
+    first_best_fit = chooser.candidates(pod, node)[0]
+    assert first_by_index == ((0, 300),)
+    assert first_best_fit == ((1, 300),)
+
+
+def test_unknown_share_order_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown share order"):
+        TopologyChooser(share_order="random")  # type: ignore[arg-type]
+
+
 # --- properties ----------------------------------------------------------------------
 
 LINK_SCORES = (0, 10, 20, 30, 40, 50, 60, 100, 400, 1200)
@@ -240,3 +291,20 @@ def test_every_candidate_fits_and_scores_in_range(node: NodeInfo, request: GpuRe
         best = max(internal_sum(node.pair_scores, c) for c in combinations(fitting, request.count))
         assert internal_sum(node.pair_scores, [i for i, _ in candidates[0]]) == best
         assert best <= link_facts(node.pair_scores).best_sum(request.count)
+
+
+@settings(max_examples=100, deadline=None)
+@given(node=nodes(), request=requests())
+def test_index_order_is_every_fitting_device_and_covers_the_default(
+    node: NodeInfo, request: GpuRequest
+) -> None:
+    pod = PodInfo(uid="u", namespace="default", name="p", gpu=request)
+    ordered = by_index.candidates(pod, node)
+    if not request.fractional:
+        assert ordered == chooser.candidates(pod, node)
+        return
+    fitting = [
+        i for i, d in enumerate(node.devices) if d.healthy and node.gpu_free[i] >= request.milli
+    ]
+    assert ordered == [((i, request.milli),) for i in fitting]
+    assert set(chooser.candidates(pod, node)) <= set(ordered)

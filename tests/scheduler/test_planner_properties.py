@@ -122,3 +122,38 @@ def test_a_plan_places_at_least_min_member_or_nothing_and_never_overcommits(
         pod = by_uid[placement.pod_uid]
         assert len(placement.shares) == pod.gpu.count
         assert all(milli == pod.gpu.milli for _, milli in placement.shares)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_exhaustive_rankings_kept_across_calls_match_a_fresh_planner(data: st.DataObject) -> None:
+    """The persistent ranking is caught up from the snapshot's change log; it must pick
+    what a planner that sees the cluster for the first time picks."""
+    from scheduler.planner import Planner
+
+    nodes = data.draw(clusters())
+    policy = data.draw(st.sampled_from(["binpack", "spread"]))
+    profile = build_profile(policy, candidate_limit=0, network_weight=0)
+    cache = ClusterCache()
+    for node in nodes:
+        cache.apply_node(EventType.ADDED, node)
+    persistent = Planner(profile)
+    snapshot = cache.snapshot()
+    for step in range(data.draw(st.integers(1, 15))):
+        gpus = data.draw(st.sampled_from([0, 1, 2]))
+        vgpu = 0 if gpus else data.draw(st.sampled_from([0, 300, 700]))
+        cache.apply_pod(EventType.ADDED, pod_obj(f"p{step}", gpus=gpus, vgpu=vgpu, cpu="1"))
+        gang = assemble_gangs(
+            [p for p in cache.pods() if not p.node_name], {}, "gang-scheduler"
+        ).gangs[f"default/pod:p{step}"]
+        cache.update_snapshot(snapshot)
+        kept = persistent.plan(gang, snapshot)
+        fresh = Planner(profile).plan(gang, cache.snapshot())
+        assert type(kept) is type(fresh)
+        if isinstance(kept, Plan) and isinstance(fresh, Plan):
+            assert kept.placements == fresh.placements
+            cache.assume(kept.placements, now=0)
+            for placement in kept.placements:
+                cache.confirm(placement.pod_uid, placement.node, placement.shares)
+        else:
+            cache.apply_pod(EventType.DELETED, pod_obj(f"p{step}"))

@@ -1,0 +1,105 @@
+"""One replay of the openb protocol through the scheduling core the real scheduler runs.
+
+Each pod of the arrival order is a new gang of one, tried exactly once: it is added,
+`SchedulingCore.schedule_next` plans it, and a plan is bound at once (there is no API
+server: `core.bound` records the bind). A pod that fits nowhere is dropped for good (a
+DELETED event), so the queue never retries it and never holds it back. Nothing leaves.
+The clock is virtual: one second per pod, so the queue's timing rules never come into
+play (there is no backoff to wait out when every gang is tried once).
+
+Readings follow the README: before each attempt the pod's requested GPU milli is added
+to "arrived"; after it, the GPU milli held by placed pods is read. That is kept as a
+running sum of the placed shares rather than summed over 1,213 nodes per pod.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cache.cluster import EventType
+from cache.resources import MILLI_PER_GPU
+from policies.profile import Profile
+from scheduler.core import SchedulingCore
+from scheduler.planner import Plan
+from scheduler.sim.openb import NAMESPACE, OpenbPod, Readings, pod_object, requested_gpu_milli
+
+# The arrived loads (in %) the paper reports.
+REPORTED_PERCENTS = (100, 130)
+# How many pods between two progress calls: often enough for a smooth bar, rare enough
+# to cost nothing.
+PROGRESS_EVERY = 64
+
+Progress = Callable[[int, int], None]
+"""Called with (pods done, pods in the order) while a replay runs."""
+
+
+class ReplayError(RuntimeError):
+    """The core did something the protocol rules out (a bug, not a property of a trace)."""
+
+
+@dataclass
+class OpenbResult:
+    pods: int
+    failed_pods: int
+    seconds: float
+    readings: Readings
+    # Arrived % -> mean allocated % (None: no reading rounds to that %).
+    allocation_pct: dict[int, float | None]
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return self.readings.total_gpu_milli
+
+
+def cluster_gpu_milli(core: SchedulingCore) -> int:
+    """GPU milli of every device of every node the core knows."""
+    return sum(len(node.devices) for node in core.cache.nodes()) * MILLI_PER_GPU
+
+
+def replay_openb(
+    nodes: Sequence[Mapping[str, Any]],
+    pods_in_order: Sequence[OpenbPod],
+    profile: Profile,
+    progress: Progress | None = None,
+) -> OpenbResult:
+    """Replay `pods_in_order` on a fresh cluster of `nodes` (Node objects) under
+    `profile`; see the module doc for the protocol."""
+    started = time.perf_counter()
+    core = SchedulingCore(profile, explain_failures=False)
+    for node in nodes:
+        core.apply_node(EventType.ADDED, node, 0.0)
+    readings = Readings(cluster_gpu_milli(core))
+    count = len(pods_in_order)
+    arrived = allocated = failed = 0
+    for position, pod in enumerate(pods_in_order):
+        now = float(position)
+        obj = pod_object(pod, position)
+        arrived += requested_gpu_milli(pod)
+        core.apply_pod(EventType.ADDED, obj, now)
+        attempt = core.schedule_next(now)
+        expected = f"{NAMESPACE}/pod:{pod.name}"
+        if attempt is None or attempt.gang.key != expected:
+            got = "nothing" if attempt is None else attempt.gang.key
+            raise ReplayError(f"pod {position} ({pod.name}): the core scheduled {got}")
+        if isinstance(attempt.result, Plan):
+            for placement in attempt.result.placements:
+                core.bound(placement)
+                allocated += sum(milli for _, milli in placement.shares)
+        else:
+            failed += 1
+            core.apply_pod(EventType.DELETED, obj, now)
+        readings.record(arrived, allocated)
+        if progress is not None and (position + 1) % PROGRESS_EVERY == 0:
+            progress(position + 1, count)
+    if progress is not None:
+        progress(count, count)
+    return OpenbResult(
+        pods=count,
+        failed_pods=failed,
+        seconds=time.perf_counter() - started,
+        readings=readings,
+        allocation_pct={percent: readings.value_at(percent) for percent in REPORTED_PERCENTS},
+    )
