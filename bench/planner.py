@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cache.cluster import ClusterCache, EventType
-from cache.gpu import TOPOLOGY_ANNOTATION
+from cache.gpu import TOPOLOGY_ANNOTATION, GpuDevice, format_topology
 from cache.snapshot import Snapshot
 from policies.profile import build_profile
 from scheduler.gang import assemble_gangs
@@ -67,21 +67,9 @@ def node_object(index: int) -> dict[str, Any]:
     annotations = {}
     links = _links(kind)
     if links is not None:
-        annotations[TOPOLOGY_ANNOTATION] = json.dumps(
-            {
-                "version": 1,
-                "devices": [
-                    {
-                        "index": i,
-                        "uuid": f"GPU-{name}-{i}",
-                        "model": model,
-                        "memoryMiB": 40960,
-                        "numa": i // 4,
-                    }
-                    for i in range(8)
-                ],
-                "links": links,
-            }
+        annotations[TOPOLOGY_ANNOTATION] = format_topology(
+            [GpuDevice(i, f"GPU-{name}-{i}", model, 40960, i // 4) for i in range(8)],
+            links,
         )
     allocatable = {
         "cpu": "128",

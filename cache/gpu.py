@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -144,6 +145,28 @@ def parse_topology(text: str) -> GpuInventory:
             if scores[i][j] != scores[j][i]:
                 raise ValueError(f"{TOPOLOGY_ANNOTATION}: links[{i}][{j}] != links[{j}][{i}]")
     return GpuInventory(tuple(devices), tuple(scores))
+
+
+def format_topology(devices: Sequence[GpuDevice], links: Sequence[Sequence[str]] | None) -> str:
+    """The topology annotation for `devices` and a `nvidia-smi topo -m` style link
+    matrix (None: links unknown); `parse_topology` reads it back."""
+    document: dict[str, object] = {
+        "version": TOPOLOGY_VERSION,
+        "devices": [
+            {
+                "index": device.index,
+                "uuid": device.uuid,
+                "model": device.model,
+                "memoryMiB": device.memory_mib,
+                "numa": device.numa,
+                "healthy": device.healthy,
+            }
+            for device in devices
+        ],
+    }
+    if links is not None:
+        document["links"] = [list(row) for row in links]
+    return json.dumps(document)
 
 
 def inventory_from_capacity(whole: int, shared_milli: int, labels: dict[str, str]) -> GpuInventory:

@@ -209,9 +209,10 @@ def connectivity_to_fully_free(node: NodeInfo, index: int, usable: Sequence[int]
     return sum(row[j] for j, free in enumerate(usable) if j != index and free >= MILLI_PER_GPU)
 
 
-ShareOrder = Literal["best-fit", "index"]
+ShareOrder = Literal["best-fit", "index", "index-distinct"]
 """How a share's candidate devices are proposed: "best-fit" (least free milli first, one
-device per kind, the default) or "index" (every fitting device, lowest index first)."""
+device per kind, the default), "index" (every fitting device, lowest index first) or
+"index-distinct" (as "index", one device per free amount where links are unknown)."""
 
 
 class TopologyChooser:
@@ -233,6 +234,8 @@ class TopologyChooser:
         if count == 1 and milli < MILLI_PER_GPU:
             if self.share_order == "index":
                 return _share_candidates_by_index(node, milli)
+            if self.share_order == "index-distinct":
+                return _share_candidates_by_index(node, milli, distinct=True)
             return _share_candidates(node, milli)
         return _set_candidates(node, count, milli)
 
@@ -268,6 +271,20 @@ def _share_candidates(node: NodeInfo, milli: int) -> list[DeviceShares]:
     return result
 
 
-def _share_candidates_by_index(node: NodeInfo, milli: int) -> list[DeviceShares]:
-    """Every healthy device with room for the share, lowest index first."""
-    return [((i, milli),) for i, room in enumerate(node.usable_free()) if room >= milli]
+def _share_candidates_by_index(
+    node: NodeInfo, milli: int, distinct: bool = False
+) -> list[DeviceShares]:
+    """Every healthy device with room for the share, lowest index first. With
+    `distinct` on a node without links, devices with the same free milli are
+    interchangeable for any score of free amounts (FGD's), so only the lowest-indexed
+    one is proposed: the same choice, made with fewer evaluations."""
+    usable = node.usable_free()
+    if not distinct or node.pair_scores is not None:
+        return [((i, milli),) for i, room in enumerate(usable) if room >= milli]
+    seen: set[int] = set()
+    result: list[DeviceShares] = []
+    for i, room in enumerate(usable):
+        if room >= milli and room not in seen:
+            seen.add(room)
+            result.append(((i, milli),))
+    return result

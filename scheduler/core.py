@@ -21,6 +21,7 @@ from cache.cluster import ClusterCache, EventType, Placement
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from policies.profile import Profile
+from policies.scores.fragmentation import OnlineWorkload
 from scheduler.gang import Gang, GangIndex, Problem
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.queue import ClusterChange, GangQueue
@@ -75,6 +76,13 @@ class SchedulingCore:
                 self.index.delete_pod(before.key)
         else:
             self._show(pod)
+            if (
+                isinstance(self.profile.workload, OnlineWorkload)
+                and not pod.node_name
+                and pod.scheduler_name == self.scheduler_name
+            ):
+                # Fragmentation scores learn the expected workload from arrivals.
+                self.profile.workload.observe(pod)
         if held and (pod is None or not pod.consumes_resources):
             self.queue.cluster_changed(now, ClusterChange.POD_DELETED)
 

@@ -10,11 +10,10 @@ sharing one GPU, a job pinned to a GPU type, a gang that cannot fit waiting whol
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from cache.gpu import TOPOLOGY_ANNOTATION, format_assignment
+from cache.gpu import TOPOLOGY_ANNOTATION, GpuDevice, format_assignment, format_topology
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
 from scheduler.planner import Plan
@@ -34,21 +33,9 @@ def _node(
         allocatable["nvidia.com/gpu"] = str(gpus)
         allocatable["nvidia.com/vgpu"] = str(gpus * 1000)
     if links is not None:
-        annotations[TOPOLOGY_ANNOTATION] = json.dumps(
-            {
-                "version": 1,
-                "devices": [
-                    {
-                        "index": i,
-                        "uuid": f"GPU-{name}-{i}",
-                        "model": model,
-                        "memoryMiB": 40960,
-                        "numa": i * 2 // gpus,
-                    }
-                    for i in range(gpus)
-                ],
-                "links": links,
-            }
+        annotations[TOPOLOGY_ANNOTATION] = format_topology(
+            [GpuDevice(i, f"GPU-{name}-{i}", model, 40960, i * 2 // gpus) for i in range(gpus)],
+            links,
         )
     return {
         "metadata": {

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cache.gpu import TOPOLOGY_ANNOTATION
+from cache.gpu import TOPOLOGY_ANNOTATION, GpuDevice, format_topology
 from cache.node import NodeInfo, node_from_api
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, PodInfo, pod_from_api
 
@@ -38,21 +37,12 @@ def node_obj(
         all_labels["nvidia.com/gpu.product"] = model
     annotations = {}
     if links is not None:
-        annotations[TOPOLOGY_ANNOTATION] = json.dumps(
-            {
-                "version": 1,
-                "devices": [
-                    {
-                        "index": i,
-                        "uuid": f"GPU-{name}-{i}",
-                        "model": model,
-                        "memoryMiB": 81920,
-                        "numa": 0 if i < gpus // 2 else 1,
-                    }
-                    for i in range(gpus)
-                ],
-                "links": [list(row) for row in links],
-            }
+        annotations[TOPOLOGY_ANNOTATION] = format_topology(
+            [
+                GpuDevice(i, f"GPU-{name}-{i}", model, 81920, 0 if i < gpus // 2 else 1)
+                for i in range(gpus)
+            ],
+            links,
         )
     return {
         "apiVersion": "v1",

@@ -18,19 +18,26 @@ from policies.interface import Score
 from policies.profile import Profile
 from policies.scores.best_fit import BestFit
 from policies.scores.dot_product import DotProduct
+from policies.scores.fill_fragmentation import FillFragmentation
 from policies.scores.fragmentation import Fragmentation, TargetWorkload
 from policies.scores.gpu_packing import GpuPacking
 from policies.scores.random_choice import RandomScore
 from policies.scores.truncated import Truncated
 
-OPENB_POLICIES = ("random", "bestfit", "dotprod", "packing", "fgd")
-BEST_POLICY = "fgd"
+OPENB_POLICIES = ("random", "bestfit", "dotprod", "packing", "fgd", "fgd-fill")
+# This project's policy for the openb experiment: FGD's integer score, its ties broken
+# by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
+BEST_POLICY = "fgd-fill"
+# A tie-break weight: below the 1-point step of an integer score, so it orders only
+# nodes the primary score ties.
+TIE_BREAK_WEIGHT = 0.001
 PAPER_NAMES = {
     "random": "Random",
     "bestfit": "BestFit",
     "dotprod": "DotProd",
     "packing": "Packing",
     "fgd": "FGD",
+    "fgd-fill": "FGD, ties by fill fragmentation (this project)",
 }
 
 
@@ -69,6 +76,7 @@ def openb_profile(
     DotProd as the paper's simulator does (the largest node's CPU and GPU milli)."""
     chooser = TopologyChooser()
     score: Score
+    tie_break: tuple[tuple[Score, float], ...] = ()
     if name == "random":
         score, chooser = RandomScore(seed), TopologyChooser("index")
     elif name == "bestfit":
@@ -77,15 +85,18 @@ def openb_profile(
         score = DotProduct(max_cpu_milli, max_gpu_milli)
     elif name == "packing":
         score = GpuPacking()
-    elif name == "fgd":
+    elif name in ("fgd", "fgd-fill"):
         workload = TargetWorkload.from_pods(history)
-        score, chooser = Truncated(Fragmentation(workload)), TopologyChooser("index")
+        score = Truncated(Fragmentation(workload))
+        chooser = TopologyChooser("index-distinct")
+        if name == "fgd-fill":
+            tie_break = ((FillFragmentation(workload), TIE_BREAK_WEIGHT),)
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(
         filters=default_filters(),
         chooser=chooser,
-        node_scores=((score, 1.0),),
+        node_scores=((score, 1.0), *tie_break),
         gang_scores=(),
         topology_keys=(),
         candidate_limit=0,

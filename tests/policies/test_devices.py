@@ -187,6 +187,17 @@ def test_index_order_proposes_every_fitting_device_lowest_index_first() -> None:
     assert TopologyChooser().share_order == "best-fit"
 
 
+def test_index_distinct_order_proposes_one_device_per_free_amount() -> None:
+    node = make_node("plain", gpus=5)
+    node.gpu_free = [600, 1000, 100, 1000, 600]
+    pod = make_pod("p", vgpu=200)
+    distinct = TopologyChooser("index-distinct")
+    assert distinct.candidates(pod, node) == [((0, 200),), ((1, 200),)]
+    # With links, devices differ by how they are joined: every fitting one is proposed.
+    linked = pcie()
+    assert distinct.candidates(pod, linked) == by_index.candidates(pod, linked)
+
+
 def test_index_order_ignores_links_and_skips_broken_devices() -> None:
     node = pcie()
     take(node, 1, 2, milli=400)

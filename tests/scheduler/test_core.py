@@ -168,3 +168,15 @@ def test_no_gang_is_ever_partially_bound(data: st.DataObject) -> None:
             # that finished afterwards may bring the count below minMember.
             count = bound.get(key, 0)
             assert count == 0 or count + finished.get(key, 0) >= size
+
+
+def test_fgd_profile_learns_its_workload_from_the_pods_that_arrive() -> None:
+    core = SchedulingCore(build_profile("fgd"))
+    core.apply_node(ADDED, node_obj("n", gpus=2), 0)
+    for i in range(3):
+        core.apply_pod(ADDED, pod_obj(f"p{i}", vgpu=300), 0)
+    core.apply_pod(ADDED, pod_obj("theirs", vgpu=300, scheduler="default-scheduler"), 0)
+    workload = core.profile.workload
+    assert workload is not None and len(workload.current()) == 1
+    attempt = core.schedule_next(1)
+    assert attempt is not None and isinstance(attempt.result, Plan)
