@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -17,6 +18,8 @@ from rich.table import Table
 from cache.pod import pod_from_api
 from scheduler.demo import run_demo
 from scheduler.sim import profiles as openb_policies
+from scheduler.sim import timeline as timeline_policies
+from scheduler.sim.cluster_spec import ClusterSpecError, default_cluster, gpu_pools, load_cluster
 from scheduler.sim.openb import (
     DEFAULT_LOAD,
     NODE_FILE,
@@ -30,9 +33,28 @@ from scheduler.sim.openb import (
     pod_object,
 )
 from scheduler.sim.replay import replay_openb
-from scheduler.sim.report import PolicyRun, plot_allocation, results_json, results_table
+from scheduler.sim.report import (
+    PolicyRun,
+    TimelineRun,
+    plot_allocation,
+    plot_timeline,
+    results_json,
+    results_table,
+    timeline_json,
+    timeline_tables,
+)
+from scheduler.sim.timeline import replay_timeline
+from scheduler.sim.workload import (
+    Task,
+    WorkloadError,
+    generate_workload,
+    load_workload,
+    offered_load,
+)
 
 DEFAULT_SEED = 42
+# The offered GPU load of a generated workload (--generate), x the cluster's GPUs.
+DEFAULT_TIMELINE_LOAD = 0.9
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -87,6 +109,12 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _run_simulation(args: argparse.Namespace) -> int:
+    if args.workload is not None or args.generate is not None:
+        return _run_timeline(args)
+    if args.cluster is not None:
+        raise _UsageError("--cluster is for the time-based replay: give --workload or --generate")
+    args.trace = args.trace or "default"
+    args.load = DEFAULT_LOAD if args.load is None else args.load
     if not (args.load > 0 and math.isfinite(args.load)):
         raise _UsageError(f"--load must be a number > 0, got {args.load}")
     if args.plot and not Path(args.plot).parent.is_dir():
@@ -159,6 +187,128 @@ def _run_simulation(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- part 2: learning tasks over time ---------------------------------------------------------
+def _timeline_cluster(args: argparse.Namespace) -> list[dict[str, object]]:
+    try:
+        nodes = load_cluster(Path(args.cluster)) if args.cluster else default_cluster()
+    except OSError as error:
+        raise _UsageError(
+            f"cannot read {error.filename or 'the cluster file'}: {error.strerror}"
+        ) from None
+    except (ClusterSpecError, UnicodeDecodeError) as error:
+        raise _UsageError(str(error)) from None
+    if not cluster_size(nodes).total_gpu_milli:
+        raise _UsageError("the cluster has no GPU")
+    return nodes
+
+
+def _timeline_workloads(
+    args: argparse.Namespace, nodes: list[dict[str, object]]
+) -> list[tuple[int | None, list[Task]]]:
+    """(seed, tasks) per workload to replay: the file once, or one generated per seed."""
+    if args.workload is not None:
+        try:
+            return [(None, load_workload(Path(args.workload)))]
+        except OSError as error:
+            raise _UsageError(
+                f"cannot read {error.filename or 'the workload'}: {error.strerror}"
+            ) from None
+        except (WorkloadError, UnicodeDecodeError) as error:
+            raise _UsageError(str(error)) from None
+    if args.generate < 1:
+        raise _UsageError(f"--generate needs a number of tasks >= 1, got {args.generate}")
+    gpus = cluster_size(nodes).total_gpu_milli // 1000
+    pools = gpu_pools(nodes)
+    seeds: list[int] = list(dict.fromkeys(args.seed or [DEFAULT_SEED]))
+    workloads: list[tuple[int | None, list[Task]]] = []
+    for seed in seeds:
+        tasks = generate_workload(seed, args.generate, gpus, args.load, pools=pools)
+        offered = offered_load(tasks, gpus)
+        if offered is not None and offered < 0.9 * args.load:
+            print(
+                f"gang-scheduler simulate: note: {args.generate} tasks (seed {seed}) offer "
+                f"only {offered:.2f} x the cluster's {gpus} GPUs, not {args.load:g}: too few "
+                "for this cluster; ask for more with --generate",
+                file=sys.stderr,
+            )
+        workloads.append((seed, tasks))
+    return workloads
+
+
+def _run_timeline(args: argparse.Namespace) -> int:
+    if args.workload is not None and args.generate is not None:
+        raise _UsageError("give --workload or --generate, not both")
+    given = [name for name in ("nodes", "pods", "trace") if getattr(args, name) is not None]
+    if given:
+        raise _UsageError(
+            f"--{given[0]} is for the openb replay; the time-based replay takes --cluster"
+        )
+    if args.load is None:
+        args.load = DEFAULT_TIMELINE_LOAD
+    if not (args.load > 0 and math.isfinite(args.load)):
+        raise _UsageError(f"--load must be a number > 0, got {args.load}")
+    if args.plot and not Path(args.plot).parent.is_dir():
+        raise _UsageError(f"cannot write the plot {args.plot}: no such directory")
+    catalogue = timeline_policies
+    policies: list[str] = list(dict.fromkeys(args.policy or catalogue.DEFAULT_TIMELINE_POLICIES))
+    unknown = [name for name in policies if name not in catalogue.TIMELINE_POLICIES]
+    if unknown:
+        raise _UsageError(
+            f"unknown policy {unknown[0]!r} for the time-based replay; known: "
+            f"{', '.join(catalogue.TIMELINE_POLICIES)}"
+        )
+    nodes = _timeline_cluster(args)
+    workloads = _timeline_workloads(args, nodes)
+
+    runs: list[TimelineRun] = []
+    console = Console(stderr=True)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    total = len(policies) * sum(len(tasks) for _, tasks in workloads)
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+        bar = progress.add_task("simulating", total=total)
+        done_before = 0
+        for policy in policies:
+            for seed, tasks in workloads:
+                profile = catalogue.timeline_profile(policy)
+                label = policy if seed is None else f"{policy} seed {seed}"
+                progress.update(bar, description=label)
+                base = done_before
+
+                def advance(done: int, _count: int, base: int = base) -> None:
+                    progress.update(bar, completed=base + done)
+
+                result = replay_timeline(nodes, tasks, profile, progress=advance)
+                done_before += len(tasks)
+                runs.append(TimelineRun(policy, seed, result))
+
+    source = (
+        Path(args.workload).name
+        if args.workload is not None
+        else f"{args.generate} generated tasks, load {args.load:g}"
+    )
+    cluster = Path(args.cluster).name if args.cluster else "bundled 64-node cluster"
+    title = f"{source} on {cluster}"
+    if args.plot:
+        try:
+            plot_timeline(runs, Path(args.plot), title)
+        except (OSError, ValueError) as error:
+            raise _UsageError(f"cannot write the plot {args.plot}: {error}") from None
+    if args.json:
+        print(json.dumps(timeline_json(runs)))
+    else:
+        out = Console(width=max(Console().width, 140))
+        for table in timeline_tables(runs, title):
+            out.print(table)
+        if args.plot:
+            out.print(f"plot written to {args.plot}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gang-scheduler",
@@ -173,12 +323,16 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser(
         "simulate",
         help="replay the openb GPU cluster trace through the scheduling core (FGD paper "
-        "protocol); report GPU allocation per policy",
+        "protocol), or learning tasks over time (--workload/--generate); report per policy",
         description="Replay an openb-format trace as the FGD paper (USENIX ATC'23) does: "
         "every pod tried once in a seeded arrival order with clones up to --load x the "
         "cluster's GPUs; report GPU allocation at 100% and 130% arrived load. "
         "Defaults: the bundled node list and default trace, policies bestfit, fgd and "
-        "this project's best, seed 42. See docs/simulator.md.",
+        "this project's best, seed 42. "
+        "With --workload or --generate: a time-based replay of learning tasks (gangs that "
+        "arrive, wait, run and leave) on --cluster, policies binpack and spread by default; "
+        "report GPU utilization, queueing delay by gang size, job completion time, the "
+        "largest gang's wait, GPU link scores and partial gangs. See docs/simulator.md.",
     )
     simulate.add_argument("--nodes", metavar="PATH", help="node CSV in the openb format")
     simulate.add_argument(
@@ -187,33 +341,55 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--trace",
         metavar="NAME",
-        default="default",
         help=f"bundled pod list: {', '.join(TRACES)} (default: default)",
+    )
+    simulate.add_argument(
+        "--workload",
+        metavar="PATH",
+        help="time-based replay of the learning tasks in this YAML workload file",
+    )
+    simulate.add_argument(
+        "--generate",
+        metavar="N",
+        type=int,
+        help="time-based replay of N synthetic learning tasks drawn with --seed",
+    )
+    simulate.add_argument(
+        "--cluster",
+        metavar="PATH",
+        help="cluster for the time-based replay: a YAML of node pools or an openb node CSV "
+        "(default: the bundled 64-node mixed cluster)",
     )
     simulate.add_argument(
         "--policy",
         metavar="NAME",
         action="append",
-        help="policy to run; repeatable (default: bestfit, fgd and the project's best)",
+        help="policy to run; repeatable (default: bestfit, fgd and the project's best; "
+        "time-based replay: binpack and spread, fgd also known)",
     )
     simulate.add_argument(
         "--seed",
         metavar="N",
         type=int,
         action="append",
-        help=f"arrival-order seed; repeatable (default: {DEFAULT_SEED}; the paper: 42..51)",
+        help=f"arrival-order (or --generate) seed; repeatable (default: {DEFAULT_SEED}; "
+        "the paper: 42..51)",
     )
     simulate.add_argument(
         "--load",
         type=float,
-        default=DEFAULT_LOAD,
-        help=f"arrived GPU load the clones fill up to, x cluster GPU (default: {DEFAULT_LOAD})",
+        help="arrived GPU load the clones fill up to, x cluster GPU (default: "
+        f"{DEFAULT_LOAD}); with --generate, the offered GPU load (default: "
+        f"{DEFAULT_TIMELINE_LOAD})",
     )
     simulate.add_argument(
         "--json", action="store_true", help="print one JSON object on stdout instead of a table"
     )
     simulate.add_argument(
-        "--plot", metavar="PATH.png", help="write GPU allocation against arrived load here"
+        "--plot",
+        metavar="PATH.png",
+        help="write GPU allocation against arrived load here (time-based replay: GPU "
+        "utilization and queue length over time)",
     )
     simulate.set_defaults(handler=_simulate)
     return parser
@@ -222,7 +398,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = args.handler
-    result: int = handler(args)
+    try:
+        result: int = handler(args)
+    except BrokenPipeError:
+        # The reader went away (`simulate | head`): nothing more to say, and nothing
+        # to say it to. Point stdout at /dev/null so the interpreter's final flush
+        # does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     return result
 
 

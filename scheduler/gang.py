@@ -54,7 +54,9 @@ SizeSource = Literal["podgroup", "annotation", "single", "default"]
 
 # PodGroup spec.minMember is an int32; the annotation is held to the same range.
 MAX_MIN_MEMBER = 2**31 - 1
-_WHOLE_NUMBER = re.compile(r"\s*[0-9]+\s*")
+# ASCII digits with optional spaces or tabs around them; nothing else (re's \s would
+# also admit control characters that int() refuses).
+_WHOLE_NUMBER = re.compile(r"[ \t]*([0-9]+)[ \t]*")
 _NAMES_SHOWN = 3
 
 
@@ -158,9 +160,10 @@ def _is_bound_in_named_gang(pod: PodInfo) -> bool:
 def parse_min_member(text: str) -> int | None:
     """The annotation's value as a gang size, or None when it is not a positive whole
     number ("abc", "0", "-1", "2.5", "1e3") or is beyond an int32."""
-    if not _WHOLE_NUMBER.fullmatch(text):
+    match = _WHOLE_NUMBER.fullmatch(text)
+    if match is None:
         return None
-    value = int(text)
+    value = int(match[1])
     return value if 1 <= value <= MAX_MIN_MEMBER else None
 
 

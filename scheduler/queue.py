@@ -205,8 +205,10 @@ class GangQueue:
             self._unschedulable.add((now, key))
 
     def flush(self, now: float) -> None:
-        limit = now - self.max_unschedulable_seconds
-        while self._unschedulable and self._unschedulable[0][0] <= limit:
+        # Written as next_wakeup computes the wake-up time (since + wait), so that at
+        # the instant it names the gang is due: `since <= now - wait` rounds otherwise.
+        wait = self.max_unschedulable_seconds
+        while self._unschedulable and self._unschedulable[0][0] + wait <= now:
             _, key = self._unschedulable.pop(0)
             entry = self._entries[key]
             if entry.retry_at is not None and entry.retry_at > now:

@@ -1,5 +1,7 @@
 """What `gang-scheduler simulate` shows of a set of openb replays: a table beside the
-paper's figures, the JSON object scripts read, and the allocation-vs-load plot.
+paper's figures, the JSON object scripts read, and the allocation-vs-load plot; and of
+time-based replays of learning tasks (part 2, at the end): tables, JSON and a plot of
+utilization and queue length over time.
 
 The JSON object is fixed by issue 3 (scripts depend on it):
 `{"results": [{"policy", "seed", "allocation_pct": {"100": x, "130": y},
@@ -17,6 +19,7 @@ from typing import Any
 from rich.table import Table
 
 from scheduler.sim.replay import REPORTED_PERCENTS, OpenbResult
+from scheduler.sim.timeline import GANG_BUCKETS, TimelineResult
 
 # The paper's results (mean of 10 seeds, GPU allocation %), from the openb README:
 # trace -> policy -> arrived % -> allocation %.
@@ -197,6 +200,201 @@ def plot_allocation(runs: Sequence[PolicyRun], path: Path, title: str) -> None:
             axes.grid(True, alpha=0.3)
         end.set_title(f"from {start}% arrived")
         whole.legend(loc="lower right")
+        figure.suptitle(title)
+        figure.tight_layout()
+        figure.savefig(path, dpi=120)
+    finally:
+        pyplot.close(figure)
+
+
+# --- the time-based replay (part 2) -----------------------------------------------------------
+# `simulate --workload/--generate --json` prints
+# `{"results": [{"policy", "seed", "utilization_mean", "queueing_delay_s": {"1": {"p50",
+# "p95", "p99"}, "2-4": ..., "5-8": ..., "9-16": ..., "17-64": ...}, "jct_s": {"p50", "p95"},
+# "largest_gang_wait_s", "mean_link_score", "partial_gangs", "seconds", ...}, ...]}`,
+# one entry per (policy, seed) in run order; a figure with no task to measure is null.
+
+
+@dataclass(frozen=True)
+class TimelineRun:
+    """One time-based replay: a policy on one workload (`seed`: the generator's seed;
+    None for a workload file)."""
+
+    policy: str
+    seed: int | None
+    result: TimelineResult
+
+
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def timeline_entry(run: TimelineRun) -> dict[str, Any]:
+    result = run.result
+    delays = result.queueing_delay()
+    jct = result.completion_times()
+    return {
+        "policy": run.policy,
+        "seed": run.seed,
+        "utilization_mean": round(result.utilization_mean, 4),
+        "queueing_delay_s": {
+            label: {
+                "p50": _seconds(p.p50 if p else None),
+                "p95": _seconds(p.p95 if p else None),
+                "p99": _seconds(p.p99 if p else None),
+            }
+            for label, p in delays.items()
+        },
+        "jct_s": {
+            "p50": _seconds(jct[0] if jct else None),
+            "p95": _seconds(jct[1] if jct else None),
+        },
+        "largest_gang_wait_s": _seconds(result.largest_gang_wait),
+        "mean_link_score": _rounded(result.mean_link_score, 2),
+        "partial_gangs": result.partial_gangs,
+        "seconds": round(result.seconds, 3),
+        "utilization_mean_run": round(result.utilization_mean_run, 4),
+        "largest_gang_pods": result.largest_gang,
+        "tasks_finished": result.finished,
+        "tasks_unfinished": result.unfinished,
+    }
+
+
+def timeline_json(runs: Sequence[TimelineRun]) -> dict[str, Any]:
+    """The object `simulate --workload/--generate --json` prints."""
+    return {"results": [timeline_entry(run) for run in runs]}
+
+
+def _duration(value: float | None) -> str:
+    """Seconds as a short human reading: 45s, 1.6m, 12m, 3.5h, 2.1d."""
+    if value is None:
+        return "-"
+    if value < 60:
+        return f"{value:.0f}s"
+    if value < 600:
+        return f"{value / 60:.1f}m"
+    if value < 3600:
+        return f"{value / 60:.0f}m"
+    if value < 86400:
+        return f"{value / 3600:.1f}h"
+    return f"{value / 86400:.1f}d"
+
+
+def _run_label(run: TimelineRun) -> str:
+    return run.policy if run.seed is None else f"{run.policy} (seed {run.seed})"
+
+
+def timeline_tables(runs: Sequence[TimelineRun], title: str) -> list[Table]:
+    """A summary row per run, then the queueing delay per gang size (p50 / p95 / p99)."""
+    summary = Table(title=f"{title}: learning tasks over time")
+    for column, justify in (
+        ("policy", "left"),
+        ("seed", "right"),
+        ("GPU util %", "right"),
+        ("JCT p50", "right"),
+        ("JCT p95", "right"),
+        ("largest gang wait", "right"),
+        ("mean GPU link score", "right"),
+        ("partial gangs", "right"),
+        ("finished", "right"),
+        ("unfinished", "right"),
+        ("seconds", "right"),
+    ):
+        summary.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for run in runs:
+        result = run.result
+        jct = result.completion_times()
+        link = result.mean_link_score
+        summary.add_row(
+            run.policy,
+            "-" if run.seed is None else str(run.seed),
+            f"{100 * result.utilization_mean:.1f}",
+            _duration(jct[0] if jct else None),
+            _duration(jct[1] if jct else None),
+            f"{_duration(result.largest_gang_wait)} ({result.largest_gang} pods)",
+            "-" if link is None else f"{link:.0f}",
+            str(result.partial_gangs),
+            str(result.finished),
+            str(result.unfinished),
+            f"{result.seconds:.1f}",
+        )
+    summary.caption = (
+        "GPU util: time-weighted mean of allocated/total GPU while tasks arrive; JCT: "
+        "arrival to finish; link score: per multi-GPU pod, mean pair score of its GPUs "
+        "(NVLink 100 per link, PIX 50, SYS 10)"
+    )
+    delays = Table(title="queueing delay (arrival to start) by gang size: p50 / p95 / p99")
+    delays.add_column("policy")
+    for label, _, _ in GANG_BUCKETS:
+        delays.add_column(f"{label} pod{'s' if label != '1' else ''}", justify="right")
+    for run in runs:
+        cells = [_run_label(run)]
+        for percentiles in run.result.queueing_delay().values():
+            if percentiles is None:
+                cells.append("-")
+            else:
+                cells.append(
+                    " / ".join(
+                        _duration(v) for v in (percentiles.p50, percentiles.p95, percentiles.p99)
+                    )
+                )
+        delays.add_row(*cells)
+    return [summary, delays]
+
+
+def arrival_window(result: TimelineResult) -> tuple[float, float]:
+    """First and last arrival; the whole run when every task arrives at once."""
+    arrivals = [outcome.task.arrival for outcome in result.outcomes]
+    first, last = min(arrivals, default=0.0), max(arrivals, default=0.0)
+    return (first, last) if last > first else (first, max(result.end_time, first))
+
+
+def plot_timeline(runs: Sequence[TimelineRun], path: Path, title: str) -> None:
+    """GPU utilization % and tasks waiting against time (hours), one line per run: on
+    the left while tasks arrive (where the offered load is the workload's), on the right
+    the whole run (the drain of the longest tasks included)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: write files only
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(2, 2, figsize=(14, 7), sharey="row")
+    try:
+        window_end = max((arrival_window(run.result)[1] for run in runs), default=0.0)
+        for column, until in ((0, window_end), (1, None)):
+            usage, queue = axes[0][column], axes[1][column]
+            for run in runs:
+                result = run.result
+                points = [
+                    (moment, milli, waiting)
+                    for moment, milli, waiting in zip(
+                        result.times, result.allocated_milli, result.queue_length, strict=True
+                    )
+                    if until is None or moment <= until
+                ]
+                hours = [moment / 3600 for moment, _, _ in points]
+                usage.plot(
+                    hours,
+                    [100 * milli / result.total_gpu_milli for _, milli, _ in points],
+                    drawstyle="steps-post",
+                    label=_run_label(run),
+                    linewidth=1,
+                )
+                queue.plot(
+                    hours,
+                    [waiting for _, _, waiting in points],
+                    drawstyle="steps-post",
+                    label=_run_label(run),
+                    linewidth=1,
+                )
+            usage.set_title("while tasks arrive" if until is not None else "whole run")
+            usage.set_ylim(0, 105)
+            queue.set_xlabel("time (hours)")
+            for each in (usage, queue):
+                each.grid(True, alpha=0.3)
+        axes[0][0].set_ylabel("GPU allocated (%)")
+        axes[1][0].set_ylabel("tasks waiting")
+        axes[0][1].legend(loc="upper right")
         figure.suptitle(title)
         figure.tight_layout()
         figure.savefig(path, dpi=120)

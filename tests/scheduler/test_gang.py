@@ -511,3 +511,9 @@ def test_index_reports_changed_gangs() -> None:
     result, changed = index.assemble()
     assert changed == {"default/other"}
     assert set(result.gangs) == {"default/train"}
+
+
+def test_min_member_text_with_control_characters_is_refused_not_raised() -> None:
+    assert parse_min_member(" 3\t") == 3
+    assert parse_min_member("0\x1f") is None
+    assert parse_min_member("3\x1f") is None

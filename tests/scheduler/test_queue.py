@@ -355,3 +355,15 @@ def test_snapshot_lists_every_state_in_order() -> None:
     assert statuses[3].last_reason == "no room" and statuses[3].attempts == 1
     assert statuses[2].retry_at == 1.0
     assert queue.last_reason("d") is None
+
+
+def test_a_gang_is_due_exactly_when_next_wakeup_says() -> None:
+    """`since + wait` and `now - wait` round differently for these numbers; the flush
+    must use the same sum next_wakeup reports, or a loop sleeping until then spins."""
+    queue = GangQueue()
+    queue.add_or_update("sim/x", 0, 0.0, 0.0)
+    assert queue.pop(16000.0) == "sim/x"
+    queue.failed("sim/x", 16286.454, "no room")
+    wakeup = queue.next_wakeup(16286.454)
+    assert wakeup == 16286.454 + queue.max_unschedulable_seconds
+    assert queue.pop(wakeup) == "sim/x"

@@ -1,0 +1,460 @@
+"""The time-based replay: learning tasks arrive, wait, run once their gang is bound, leave.
+
+It drives the very same `SchedulingCore` as the real scheduler; nothing here decides a
+placement. On a virtual clock, at each instant:
+1. tasks whose run is over leave: every pod of theirs is deleted (`apply_pod(DELETED)`),
+   which frees their resources and wakes waiting gangs through the core's queue hints;
+2. tasks that arrive now come in as Pod objects (`apply_pod(ADDED)`), each pod with the
+   gang label and the min-member annotation;
+3. `core.schedule_next(now)` is called until it returns None; every placement of a Plan
+   is bound at once (`core.bound`: the simulator's bind is atomic and never fails). A
+   task starts in the cycle where its bound members reach its min_member and runs for
+   its duration from then;
+4. the clock moves to the next event: the next arrival, the next end of a run, or
+   `core.queue.next_wakeup(now)` (a backoff or an unschedulable gang's retry falling
+   due), whichever is first.
+
+After every cycle that changed the cache it checks what gang scheduling promises:
+no device, CPU or memory of any node is over-committed (a `TimelineError` if one is,
+or if the GPU milli the cache holds is not what the replay counted),
+and every task has 0 or at least min_member members bound (a task seen otherwise is
+counted in `partial_gangs`, which must stay 0). Failed cycles change nothing in the
+cache (the planner works on a snapshot), so there is nothing new to check after them.
+
+The replay ends when no task will arrive, none is running, and every waiting gang has
+been tried since the last task left: nothing can change any more, and the tasks still
+waiting are reported unfinished.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cache.cluster import EventType, Placement
+from cache.resources import CPU, MEMORY, MILLI_PER_GPU
+from policies.profile import Profile, build_profile
+from scheduler.core import SchedulingCore
+from scheduler.planner import Plan
+from scheduler.sim.workload import NAMESPACE, Task, task_pods
+
+TIMELINE_POLICIES = ("binpack", "spread", "fgd")
+DEFAULT_TIMELINE_POLICIES = ("binpack", "spread")
+# Gang sizes (pods) the queueing delay is reported by: label, smallest, largest.
+GANG_BUCKETS: tuple[tuple[str, int, int], ...] = (
+    ("1", 1, 1),
+    ("2-4", 2, 4),
+    ("5-8", 5, 8),
+    ("9-16", 9, 16),
+    ("17-64", 17, 64),
+)
+PROGRESS_EVERY = 16
+
+Progress = Callable[[int, int], None]
+"""Called with (tasks that have left, tasks in all) while a replay runs."""
+
+
+class TimelineError(RuntimeError):
+    """The core did something gang scheduling rules out (a bug, not a property of the
+    workload): an over-committed device, a bind of an unknown pod, a clock going back."""
+
+
+def timeline_profile(policy: str) -> Profile:
+    """The profile of a named policy (policies.profile.build_profile). For `fgd` the
+    scheduling core feeds every arriving pod to the profile's online workload, as in a
+    live cluster."""
+    if policy not in TIMELINE_POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; known: {', '.join(TIMELINE_POLICIES)}")
+    return build_profile(policy)
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    p50: float
+    p95: float
+    p99: float
+
+
+@dataclass
+class TaskOutcome:
+    task: Task
+    start: float | None = None
+    finish: float | None = None
+
+    @property
+    def queueing_delay(self) -> float | None:
+        return None if self.start is None else self.start - self.task.arrival
+
+    @property
+    def completion_time(self) -> float | None:
+        return None if self.finish is None else self.finish - self.task.arrival
+
+
+@dataclass
+class TimelineResult:
+    outcomes: list[TaskOutcome]
+    total_gpu_milli: int
+    # One sample per event instant (after its cycles): time, allocated GPU milli and
+    # tasks waiting (arrived, not started).
+    times: list[float]
+    allocated_milli: list[int]
+    queue_length: list[int]
+    partial_gangs: int
+    # Mean over multi-GPU placements (on nodes that publish links) of the mean pair
+    # score of the placement's devices; None when there was none.
+    mean_link_score: float | None
+    multi_gpu_placements: int
+    cycles: int
+    end_time: float
+    seconds: float
+
+    @property
+    def finished(self) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.finish is not None)
+
+    @property
+    def unfinished(self) -> int:
+        return len(self.outcomes) - self.finished
+
+    @property
+    def utilization(self) -> list[float]:
+        """Allocated GPU / cluster GPU at every sample."""
+        return [milli / self.total_gpu_milli for milli in self.allocated_milli]
+
+    @property
+    def utilization_mean(self) -> float:
+        """Time-weighted mean of the utilization over the arrival window (first to last
+        arrival), where the offered load is what the workload says; over the whole run
+        when every task arrives at once."""
+        arrivals = [o.task.arrival for o in self.outcomes]
+        if not arrivals or max(arrivals) <= min(arrivals):
+            return self.utilization_mean_run
+        first, last = min(arrivals), max(arrivals)
+        times: list[float] = []
+        values: list[float] = []
+        for moment, value in zip(self.times, self.utilization, strict=True):
+            if moment > last:
+                break
+            if moment >= first:
+                times.append(moment)
+                values.append(value)
+        if times and times[-1] < last:  # the value holds until the last arrival
+            times.append(last)
+            values.append(values[-1])
+        return time_weighted_mean(times, values)
+
+    @property
+    def utilization_mean_run(self) -> float:
+        """Time-weighted mean of the utilization from the first arrival to the end of
+        the replay (the drain of the longest tasks included)."""
+        return time_weighted_mean(self.times, self.utilization)
+
+    def queueing_delay(self) -> dict[str, Percentiles | None]:
+        """Per gang-size bucket, p50/p95/p99 of arrival-to-start over started tasks."""
+        delays: dict[str, list[float]] = {label: [] for label, _, _ in GANG_BUCKETS}
+        for outcome in self.outcomes:
+            delay = outcome.queueing_delay
+            label = gang_bucket(outcome.task.pods)
+            if delay is not None and label is not None:
+                delays[label].append(delay)
+        return {
+            label: Percentiles(
+                percentile(values, 50), percentile(values, 95), percentile(values, 99)
+            )
+            if values
+            else None
+            for label, values in delays.items()
+        }
+
+    def completion_times(self) -> tuple[float, float] | None:
+        """p50 and p95 of arrival-to-finish over finished tasks."""
+        values = [t for o in self.outcomes if (t := o.completion_time) is not None]
+        return (percentile(values, 50), percentile(values, 95)) if values else None
+
+    @property
+    def largest_gang(self) -> int:
+        return max((o.task.pods for o in self.outcomes), default=0)
+
+    @property
+    def largest_gang_wait(self) -> float | None:
+        """The longest wait of a task of the largest gang size: arrival to start, or to
+        the end of the replay when it never started (starvation shows as a long wait)."""
+        size = self.largest_gang
+        waits = [
+            (o.start if o.start is not None else self.end_time) - o.task.arrival
+            for o in self.outcomes
+            if o.task.pods == size
+        ]
+        return max(waits) if waits else None
+
+
+def gang_bucket(pods: int) -> str | None:
+    for label, low, high in GANG_BUCKETS:
+        if low <= pods <= high:
+            return label
+    return None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile, interpolating linearly between the closest ranks."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def time_weighted_mean(times: Sequence[float], values: Sequence[float]) -> float:
+    """Mean of a step function that takes values[i] from times[i] to times[i+1]; the
+    plain mean when all samples share one instant."""
+    if not values:
+        return 0.0
+    span = times[-1] - times[0]
+    if span <= 0:
+        return sum(values) / len(values)
+    area = sum(values[i] * (times[i + 1] - times[i]) for i in range(len(values) - 1))
+    return area / span
+
+
+@dataclass
+class _Running:
+    """A task while it is in the replay (arrived and not yet gone)."""
+
+    index: int
+    task: Task
+    pods: list[dict[str, Any]]
+    uids: list[str]
+    held: dict[str, Placement] = field(default_factory=dict)
+
+
+class _Replay:
+    def __init__(
+        self,
+        nodes: Sequence[Mapping[str, Any]],
+        tasks: Sequence[Task],
+        profile: Profile,
+    ) -> None:
+        self.core = SchedulingCore(profile, explain_failures=False)
+        for node in nodes:
+            self.core.apply_node(EventType.ADDED, node, 0.0)
+        self.total_gpu_milli = sum(len(n.devices) for n in self.core.cache.nodes()) * MILLI_PER_GPU
+        if not self.total_gpu_milli:
+            raise ValueError("the cluster has no GPU")
+        names = [task.name for task in tasks]
+        if len(set(names)) != len(names):
+            raise ValueError("task names must be unique")
+        self.tasks = tasks
+        self.outcomes = [TaskOutcome(task) for task in tasks]
+        self.arrivals = sorted(range(len(tasks)), key=lambda i: (tasks[i].arrival, i))
+        self.next_arrival = 0
+        self.completions: list[tuple[float, int]] = []  # (finish, task index)
+        self.active: dict[str, _Running] = {}  # gang key -> task in the replay
+        self.by_uid: dict[str, _Running] = {}
+        self.waiting: set[str] = set()  # gang keys arrived and not started
+        self.tried_since_change: set[str] = set()
+        self.partial: set[str] = set()
+        self.allocated = 0
+        self.link_sum = 0.0
+        self.link_count = 0
+        self.cycles = 0
+        self.left = 0
+        self.times: list[float] = []
+        self.allocated_samples: list[int] = []
+        self.queue_samples: list[int] = []
+
+    # --- events ---------------------------------------------------------------------
+    def arrive(self, now: float) -> None:
+        while self.next_arrival < len(self.arrivals):
+            index = self.arrivals[self.next_arrival]
+            task = self.tasks[index]
+            if task.arrival > now:
+                return
+            self.next_arrival += 1
+            pods = task_pods(task)
+            running = _Running(index, task, pods, [pod["metadata"]["uid"] for pod in pods])
+            key = f"{NAMESPACE}/{task.name}"
+            self.active[key] = running
+            self.waiting.add(key)
+            for pod, uid in zip(pods, running.uids, strict=True):
+                self.by_uid[uid] = running
+                self.core.apply_pod(EventType.ADDED, pod, now)
+
+    def leave(self, now: float) -> None:
+        while self.completions and self.completions[0][0] <= now:
+            finish, index = heapq.heappop(self.completions)
+            task = self.tasks[index]
+            key = f"{NAMESPACE}/{task.name}"
+            running = self.active.pop(key)
+            for pod, uid in zip(running.pods, running.uids, strict=True):
+                self.core.apply_pod(EventType.DELETED, pod, now)
+                del self.by_uid[uid]
+            self.allocated -= sum(_milli(p) for p in running.held.values())
+            self.outcomes[index].finish = finish
+            self.waiting.discard(key)
+            self.tried_since_change.clear()
+            self.left += 1
+
+    # --- cycles ---------------------------------------------------------------------
+    def schedule(self, now: float) -> None:
+        while (attempt := self.core.schedule_next(now)) is not None:
+            self.cycles += 1
+            key = attempt.gang.key
+            result = attempt.result
+            if not isinstance(result, Plan):
+                self.tried_since_change.add(key)
+                continue
+            running = self.active.get(key)
+            if running is None:
+                raise TimelineError(f"internal error: the core planned gang {key}, no task's")
+            for placement in result.placements:
+                if self.by_uid.get(placement.pod_uid) is not running:
+                    raise TimelineError(
+                        f"internal error: the core placed pod {placement.pod_uid}, which is "
+                        f"not a pending member of gang {key}"
+                    )
+                self.core.bound(placement)
+                running.held[placement.pod_uid] = placement
+                self.allocated += _milli(placement)
+                self._score_links(placement)
+            self._check_devices(now)
+            self._check_gangs()
+            outcome = self.outcomes[running.index]
+            if outcome.start is None and self._bound(running) >= running.task.gang_min:
+                outcome.start = now
+                self.waiting.discard(key)
+                heapq.heappush(self.completions, (now + running.task.duration, running.index))
+
+    def _bound(self, running: _Running) -> int:
+        """Members of the task holding resources, as the cache has them (bound, or
+        assumed with the bind in flight)."""
+        cache = self.core.cache
+        count = 0
+        for uid in running.uids:
+            pod = cache.pod(uid)
+            if pod is not None and (pod.node_name or cache.is_assumed(uid)):
+                count += 1
+        return count
+
+    def _check_gangs(self) -> None:
+        for key, running in self.active.items():
+            bound = self._bound(running)
+            if 0 < bound < running.task.gang_min:
+                self.partial.add(key)
+
+    def _check_devices(self, now: float) -> None:
+        held = 0
+        for node in self.core.cache.nodes():
+            held += len(node.gpu_free) * MILLI_PER_GPU - sum(node.gpu_free)
+            for index, free in enumerate(node.gpu_free):
+                if free < 0:
+                    raise TimelineError(
+                        f"internal error at t={now:g}s: GPU {index} of node {node.name} is "
+                        f"over-committed ({free} milli free)"
+                    )
+            for resource in (CPU, MEMORY):
+                if resource in node.allocatable and node.free(resource) < 0:
+                    raise TimelineError(
+                        f"internal error at t={now:g}s: {resource} of node {node.name} is "
+                        f"over-committed ({node.free(resource)} free)"
+                    )
+        if held != self.allocated:  # the utilization samples count what the cache holds
+            raise TimelineError(
+                f"internal error at t={now:g}s: the cache holds {held} GPU milli, the replay "
+                f"counted {self.allocated}"
+            )
+
+    def _score_links(self, placement: Placement) -> None:
+        if len(placement.shares) < 2:
+            return
+        node = self.core.cache.node(placement.node)
+        if node is None or node.pair_scores is None:
+            return
+        indices = [index for index, _ in placement.shares]
+        pairs = [node.pair_scores[a][b] for i, a in enumerate(indices) for b in indices[i + 1 :]]
+        self.link_sum += sum(pairs) / len(pairs)
+        self.link_count += 1
+
+    # --- the clock ------------------------------------------------------------------
+    def sample(self, now: float) -> None:
+        if self.times and self.times[-1] == now:
+            self.allocated_samples[-1] = self.allocated
+            self.queue_samples[-1] = len(self.waiting)
+            return
+        self.times.append(now)
+        self.allocated_samples.append(self.allocated)
+        self.queue_samples.append(len(self.waiting))
+
+    def next_time(self, now: float) -> float | None:
+        candidates: list[float] = []
+        if self.next_arrival < len(self.arrivals):
+            candidates.append(self.tasks[self.arrivals[self.next_arrival]].arrival)
+        if self.completions:
+            candidates.append(self.completions[0][0])
+        queue = self.core.queue
+        untried = any(k in queue and k not in self.tried_since_change for k in self.waiting)
+        if candidates or untried:
+            # Waiting gangs matter while something can still change, or until each has
+            # been tried since the last task left (a gang that is not ready, say with a
+            # member refused as written, is never in the queue: it cannot start).
+            wakeup = queue.next_wakeup(now)
+            if wakeup is not None and wakeup <= now:
+                raise TimelineError(
+                    f"internal error at t={now:g}s: the queue has a gang due now while "
+                    "schedule_next hands out none"
+                )
+            if wakeup is not None:
+                candidates.append(wakeup)
+        return min(candidates) if candidates else None
+
+
+def _milli(placement: Placement) -> int:
+    return sum(milli for _, milli in placement.shares)
+
+
+def replay_timeline(
+    nodes: Sequence[Mapping[str, Any]],
+    tasks: Sequence[Task],
+    profile: Profile,
+    *,
+    progress: Progress | None = None,
+    max_time: float | None = None,
+) -> TimelineResult:
+    """Replay `tasks` on a fresh cluster of `nodes` (Node objects) under `profile`; see
+    the module doc. `max_time` stops the clock early (tasks not finished by then are unfinished)."""
+    started = time.perf_counter()
+    replay = _Replay(nodes, tasks, profile)
+    now: float | None = tasks[replay.arrivals[0]].arrival if tasks else None
+    end = 0.0 if now is None else now
+    reported = 0
+    while now is not None and (max_time is None or now <= max_time):
+        if now < end:
+            raise TimelineError(f"internal error: the clock went back from {end:g} to {now:g}")
+        end = now
+        replay.leave(now)
+        replay.arrive(now)
+        replay.schedule(now)
+        replay.sample(now)
+        if progress is not None and replay.left - reported >= PROGRESS_EVERY:
+            reported = replay.left
+            progress(replay.left, len(tasks))
+        now = replay.next_time(now)
+    if progress is not None:
+        progress(replay.left, len(tasks))
+    return TimelineResult(
+        outcomes=replay.outcomes,
+        total_gpu_milli=replay.total_gpu_milli,
+        times=replay.times,
+        allocated_milli=replay.allocated_samples,
+        queue_length=replay.queue_samples,
+        partial_gangs=len(replay.partial),
+        mean_link_score=replay.link_sum / replay.link_count if replay.link_count else None,
+        multi_gpu_placements=replay.link_count,
+        cycles=replay.cycles,
+        end_time=end,
+        seconds=time.perf_counter() - started,
+    )
