@@ -28,11 +28,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cache.cluster import ClusterCache, EventType
-from cache.gpu import TOPOLOGY_ANNOTATION, GpuDevice, format_topology
 from cache.snapshot import Snapshot
 from policies.profile import build_profile
 from scheduler.gang import assemble_gangs
 from scheduler.planner import Plan, Planner
+from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links
 
 GANG_SIZES = (1, 2, 4, 8, 32)
 MODELS = ("A100", "V100", "T4")
@@ -41,8 +41,9 @@ NODES_PER_RACK = 40
 
 def _links(kind: str) -> list[list[str]] | None:
     if kind == "nvlink":
-        return [["X" if i == j else "NV12" for j in range(8)] for i in range(8)]
+        return nvlink_links(8)
     if kind == "pcie":
+        # Two GPUs per PCIe switch, two switches per CPU socket, two sockets.
         return [
             [
                 "X"
@@ -55,39 +56,18 @@ def _links(kind: str) -> list[list[str]] | None:
     return None
 
 
-def node_object(index: int) -> dict[str, Any]:
+def bench_node(index: int) -> dict[str, Any]:
     name = f"node-{index:05d}"
-    model = MODELS[index % len(MODELS)]
-    kind = ("nvlink", "pcie", "unknown")[(index // 3) % 3]
-    labels = {
-        "kubernetes.io/hostname": name,
-        "topology.kubernetes.io/zone": f"rack-{index // NODES_PER_RACK:03d}",
-        "nvidia.com/gpu.product": model,
-    }
-    annotations = {}
-    links = _links(kind)
-    if links is not None:
-        annotations[TOPOLOGY_ANNOTATION] = format_topology(
-            [GpuDevice(i, f"GPU-{name}-{i}", model, 40960, i // 4) for i in range(8)],
-            links,
-        )
-    allocatable = {
-        "cpu": "128",
-        "memory": "1024Gi",
-        "pods": "110",
-        "nvidia.com/gpu": "8",
-        "nvidia.com/vgpu": "8000",
-    }
-    return {
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": annotations,
-            "resourceVersion": "1",
-        },
-        "spec": {},
-        "status": {"allocatable": allocatable},
-    }
+    return node_object(
+        name,
+        cpu="128",
+        memory="1024Gi",
+        gpus=8,
+        model=MODELS[index % len(MODELS)],
+        labels={ZONE_LABEL: f"rack-{index // NODES_PER_RACK:03d}"},
+        links=_links(("nvlink", "pcie", "unknown")[(index // 3) % 3]),
+        gpu_memory_mib=40960,
+    )
 
 
 def pod_object(
@@ -133,7 +113,7 @@ def pod_object(
 def build_cluster(nodes: int, rng: random.Random) -> ClusterCache:
     cache = ClusterCache()
     for index in range(nodes):
-        cache.apply_node(EventType.ADDED, node_object(index))
+        cache.apply_node(EventType.ADDED, bench_node(index))
     # About half the GPUs busy: whole-GPU pods and shares on their own devices.
     for index in range(nodes):
         name = f"node-{index:05d}"

@@ -13,57 +13,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cache.gpu import TOPOLOGY_ANNOTATION, GpuDevice, format_assignment, format_topology
+from cache.gpu import format_assignment
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
 from scheduler.planner import Plan
-
-ZONE = "topology.kubernetes.io/zone"
+from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links, pcie_links
 
 
 def _node(
     name: str, zone: str, model: str, gpus: int, links: list[list[str]] | None, cpu: str = "64"
 ) -> dict[str, Any]:
-    labels = {"kubernetes.io/hostname": name, ZONE: zone}
-    annotations = {}
-    allocatable: dict[str, str] = {"cpu": cpu, "memory": "512Gi", "pods": "110"}
-    if gpus:
-        labels["nvidia.com/gpu.product"] = model
-        labels["nvidia.com/gpu.count"] = str(gpus)
-        allocatable["nvidia.com/gpu"] = str(gpus)
-        allocatable["nvidia.com/vgpu"] = str(gpus * 1000)
-    if links is not None:
-        annotations[TOPOLOGY_ANNOTATION] = format_topology(
-            [GpuDevice(i, f"GPU-{name}-{i}", model, 40960, i * 2 // gpus) for i in range(gpus)],
-            links,
-        )
-    return {
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": annotations,
-            "resourceVersion": "1",
-        },
-        "spec": {},
-        "status": {"allocatable": allocatable, "capacity": allocatable},
-    }
-
-
-def _pcie_box() -> list[list[str]]:
-    pairs = {(0, 1), (1, 0), (2, 3), (3, 2)}
-    return [
-        ["X" if i == j else ("PIX" if (i, j) in pairs else "SYS") for j in range(4)]
-        for i in range(4)
-    ]
+    return node_object(
+        name,
+        cpu=cpu,
+        memory="512Gi",
+        gpus=gpus,
+        model=model,
+        labels={ZONE_LABEL: zone},
+        links=links,
+        gpu_memory_mib=40960,
+    )
 
 
 def demo_nodes() -> list[dict[str, Any]]:
-    nvlink = [["X" if i == j else "NV12" for j in range(8)] for i in range(8)]
+    nvlink = nvlink_links(8)
     return [
         _node("dgx-a1", "zone-a", "A100-SXM4-40GB", 8, nvlink),
         _node("dgx-a2", "zone-a", "A100-SXM4-40GB", 8, nvlink),
-        _node("pcie-b1", "zone-b", "V100-PCIE-16GB", 4, _pcie_box()),
-        _node("pcie-b2", "zone-b", "V100-PCIE-16GB", 4, _pcie_box()),
+        _node("pcie-b1", "zone-b", "V100-PCIE-16GB", 4, pcie_links(4)),
+        _node("pcie-b2", "zone-b", "V100-PCIE-16GB", 4, pcie_links(4)),
         _node("t4-b3", "zone-b", "T4", 4, None, cpu="32"),
         _node("cpu-c1", "zone-c", "", 0, None, cpu="96"),
     ]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cache.gpu import TOPOLOGY_ANNOTATION, GpuDevice, format_topology
 from cache.node import NodeInfo, node_from_api
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, PodInfo, pod_from_api
+from scheduler.sim.objects import node_object, nvlink_links, pcie_links
 
 
 def node_obj(
@@ -27,35 +27,26 @@ def node_obj(
     resource_version: str = "1",
 ) -> dict[str, Any]:
     """A Node; with `links`, a topology annotation describing `gpus` devices."""
-    allocatable: dict[str, Any] = {"cpu": cpu, "memory": memory, "pods": str(pods)}
-    if gpus:
-        allocatable["nvidia.com/gpu"] = str(gpus)
-        allocatable["nvidia.com/vgpu"] = str(vgpu if vgpu is not None else gpus * 1000)
-    allocatable.update(extra or {})
-    all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
-    if model:
-        all_labels["nvidia.com/gpu.product"] = model
-    annotations = {}
-    if links is not None:
-        annotations[TOPOLOGY_ANNOTATION] = format_topology(
-            [
-                GpuDevice(i, f"GPU-{name}-{i}", model, 81920, 0 if i < gpus // 2 else 1)
-                for i in range(gpus)
-            ],
-            links,
-        )
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": all_labels,
-            "annotations": annotations,
-            "resourceVersion": resource_version,
-        },
-        "spec": {"taints": list(taints), "unschedulable": unschedulable},
-        "status": {"allocatable": allocatable, "capacity": allocatable},
-    }
+    capacity = dict(extra or {})
+    if gpus and vgpu is not None:
+        capacity["nvidia.com/vgpu"] = str(vgpu)
+    obj = node_object(
+        name,
+        cpu=cpu,
+        memory=memory,
+        pods=pods,
+        gpus=gpus,
+        model=model,
+        labels=labels,
+        links=links,
+        gpu_memory_mib=81920,
+        extra=capacity,
+        resource_version=resource_version,
+    )
+    if model and not gpus:
+        obj["metadata"]["labels"]["nvidia.com/gpu.product"] = model
+    obj["spec"] = {"taints": list(taints), "unschedulable": unschedulable}
+    return obj
 
 
 def pod_obj(
@@ -129,13 +120,9 @@ def make_pod(name: str, **kwargs: Any) -> PodInfo:
 # `nvidia-smi topo -m` link matrices of real machine shapes, for topology tests.
 def dgx_links(count: int = 8) -> list[list[str]]:
     """All pairs on NVLink (NV12), as a DGX A100 reports."""
-    return [["X" if i == j else "NV12" for j in range(count)] for i in range(count)]
+    return nvlink_links(count)
 
 
 def pcie_two_switch_links() -> list[list[str]]:
     """4 GPUs: 0-1 and 2-3 share a PCIe switch (PIX), the pairs join over SYS."""
-    same = {(0, 1), (1, 0), (2, 3), (3, 2)}
-    return [
-        ["X" if i == j else ("PIX" if (i, j) in same else "SYS") for j in range(4)]
-        for i in range(4)
-    ]
+    return pcie_links(4)

@@ -33,14 +33,13 @@ from typing import Any
 
 import yaml
 
-from cache.gpu import PRODUCT_LABEL, TOPOLOGY_ANNOTATION, GpuDevice, format_topology
+from cache.gpu import PRODUCT_LABEL
 from cache.quantity import QuantityError, to_milli, to_units
-from cache.resources import MILLI_PER_GPU, WHOLE_GPU, parse_resource_list
+from cache.resources import WHOLE_GPU, parse_resource_list
+from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links, pcie_links
 from scheduler.sim.openb import OpenbFormatError, load_nodes
 from scheduler.sim.workload import GpuPool
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_CLUSTER = "cluster-mixed-64.yaml"
 EXAMPLE_WORKLOAD = "workload-example.yaml"
 LINK_KINDS = ("nvlink", "pcie", "none")
@@ -234,34 +233,12 @@ def _quantity(raw: Mapping[str, Any], field: str, where: str, *, milli: bool, ex
 
 
 # --- nodes -----------------------------------------------------------------------------------
-def nvlink_links(count: int, links: int = 12) -> list[list[str]]:
-    """Every pair on NVLink, as a DGX A100 reports (`NV12`)."""
-    return [["X" if i == j else f"NV{links}" for j in range(count)] for i in range(count)]
-
-
-def pcie_links(count: int, per_switch: int = 2) -> list[list[str]]:
-    """GPUs behind PCIe switches of `per_switch`: PIX on one switch, SYS across."""
-    return [
-        [
-            "X" if i == j else ("PIX" if i // per_switch == j // per_switch else "SYS")
-            for j in range(count)
-        ]
-        for i in range(count)
-    ]
-
-
-def _topology(pool: Pool, node: str) -> str:
-    links = (
-        nvlink_links(pool.gpus, pool.nvlinks)
-        if pool.links == "nvlink"
-        else pcie_links(pool.gpus, pool.gpus_per_switch)
-    )
-    devices = [
-        # Two sockets: the first half of the GPUs on NUMA node 0.
-        GpuDevice(i, f"GPU-{node}-{i}", pool.gpu_model, pool.gpu_memory_mib, i * 2 // pool.gpus)
-        for i in range(pool.gpus)
-    ]
-    return format_topology(devices, links)
+def _links(pool: Pool) -> list[list[str]] | None:
+    if not pool.gpus or pool.links == "none":
+        return None
+    if pool.links == "nvlink":
+        return nvlink_links(pool.gpus, pool.nvlinks)
+    return pcie_links(pool.gpus, pool.gpus_per_switch)
 
 
 def nodes_of(pools: Iterable[Pool]) -> list[dict[str, Any]]:
@@ -270,37 +247,24 @@ def nodes_of(pools: Iterable[Pool]) -> list[dict[str, Any]]:
     nodes: list[dict[str, Any]] = []
     for pool in pools:
         width = max(2, len(str(pool.count - 1)))
+        links = _links(pool)
         for index in range(pool.count):
             name = f"{pool.name}-{index:0{width}d}"
-            labels = {HOSTNAME_LABEL: name, **dict(pool.labels)}
+            labels = dict(pool.labels)
             if pool.racks:
                 labels[ZONE_LABEL] = f"rack-{index * pool.racks // pool.count}"
-            allocatable = {
-                "cpu": f"{pool.cpu_milli}m",
-                "memory": str(pool.memory_bytes),
-                "pods": str(PODS_PER_NODE),
-            }
-            annotations: dict[str, str] = {}
-            if pool.gpus:
-                labels[PRODUCT_LABEL] = pool.gpu_model
-                labels["nvidia.com/gpu.count"] = str(pool.gpus)
-                allocatable["nvidia.com/gpu"] = str(pool.gpus)
-                allocatable["nvidia.com/vgpu"] = str(pool.gpus * MILLI_PER_GPU)
-                if pool.links != "none":
-                    annotations[TOPOLOGY_ANNOTATION] = _topology(pool, name)
             nodes.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {
-                        "name": name,
-                        "labels": labels,
-                        "annotations": annotations,
-                        "resourceVersion": "1",
-                    },
-                    "spec": {},
-                    "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
-                }
+                node_object(
+                    name,
+                    cpu=f"{pool.cpu_milli}m",
+                    memory=str(pool.memory_bytes),
+                    pods=PODS_PER_NODE,
+                    gpus=pool.gpus,
+                    model=pool.gpu_model,
+                    labels=labels,
+                    links=links,
+                    gpu_memory_mib=pool.gpu_memory_mib,
+                )
             )
     return nodes
 

@@ -37,6 +37,7 @@ from typing import Any
 from cache.gpu import PRODUCT_LABEL
 from cache.resources import CPU, MILLI_PER_GPU, WHOLE_GPU, parse_resource_list
 from scheduler.core import DEFAULT_SCHEDULER_NAME
+from scheduler.sim import objects
 
 NODE_FILE = "openb_node_list_gpu_node.csv"
 # Trace name -> bundled pod file.
@@ -51,7 +52,6 @@ DEFAULT_LOAD = 1.3
 # more than 128, so this never binds (Kubernetes' usual 110 could).
 PODS_PER_NODE = 1000
 NAMESPACE = "openb"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 _NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 # multigpu50 has only these five; the other pod files add gpu_spec, qos and times.
@@ -130,20 +130,14 @@ def node_object(
     name: str, cpu_milli: int, memory_mib: int, gpus: int, model: str
 ) -> dict[str, Any]:
     """One node of the trace as the API server would return it."""
-    allocatable = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi", "pods": str(PODS_PER_NODE)}
-    if gpus:
-        allocatable["nvidia.com/gpu"] = str(gpus)
-        allocatable["nvidia.com/vgpu"] = str(gpus * MILLI_PER_GPU)
-    labels = {HOSTNAME_LABEL: name}
-    if model:
-        labels[PRODUCT_LABEL] = model
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels, "resourceVersion": "1"},
-        "spec": {},
-        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
-    }
+    return objects.node_object(
+        name,
+        cpu=f"{cpu_milli}m",
+        memory=f"{memory_mib}Mi",
+        pods=PODS_PER_NODE,
+        gpus=gpus,
+        model=model,
+    )
 
 
 def load_pods(source: Path | str) -> list[OpenbPod]:
