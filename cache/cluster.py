@@ -126,6 +126,10 @@ class ClusterCache:
     def assumed(self) -> Mapping[str, Placement]:
         return {uid: entry.placement for uid, entry in self._assumed.items()}
 
+    def assumed_placement(self, uid: str) -> Placement | None:
+        entry = self._assumed.get(uid)
+        return entry.placement if entry is not None else None
+
     def pending_pods(self, scheduler_name: str) -> Iterator[PodInfo]:
         """Pods this scheduler must still place: ours, unbound, not being deleted, and
         not already reserved by an assumed plan."""

@@ -13,7 +13,7 @@ to their planned nodes, so the gang is neither re-planned nor seen as partial.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,9 +95,47 @@ class SchedulingCore:
         else:
             self.index.upsert_podgroup(group)
 
+    # --- relists ------------------------------------------------------------------------
+    def replace_nodes(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
+        """Reconcile with a fresh node list (after a broken watch or 410 Gone): every
+        listed node is applied as an update, every known node the list lacks is gone."""
+        listed = set()
+        for obj in objs:
+            self.apply_node(EventType.MODIFIED, obj, now)
+            listed.add(str((obj.get("metadata") or {}).get("name") or ""))
+        for node in [n for n in self.cache.nodes() if n.name not in listed]:
+            self.apply_node(EventType.DELETED, {"metadata": {"name": node.name}}, now)
+
+    def replace_pods(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
+        """Reconcile with a fresh pod list. Reservations (assumed pods) of pods that
+        still exist survive; those of pods the list lacks go with them."""
+        listed = set()
+        for obj in objs:
+            self.apply_pod(EventType.MODIFIED, obj, now)
+            meta = obj.get("metadata") or {}
+            listed.add(
+                str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+            )
+        for pod in [p for p in self.cache.pods() if p.uid not in listed]:
+            gone = {"metadata": {"uid": pod.uid, "namespace": pod.namespace, "name": pod.name}}
+            self.apply_pod(EventType.DELETED, gone, now)
+
+    def replace_podgroups(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
+        """Reconcile with a fresh PodGroup list (empty when the CRD is absent)."""
+        listed = set()
+        for obj in objs:
+            self.apply_podgroup(EventType.MODIFIED, obj, now)
+            meta = obj.get("metadata") or {}
+            listed.add(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}")
+        for key in [k for k in self.cache.podgroups() if k not in listed]:
+            namespace, name = key.split("/", 1)
+            self.apply_podgroup(
+                EventType.DELETED, {"metadata": {"namespace": namespace, "name": name}}, now
+            )
+
     def _show(self, pod: PodInfo) -> None:
         """Tell gang assembly about a pod, as bound where the cache assumes it."""
-        placement = self.cache.assumed().get(pod.uid) if self.cache.is_assumed(pod.uid) else None
+        placement = self.cache.assumed_placement(pod.uid)
         if placement is not None and not pod.node_name:
             pod = dataclasses.replace(pod, node_name=placement.node, phase="Running")
         self.index.upsert_pod(pod)

@@ -180,3 +180,18 @@ def test_fgd_profile_learns_its_workload_from_the_pods_that_arrive() -> None:
     assert workload is not None and len(workload.current()) == 1
     attempt = core.schedule_next(1)
     assert attempt is not None and isinstance(attempt.result, Plan)
+
+
+def test_relist_reconciles_and_keeps_reservations_of_pods_that_still_exist() -> None:
+    core = core_with([node_obj("n", gpus=4), node_obj("gone", gpus=4)], gang("g", 2, 1))
+    core.apply_pod(ADDED, pod_obj("finished", gpus=1, node_name="n", phase="Running"), 0)
+    attempt = core.schedule_next(0)
+    assert attempt is not None and isinstance(attempt.result, Plan)
+    # The watch broke; meanwhile "finished" and node "gone" were deleted.
+    core.replace_nodes([node_obj("n", gpus=4)], 1)
+    core.replace_pods(gang("g", 2, 1), 1)
+    assert core.cache.node("gone") is None and core.cache.pod("uid-default-finished") is None
+    kept = [p for p in attempt.result.placements if p.node == "n"]
+    assert all(core.cache.is_assumed(p.pod_uid) for p in kept)
+    assert core.schedule_next(2) is None  # the gang is not planned twice
+    core.replace_podgroups([], 2)
