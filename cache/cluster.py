@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from cache.gpu import DeviceShares, GpuRequest
+from cache.jsonobj import metadata, object_uid
 from cache.node import NodeInfo, inferred_shares, node_from_api
 from cache.pod import PodInfo, pod_from_api
 from cache.podgroup import PodGroupInfo, podgroup_from_api
@@ -150,9 +151,11 @@ class ClusterCache:
     # --- nodes ------------------------------------------------------------------------
     def apply_node(self, event: EventType | str, obj: Mapping[str, Any]) -> NodeInfo | None:
         """Apply a node watch event; returns the stored record (None once deleted)."""
-        name = str((obj.get("metadata") or {}).get("name") or "")
+        name = str(metadata(obj).get("name") or "")
+        if not name:
+            return None  # nothing can be bound to a node without a name
         old = self._nodes.get(name)
-        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        rv = str(metadata(obj).get("resourceVersion") or "")
         if old is not None and is_older(old.resource_version, rv):
             return old
         if event == EventType.DELETED:
@@ -202,8 +205,8 @@ class ClusterCache:
     # --- pods -------------------------------------------------------------------------
     def apply_pod(self, event: EventType | str, obj: Mapping[str, Any]) -> PodInfo | None:
         """Apply a pod watch event; returns the stored record (None once deleted)."""
-        meta = obj.get("metadata") or {}
-        uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        meta = metadata(obj)
+        uid = object_uid(obj)
         old = self._pods.get(uid)
         rv = str(meta.get("resourceVersion") or "")
         if old is not None and is_older(old.resource_version, rv):

@@ -19,6 +19,7 @@ from cache.gpu import (
     inventory_from_capacity,
     parse_topology,
 )
+from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.terms import Taint, parse_taints
 
 MILLI = res.MILLI_PER_GPU
@@ -146,10 +147,24 @@ def inferred_shares(node: NodeInfo, count: int, milli: int) -> DeviceShares:
 
 def node_from_api(obj: Mapping[str, Any]) -> NodeInfo:
     """Build a NodeInfo (with empty accounting) from a node's JSON; never raises on a
-    malformed value: it becomes a problem message and the field falls back."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    malformed value: it becomes a problem message and the field falls back (a node
+    whose very structure is broken offers nothing until it is fixed)."""
+    try:
+        return _parse_node(obj)
+    except MALFORMED as error:
+        meta = metadata(obj)
+        return NodeInfo(
+            name=str(meta.get("name") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            unschedulable=True,
+            problems=(f"the node object is malformed ({type(error).__name__}: {error})",),
+        )
+
+
+def _parse_node(obj: Mapping[str, Any]) -> NodeInfo:
+    meta = metadata(obj)
+    spec = mapping(obj.get("spec"))
+    status = mapping(obj.get("status"))
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     annotations = meta.get("annotations") or {}
     problems: list[str] = []

@@ -17,6 +17,7 @@ from cache.gpu import (
     gpu_request,
     parse_assignment,
 )
+from cache.jsonobj import MALFORMED, mapping, metadata, object_uid
 from cache.terms import (
     SelectorTerm,
     Toleration,
@@ -133,14 +134,33 @@ def pod_requests(spec: Mapping[str, Any]) -> res.Resources:
 
 def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
     """Build a PodInfo from a pod's JSON. Never raises on a user's values: what cannot
-    be read becomes a problem message on the record."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    be read becomes a problem message on the record (a pod whose very structure is
+    broken keeps only its identity, and is refused with the reason)."""
+    try:
+        return _parse_pod(obj)
+    except MALFORMED as error:
+        meta = metadata(obj)
+        spec = mapping(mapping(obj).get("spec"))
+        return PodInfo(
+            uid=object_uid(obj),
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
+            problems=(f"the pod object is malformed ({type(error).__name__}: {error})",),
+        )
+
+
+def _parse_pod(obj: Mapping[str, Any]) -> PodInfo:
+    meta = metadata(obj)
+    spec = mapping(obj.get("spec"))
+    status = mapping(obj.get("status"))
     labels = dict(meta.get("labels") or {})
     annotations = meta.get("annotations") or {}
     node_name = str(spec.get("nodeName") or "")
     problems: list[str] = []
+    if not meta.get("name"):
+        problems.append("the pod has no metadata.name; it cannot be bound")
 
     requests: res.Resources = {}
     gpu = NO_GPU
@@ -179,7 +199,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
         gang_name = None
     min_member = annotations.get(MIN_MEMBER_ANNOTATION)
     return PodInfo(
-        uid=str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"),
+        uid=object_uid(obj),
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cache.jsonobj import mapping, metadata
 from cache.pod import parse_time
 
 PODGROUP_GROUP = "scheduling.x-k8s.io"
@@ -39,8 +40,8 @@ def _positive_int(spec: Mapping[str, Any], field: str, problems: list[str]) -> i
 
 
 def podgroup_from_api(obj: Mapping[str, Any]) -> PodGroupInfo:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
+    meta = metadata(obj)
+    spec = mapping(mapping(obj).get("spec"))
     problems: list[str] = []
     min_member = _positive_int(spec, "minMember", problems)
     timeout = _positive_int(spec, "scheduleTimeoutSeconds", problems)

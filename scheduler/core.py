@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cache.cluster import ClusterCache, EventType, Placement
+from cache.jsonobj import metadata, object_uid
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from policies.profile import Profile
@@ -58,7 +59,7 @@ class SchedulingCore:
 
     # --- events -----------------------------------------------------------------------
     def apply_node(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
-        known = self.cache.node(str((obj.get("metadata") or {}).get("name") or ""))
+        known = self.cache.node(str(metadata(obj).get("name") or ""))
         generation = self.cache.generation
         self.cache.apply_node(event, obj)
         if event != EventType.DELETED and self.cache.generation != generation:
@@ -66,8 +67,7 @@ class SchedulingCore:
             self.queue.cluster_changed(now, hint)
 
     def apply_pod(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
-        meta = obj.get("metadata") or {}
-        uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        uid = object_uid(obj)
         before = self.cache.pod(uid)
         held = before is not None and before.consumes_resources
         pod = self.cache.apply_pod(event, obj)
@@ -88,7 +88,7 @@ class SchedulingCore:
 
     def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         group = self.cache.apply_podgroup(event, obj)
-        meta = obj.get("metadata") or {}
+        meta = metadata(obj)
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
         if group is None:
             self.index.delete_podgroup(key)
@@ -102,7 +102,7 @@ class SchedulingCore:
         listed = set()
         for obj in objs:
             self.apply_node(EventType.MODIFIED, obj, now)
-            listed.add(str((obj.get("metadata") or {}).get("name") or ""))
+            listed.add(str(metadata(obj).get("name") or ""))
         for node in [n for n in self.cache.nodes() if n.name not in listed]:
             self.apply_node(EventType.DELETED, {"metadata": {"name": node.name}}, now)
 
@@ -112,10 +112,7 @@ class SchedulingCore:
         listed = set()
         for obj in objs:
             self.apply_pod(EventType.MODIFIED, obj, now)
-            meta = obj.get("metadata") or {}
-            listed.add(
-                str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-            )
+            listed.add(object_uid(obj))
         for pod in [p for p in self.cache.pods() if p.uid not in listed]:
             gone = {"metadata": {"uid": pod.uid, "namespace": pod.namespace, "name": pod.name}}
             self.apply_pod(EventType.DELETED, gone, now)
@@ -125,7 +122,7 @@ class SchedulingCore:
         listed = set()
         for obj in objs:
             self.apply_podgroup(EventType.MODIFIED, obj, now)
-            meta = obj.get("metadata") or {}
+            meta = metadata(obj)
             listed.add(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}")
         for key in [k for k in self.cache.podgroups() if k not in listed]:
             namespace, name = key.split("/", 1)

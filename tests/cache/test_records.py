@@ -92,7 +92,7 @@ def test_pod_with_bad_values_records_problems_instead_of_raising() -> None:
         },
     )
     assert "operator" in pod_from_api(obj).problems[0]
-    assert pod_from_api({}).problems == ()
+    assert pod_from_api({}).problems == ("the pod has no metadata.name; it cannot be bound",)
 
 
 def test_assignment_is_trusted_only_on_bound_pods() -> None:

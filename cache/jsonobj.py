@@ -1,0 +1,32 @@
+"""Reading API objects defensively: the scheduler never crashes on a user's object.
+
+The API server validates what it stores, so real objects are well formed; these helpers
+keep the cache safe against anything else (hand-written fixtures, a buggy proxy, a
+future field change): a part that is not the mapping it should be reads as empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+EMPTY: Mapping[str, Any] = {}
+
+
+def mapping(value: object) -> Mapping[str, Any]:
+    """`value` when it is a JSON object, otherwise an empty one."""
+    return value if isinstance(value, Mapping) else EMPTY
+
+
+def metadata(obj: object) -> Mapping[str, Any]:
+    return mapping(mapping(obj).get("metadata"))
+
+
+def object_uid(obj: object) -> str:
+    """The object's uid, or namespace/name when it has none (tests, the simulator)."""
+    meta = metadata(obj)
+    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
+MALFORMED = (AttributeError, TypeError, ValueError, KeyError)
+"""What reading a malformed object can raise; parse functions turn it into a problem."""
