@@ -36,6 +36,8 @@ class Attempt:
 
     gang: Gang
     result: Plan | Unschedulable
+    # When the gang first became ready and entered the queue (for gang wait time).
+    ready_since: float | None = None
 
 
 class SchedulingCore:
@@ -49,8 +51,9 @@ class SchedulingCore:
     ) -> None:
         self.profile = profile
         self.scheduler_name = scheduler_name
-        self.cache = cache or ClusterCache()
-        self.queue = queue or GangQueue()
+        # `is not None`: an empty queue is falsy (it has a length).
+        self.cache = cache if cache is not None else ClusterCache()
+        self.queue = queue if queue is not None else GangQueue()
         self.planner = Planner(profile, explain=explain_failures)
         self.index = GangIndex(scheduler_name)
         self.snapshot = Snapshot()
@@ -174,6 +177,7 @@ class SchedulingCore:
             self.queue.remove(key)
             return self.schedule_next(now)
         self.cache.update_snapshot(self.snapshot)
+        ready_since = self.queue.ready_since(key)
         result = self.planner.plan(gang, self.snapshot)
         if isinstance(result, Plan):
             self.cache.assume(result.placements, now)
@@ -182,7 +186,7 @@ class SchedulingCore:
             self.queue.done(key)
         else:
             self.queue.failed(key, now, result.message)
-        return Attempt(gang, result)
+        return Attempt(gang, result, ready_since)
 
     # --- outcomes of binding ----------------------------------------------------------
     def bound(self, placement: Placement) -> None:

@@ -237,6 +237,11 @@ class GangQueue:
         entry = self._entries.get(key)
         return entry.state if entry is not None else None
 
+    def ready_since(self, key: str) -> float | None:
+        """When the gang entered the queue (it was ready then); None when unknown."""
+        entry = self._entries.get(key)
+        return entry.added_at if entry is not None else None
+
     def attempts(self, key: str) -> int:
         entry = self._entries.get(key)
         return entry.attempts if entry is not None else 0

@@ -195,3 +195,15 @@ def test_relist_reconciles_and_keeps_reservations_of_pods_that_still_exist() -> 
     assert all(core.cache.is_assumed(p.pod_uid) for p in kept)
     assert core.schedule_next(2) is None  # the gang is not planned twice
     core.replace_podgroups([], 2)
+
+
+def test_a_given_queue_is_kept_and_attempts_say_when_the_gang_became_ready() -> None:
+    from scheduler.queue import GangQueue
+
+    queue = GangQueue(initial_backoff_seconds=5, max_backoff_seconds=5)
+    core = SchedulingCore(build_profile(), queue=queue)
+    assert core.queue is queue
+    core.apply_node(ADDED, node_obj("n", gpus=1), 0)
+    core.apply_pod(ADDED, pod_obj("solo", gpus=1), 3)
+    attempt = core.schedule_next(7)
+    assert attempt is not None and attempt.ready_since == 7

@@ -1,0 +1,512 @@
+"""The scheduler's configuration: a YAML file read once at start-up.
+
+Every option has a default that works, so no file at all is a valid configuration.
+The schema is written once, as the frozen dataclasses below: each field carries its
+default, its YAML key and the check that reads it (`_leaf`), or for a nested section
+its dataclass (`_nested`). The reader walks that schema, so an option cannot be
+defaulted and checked in places that drift apart. docs/configuration.md lists
+every option (a test compares it with `option_paths()`).
+
+Anything invalid (an unknown key anywhere, a wrong type, a negative number, an unknown
+policy or score, timings that contradict each other) raises `ConfigError`, whose
+message is one line naming the field's path in the file, for example
+`config: timeouts.assumeTTLSeconds: must be a number > 0, got -3`, so start-up stops
+with a message an operator can act on.
+
+Some keys are fixed by the cache for now (gang label and annotations, the fractional
+GPU resource and its units): the cache reads them as constants. They are accepted
+only with their one supported value; any other value is refused as "not supported
+yet" rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar, cast
+
+import yaml
+
+from cache.cluster import DEFAULT_ASSUME_TTL, ClusterCache
+from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION
+from cache.resources import MILLI_PER_GPU, SHARED_GPU
+from policies.profile import (
+    DEFAULT_CANDIDATE_LIMIT,
+    DEFAULT_TOPOLOGY_KEYS,
+    POLICIES,
+    Profile,
+    build_profile,
+    score_plugin,
+)
+from policies.scores.fragmentation import OnlineWorkload
+from scheduler.core import DEFAULT_SCHEDULER_NAME, SchedulingCore
+from scheduler.queue import GangQueue
+
+BindFailurePolicy = Literal["delete", "keep"]
+BIND_FAILURE_POLICIES: tuple[BindFailurePolicy, ...] = ("delete", "keep")
+
+# kube-scheduler serves on 10259 (and formerly 10251), the controller manager on 10257,
+# the kubelet on 10250, kube-proxy on 10249/10256. 10269 is free of all of them, so this
+# scheduler can run beside kube-scheduler on a control-plane node's host network (or
+# both can be scraped through one Service) without a port clash, and it is easy to
+# remember as "kube-scheduler's port + 10".
+DEFAULT_HTTP_PORT = 10269
+
+_T = TypeVar("_T")
+# A check reads one raw YAML value at a dotted path and returns the typed value.
+Check = Callable[[object, str], Any]
+
+
+class ConfigError(ValueError):
+    """An invalid configuration. `str(error)` is one line: `config: <path>: <problem>`."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        where = f"{path}: " if path else ""
+        super().__init__(f"config: {where}{problem}")
+
+
+# --- how a raw value is shown in a message -------------------------------------------------
+_SHOWN_MAX = 60
+
+
+def shown(value: object) -> str:
+    """A raw YAML value as a message shows it: scalars as written in YAML/JSON, a
+    mapping or list by its kind, never more than one short line."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, str | bool | int | float) or value is None:
+        text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    else:
+        text = type(value).__name__
+    text = text.replace("\n", " ")
+    return text if len(text) <= _SHOWN_MAX else text[: _SHOWN_MAX - 3] + "..."
+
+
+# --- checks ----------------------------------------------------------------------------------
+def _is_number(value: object) -> bool:
+    # YAML's true/false are not numbers here, though Python counts bool as int.
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number(minimum: float, inclusive: bool) -> Check:
+    relation = ">=" if inclusive else ">"
+
+    def check(value: object, path: str) -> float:
+        ok = _is_number(value) and math.isfinite(cast(float, value))
+        if ok:
+            number = float(cast(float, value))
+            ok = number >= minimum if inclusive else number > minimum
+        if not ok:
+            raise ConfigError(path, f"must be a number {relation} {minimum:g}, got {shown(value)}")
+        return float(cast(float, value))
+
+    return check
+
+
+def _integer(minimum: int, maximum: int | None = None) -> Check:
+    def check(value: object, path: str) -> int:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+        if ok and maximum is not None:
+            ok = cast(int, value) <= maximum
+        if not ok:
+            bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+            raise ConfigError(path, f"must be a whole number {bound}, got {shown(value)}")
+        return cast(int, value)
+
+    return check
+
+
+positive_number = _number(0, inclusive=False)
+non_negative_number = _number(0, inclusive=True)
+
+
+def _boolean(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(path, f"must be true or false, got {shown(value)}")
+    return value
+
+
+def _text(value: object, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(path, f"must be a non-empty string, got {shown(value)}")
+    return value
+
+
+def _one_of(choices: tuple[str, ...]) -> Check:
+    def check(value: object, path: str) -> str:
+        if value not in choices:
+            raise ConfigError(path, f"must be one of {', '.join(choices)}, got {shown(value)}")
+        return str(value)
+
+    return check
+
+
+def _policy_name(value: object, path: str) -> str:
+    if not isinstance(value, str) or value not in POLICIES:
+        raise ConfigError(
+            path, f"unknown policy {shown(value)}; known: {', '.join(sorted(POLICIES))}"
+        )
+    return value
+
+
+def _score_weights(value: object, path: str) -> Mapping[str, float] | None:
+    """Explicit score weights; null means the policy's own."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigError(path, f"must be a mapping of score name to weight, got {shown(value)}")
+    weights: dict[str, float] = {}
+    for name, weight in value.items():
+        where = f"{path}.{name}"
+        try:
+            score_plugin(str(name), OnlineWorkload())
+        except ValueError as error:
+            raise ConfigError(where, str(error)) from None
+        weights[str(name)] = non_negative_number(weight, where)
+    return MappingProxyType(weights)
+
+
+def _label_keys(value: object, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(path, f"must be a list of node label keys, got {shown(value)}")
+    keys = tuple(_text(item, f"{path}[{i}]") for i, item in enumerate(value))
+    for i, key in enumerate(keys):
+        if key in keys[:i]:
+            raise ConfigError(f"{path}[{i}]", f"{shown(key)} is listed twice")
+    return keys
+
+
+def _fixed(supported: object, why: str) -> Check:
+    """A key the cache reads as a constant for now: only its one value is accepted."""
+
+    def check(value: object, path: str) -> object:
+        if value != supported or type(value) is not type(supported):
+            raise ConfigError(
+                path,
+                f"values other than {shown(supported)} are not supported yet ({why}), "
+                f"got {shown(value)}",
+            )
+        return value
+
+    return check
+
+
+# --- the schema ------------------------------------------------------------------------------
+# Each field carries its YAML key in its metadata: a leaf option also its check, a nested
+# section nothing more (its dataclass is the field's default_factory).
+def _leaf(key: str, check: Check) -> dict[str, object]:
+    return {"yaml": key, "check": check}
+
+
+def _nested(key: str) -> dict[str, object]:
+    return {"yaml": key, "section": True}
+
+
+_CACHE_CONSTANT = "the cache reads it as a constant"
+
+
+@dataclass(frozen=True)
+class GangKeys:
+    """Where gang membership and size are read from (docs/conventions.md)."""
+
+    label: str = field(
+        default=GANG_LABEL, metadata=_leaf("label", _fixed(GANG_LABEL, _CACHE_CONSTANT))
+    )
+    volcano_annotation: str = field(
+        default=VOLCANO_GANG_ANNOTATION,
+        metadata=_leaf("volcanoAnnotation", _fixed(VOLCANO_GANG_ANNOTATION, _CACHE_CONSTANT)),
+    )
+    min_member_annotation: str = field(
+        default=MIN_MEMBER_ANNOTATION,
+        metadata=_leaf("minMemberAnnotation", _fixed(MIN_MEMBER_ANNOTATION, _CACHE_CONSTANT)),
+    )
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    name: str = field(default="binpack", metadata=_leaf("name", _policy_name))
+    # Explicit weights, laid over the named policy's (0 turns a score off).
+    weights: Mapping[str, float] | None = field(
+        default=None, metadata=_leaf("weights", _score_weights)
+    )
+    candidate_limit: int = field(
+        default=DEFAULT_CANDIDATE_LIMIT, metadata=_leaf("candidateLimit", _integer(0))
+    )
+
+    @property
+    def effective_weights(self) -> dict[str, float]:
+        """The named policy's weights with the explicit ones laid over them."""
+        weights = dict(POLICIES[self.name])
+        weights.update(self.weights or {})
+        return weights
+
+
+@dataclass(frozen=True)
+class TopologyConfig:
+    """The network hierarchy a gang is kept compact in, broadest level first."""
+
+    keys: tuple[str, ...] = field(
+        default=DEFAULT_TOPOLOGY_KEYS, metadata=_leaf("keys", _label_keys)
+    )
+    network_weight: float = field(default=1.0, metadata=_leaf("networkWeight", non_negative_number))
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    assume_ttl_seconds: float = field(
+        default=DEFAULT_ASSUME_TTL, metadata=_leaf("assumeTTLSeconds", positive_number)
+    )
+    bind_timeout_seconds: float = field(
+        default=10.0, metadata=_leaf("bindTimeoutSeconds", positive_number)
+    )
+    initial_backoff_seconds: float = field(
+        default=1.0, metadata=_leaf("initialBackoffSeconds", positive_number)
+    )
+    max_backoff_seconds: float = field(
+        default=60.0, metadata=_leaf("maxBackoffSeconds", positive_number)
+    )
+    max_unschedulable_seconds: float = field(
+        default=300.0, metadata=_leaf("maxUnschedulableSeconds", positive_number)
+    )
+
+
+@dataclass(frozen=True)
+class BindingConfig:
+    on_bind_failure: BindFailurePolicy = field(
+        default="delete", metadata=_leaf("onBindFailure", _one_of(BIND_FAILURE_POLICIES))
+    )
+    # Binding requests in flight at once, across all gangs.
+    concurrency: int = field(default=64, metadata=_leaf("concurrency", _integer(1)))
+
+
+@dataclass(frozen=True)
+class FractionalGpuConfig:
+    resource_name: str = field(
+        default=SHARED_GPU,
+        metadata=_leaf("resourceName", _fixed(SHARED_GPU, "the cache counts it by this name")),
+    )
+    units_per_gpu: int = field(
+        default=MILLI_PER_GPU,
+        metadata=_leaf(
+            "unitsPerGPU", _fixed(MILLI_PER_GPU, f"the cache counts {MILLI_PER_GPU} milli per GPU")
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Client-side rate limit on API requests, as client-go's QPS and burst."""
+
+    qps: float = field(default=50.0, metadata=_leaf("qps", positive_number))
+    burst: int = field(default=100, metadata=_leaf("burst", _integer(1)))
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    enabled: bool = field(default=True, metadata=_leaf("enabled", _boolean))
+    lease_name: str = field(default="gang-scheduler", metadata=_leaf("leaseName", _text))
+    lease_namespace: str = field(default="kube-system", metadata=_leaf("leaseNamespace", _text))
+    lease_duration_seconds: float = field(
+        default=15.0, metadata=_leaf("leaseDurationSeconds", positive_number)
+    )
+    renew_deadline_seconds: float = field(
+        default=10.0, metadata=_leaf("renewDeadlineSeconds", positive_number)
+    )
+    retry_period_seconds: float = field(
+        default=2.0, metadata=_leaf("retryPeriodSeconds", positive_number)
+    )
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    # All interfaces, so that Prometheus can scrape the pod through its Service.
+    address: str = field(default="0.0.0.0", metadata=_leaf("address", _text))
+    port: int = field(default=DEFAULT_HTTP_PORT, metadata=_leaf("port", _integer(1, 65535)))
+
+
+@dataclass(frozen=True)
+class EventsConfig:
+    """How many Warning events a gang may write: a 1,000-pod gang must not write 1,000
+    events per attempt."""
+
+    aggregation_window_seconds: float = field(
+        default=60.0, metadata=_leaf("aggregationWindowSeconds", positive_number)
+    )
+    max_per_gang_per_window: int = field(
+        default=10, metadata=_leaf("maxPerGangPerWindow", _integer(1))
+    )
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    scheduler_name: str = field(
+        default=DEFAULT_SCHEDULER_NAME, metadata=_leaf("schedulerName", _text)
+    )
+    gang: GangKeys = field(default_factory=GangKeys, metadata=_nested("gang"))
+    policy: PolicyConfig = field(default_factory=PolicyConfig, metadata=_nested("policy"))
+    topology: TopologyConfig = field(default_factory=TopologyConfig, metadata=_nested("topology"))
+    timeouts: Timeouts = field(default_factory=Timeouts, metadata=_nested("timeouts"))
+    binding: BindingConfig = field(default_factory=BindingConfig, metadata=_nested("binding"))
+    fractional_gpu: FractionalGpuConfig = field(
+        default_factory=FractionalGpuConfig, metadata=_nested("fractionalGPU")
+    )
+    client: ClientConfig = field(default_factory=ClientConfig, metadata=_nested("client"))
+    leader_election: LeaderElectionConfig = field(
+        default_factory=LeaderElectionConfig, metadata=_nested("leaderElection")
+    )
+    http: HttpConfig = field(default_factory=HttpConfig, metadata=_nested("http"))
+    events: EventsConfig = field(default_factory=EventsConfig, metadata=_nested("events"))
+
+
+# --- reading ---------------------------------------------------------------------------------
+def load_config(path: str | Path | None) -> SchedulerConfig:
+    """The configuration in the YAML file at `path`; None (no --config) gives the
+    defaults. Raises ConfigError when the file cannot be read or is invalid."""
+    if path is None:
+        return SchedulerConfig()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError("", f"cannot read {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ConfigError("", f"cannot read {path}: not UTF-8 text") from None
+    return parse_config(text)
+
+
+def parse_config(text: str) -> SchedulerConfig:
+    """The configuration in a YAML document; an empty document gives the defaults."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or "syntax error"
+        raise ConfigError("", f"not valid YAML{where}: {problem}") from None
+    return config_from_mapping(data)
+
+
+def config_from_mapping(data: object) -> SchedulerConfig:
+    """The configuration from already-parsed YAML (None gives the defaults)."""
+    if data is None:
+        return SchedulerConfig()
+    config = _read_section(SchedulerConfig, data, "")
+    _check_together(config)
+    return config
+
+
+def _read_section(cls: type[_T], raw: object, path: str) -> _T:
+    if not isinstance(raw, Mapping):
+        what = "must be a mapping" if path else "the top level must be a mapping"
+        raise ConfigError(path, f"{what}, got {shown(raw)}")
+    fields = {f.metadata["yaml"]: f for f in dataclasses.fields(cast(Any, cls))}
+    for key in raw:
+        if key not in fields:
+            raise ConfigError(_join(path, str(key)), _unknown_field(str(key), list(fields)))
+    values: dict[str, Any] = {}
+    for key, spec in fields.items():
+        if key not in raw:
+            continue
+        where = _join(path, key)
+        if "section" in spec.metadata:
+            if raw[key] is not None:
+                values[spec.name] = _read_section(
+                    cast(type[Any], spec.default_factory), raw[key], where
+                )
+        else:
+            values[spec.name] = spec.metadata["check"](raw[key], where)
+    return cls(**values)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _unknown_field(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if not close:
+        lowered = {name.lower(): name for name in known}
+        close = [lowered[key.lower()]] if key.lower() in lowered else []
+    if close:
+        return f"unknown field; did you mean {close[0]}?"
+    return f"unknown field; known: {', '.join(known)}"
+
+
+def _check_together(config: SchedulerConfig) -> None:
+    """Rules between options, each reported at the option that must change."""
+    timeouts = config.timeouts
+    if timeouts.initial_backoff_seconds > timeouts.max_backoff_seconds:
+        raise ConfigError(
+            "timeouts.initialBackoffSeconds",
+            "must not exceed timeouts.maxBackoffSeconds "
+            f"({timeouts.max_backoff_seconds:g}), got {timeouts.initial_backoff_seconds:g}",
+        )
+    if timeouts.bind_timeout_seconds >= timeouts.assume_ttl_seconds:
+        # A reservation that expires while its bind may still land would let the same
+        # room be planned twice.
+        raise ConfigError(
+            "timeouts.bindTimeoutSeconds",
+            "must be less than timeouts.assumeTTLSeconds "
+            f"({timeouts.assume_ttl_seconds:g}), got {timeouts.bind_timeout_seconds:g}",
+        )
+    election = config.leader_election
+    if election.renew_deadline_seconds >= election.lease_duration_seconds:
+        raise ConfigError(
+            "leaderElection.renewDeadlineSeconds",
+            "must be less than leaderElection.leaseDurationSeconds "
+            f"({election.lease_duration_seconds:g}), got {election.renew_deadline_seconds:g}",
+        )
+    if election.retry_period_seconds >= election.renew_deadline_seconds:
+        raise ConfigError(
+            "leaderElection.retryPeriodSeconds",
+            "must be less than leaderElection.renewDeadlineSeconds "
+            f"({election.renew_deadline_seconds:g}), got {election.retry_period_seconds:g}",
+        )
+
+
+def option_paths(cls: type[Any] = SchedulerConfig, prefix: str = "") -> list[str]:
+    """Every option's dotted YAML path, in schema order (for the docs and their test)."""
+    paths: list[str] = []
+    for spec in dataclasses.fields(cls):
+        path = _join(prefix, spec.metadata["yaml"])
+        if "section" in spec.metadata:
+            paths.extend(option_paths(cast(type[Any], spec.default_factory), path))
+        else:
+            paths.append(path)
+    return paths
+
+
+# --- building what the configuration describes ----------------------------------------------
+def build_profile_from(config: SchedulerConfig) -> Profile:
+    """The scheduling profile the configuration selects."""
+    return build_profile(
+        config.policy.name,
+        weights=config.policy.effective_weights,
+        topology_keys=config.topology.keys,
+        network_weight=config.topology.network_weight,
+        candidate_limit=config.policy.candidate_limit,
+    )
+
+
+def build_core_from(config: SchedulerConfig) -> SchedulingCore:
+    """A scheduling core with the configured profile, name, reservation TTL and backoffs."""
+    timeouts = config.timeouts
+    return SchedulingCore(
+        build_profile_from(config),
+        scheduler_name=config.scheduler_name,
+        cache=ClusterCache(assume_ttl=timeouts.assume_ttl_seconds),
+        queue=GangQueue(
+            initial_backoff_seconds=timeouts.initial_backoff_seconds,
+            max_backoff_seconds=timeouts.max_backoff_seconds,
+            max_unschedulable_seconds=timeouts.max_unschedulable_seconds,
+        ),
+    )
