@@ -1,16 +1,20 @@
-# Two entry points a new user needs: `make demo` and `make test`.
+# Two entry points a new user needs: `make simulate` (the main job: the simulator on
+# the bundled trace, printing a report) and `make test`.
 # Both create the virtual environment at .venv/ on first use.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck unit bench fmt clean
+.PHONY: simulate demo test lint typecheck unit bench fmt clean
 
 $(BIN)/gang-scheduler: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
+
+simulate: $(BIN)/gang-scheduler
+	$(BIN)/gang-scheduler simulate
 
 demo: $(BIN)/gang-scheduler
 	$(BIN)/gang-scheduler demo
@@ -29,6 +33,7 @@ test: lint typecheck unit
 
 bench: $(BIN)/gang-scheduler
 	$(BIN)/python bench/planner.py
+	$(BIN)/python bench/simulate.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
