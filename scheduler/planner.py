@@ -37,6 +37,7 @@ from cache.resources import CPU
 from cache.snapshot import PlanningView, Snapshot
 from policies.capacity import copies_that_fit
 from policies.diagnosis import FilterMemo, first_failure, summarize
+from policies.gpu_models import allowed_models
 from policies.interface import GangContext
 from policies.profile import Profile
 
@@ -210,23 +211,6 @@ def _size_key(pod: PodInfo) -> tuple[int, int]:
     return (-pod.gpu.total_milli, -pod.requests.get(CPU, 0))
 
 
-def allowed_models(pod: PodInfo) -> frozenset[str] | None:
-    """GPU products the pod is pinned to (nodeSelector, or an In requirement in every
-    affinity term), to skip other nodes before running any filter."""
-    if PRODUCT_LABEL in pod.node_selector:
-        return frozenset({pod.node_selector[PRODUCT_LABEL]})
-    terms = pod.required_affinity
-    if not terms:
-        return None
-    allowed: set[str] = set()
-    for term in terms:
-        values = [r.values for r in term if r.key == PRODUCT_LABEL and r.operator == "In"]
-        if not values:
-            return None
-        allowed.update(values[0])
-    return frozenset(allowed)
-
-
 class _GangPlanning:
     def __init__(self, planner: Planner, gang: PlannableGang, snapshot: Snapshot) -> None:
         self.planner = planner
@@ -272,7 +256,10 @@ class _GangPlanning:
             return Plan(
                 gang_key=self.gang.key,
                 placements=tuple(best.placements),
-                left_out={uid: self._explain(uid, best) for uid in best.failed},
+                left_out={
+                    uid: self._explain(uid, best) if self.planner.explain else "no room"
+                    for uid in best.failed
+                },
                 score=best.score,
                 attempt=best.name,
             )

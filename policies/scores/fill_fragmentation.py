@@ -51,9 +51,7 @@ def _groups_for(workload: TargetWorkload, model: str) -> tuple[float, tuple[_Gro
     for shape, share in workload.shares.items():
         if not shape.gpu_count or (shape.models is not None and model not in shape.models):
             continue
-        grouped.setdefault((shape.gpu_milli, shape.gpu_count), []).append(
-            (shape.cpu_milli, share)
-        )
+        grouped.setdefault((shape.gpu_milli, shape.gpu_count), []).append((shape.cpu_milli, share))
     groups = tuple((milli, count, tuple(entries)) for (milli, count), entries in grouped.items())
     return sum(workload.shares.values()), groups
 

@@ -44,7 +44,7 @@ from cache.gpu import PRODUCT_LABEL, DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.resources import CPU, MILLI_PER_GPU
-from cache.terms import SelectorTerm
+from policies.gpu_models import allowed_models
 from policies.interface import MAX_SCORE, CandidateOrder, GangContext
 
 DEFAULT_COVERAGE = 0.95
@@ -70,46 +70,6 @@ class WorkloadShape:
             raise ValueError(f"per-GPU milli must be in 1..{MILLI_PER_GPU} in {self}")
         if not self.gpu_count and self.gpu_milli:
             raise ValueError(f"per-GPU milli without a GPU count in {self}")
-
-
-def _models_of_terms(terms: tuple[SelectorTerm, ...]) -> frozenset[str] | None:
-    """GPU models required node affinity allows; None when some term allows any.
-
-    Terms are ORed, requirements in a term ANDed. Only `In` on the product label narrows
-    the set: `NotIn` and `DoesNotExist` cannot be turned into a list of models without
-    knowing every model of the cluster, so they are read as "any" (the filters still
-    enforce them; fragmentation only estimates which shapes could use a node). A term
-    with no requirements matches no node (as in Kubernetes), so it allows nothing.
-    """
-    allowed: set[str] = set()
-    for term in terms:
-        if not term:
-            continue
-        in_term: frozenset[str] | None = None
-        for requirement in term:
-            if requirement.field or requirement.key != PRODUCT_LABEL:
-                continue
-            if requirement.operator == "In":
-                values = frozenset(requirement.values)
-                in_term = values if in_term is None else in_term & values
-        if in_term is None:
-            return None
-        allowed |= in_term
-    return frozenset(allowed)
-
-
-def allowed_models(pod: PodInfo) -> frozenset[str] | None:
-    """The GPU models (values of cache.gpu.PRODUCT_LABEL) the pod may run on, from its
-    nodeSelector and required node affinity; None when it does not constrain them."""
-    allowed: frozenset[str] | None = None
-    selected = pod.node_selector.get(PRODUCT_LABEL)
-    if selected is not None:
-        allowed = frozenset({selected})
-    if pod.required_affinity is not None:
-        from_affinity = _models_of_terms(pod.required_affinity)
-        if from_affinity is not None:
-            allowed = from_affinity if allowed is None else allowed & from_affinity
-    return allowed
 
 
 def shape_of(pod: PodInfo) -> WorkloadShape:
