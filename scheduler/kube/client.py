@@ -1,0 +1,331 @@
+"""The API client: kubernetes_asyncio for configuration and transport, raw JSON on top.
+
+Why raw JSON: the generated client turns every response into model objects, and parsing
+10,000 pods into models costs seconds; the cache reads plain dicts anyway. So requests
+go through `ApiClient.call_api(..., _preload_content=False)`, which still applies the
+configured authentication (bearer token with its refresh hook, client certificates, TLS)
+and returns the aiohttp response unread; we decode the body with `json.loads`.
+
+Client-side rate limit: a token bucket (client-go's QPS and burst) in front of every
+request the ApiClient sends, including those of the generated API classes built on it.
+Each request takes one token when it starts, watches too; a long watch holds no token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+import aiohttp
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+
+JsonObject = dict[str, Any]
+Query = Sequence[tuple[str, str]]
+
+JSON = "application/json"
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+DEFAULT_MAX_CONNECTIONS = 100
+DEFAULT_PAGE_SIZE = 500
+
+
+class ApiError(Exception):
+    """A non-2xx answer (or a watch ERROR event), with the API's Status when it sent one."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Mapping[str, Any]) -> None:
+        super().__init__(f"{status} {reason}: {message}" if message else f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body
+
+    @classmethod
+    def from_status(cls, status: Mapping[str, Any], http_status: int = 0) -> ApiError:
+        """From a `kind: Status` object; `code` wins over the HTTP status when present."""
+        code = status.get("code")
+        return cls(
+            code if isinstance(code, int) and not isinstance(code, bool) else http_status,
+            str(status.get("reason") or ""),
+            str(status.get("message") or ""),
+            status,
+        )
+
+    @property
+    def gone(self) -> bool:
+        """410: the resourceVersion (or continue token) is too old; relist."""
+        return self.status == 410 or self.reason in ("Expired", "Gone")
+
+
+class WatchBroken(Exception):
+    """The watch stream ended without the server finishing it (connection cut, read
+    timeout, an undecodable line)."""
+
+
+class TokenBucket:
+    """client-go's token bucket: `qps` tokens a second, up to `burst` saved up.
+
+    A caller that finds no token reserves the next one (the balance goes negative) and
+    sleeps until it is due, so waiters are served in arrival order without a lock: the
+    event loop runs one coroutine at a time and nothing awaits between check and take.
+    """
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError("qps must be positive and burst at least 1")
+        self.qps = qps
+        self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(burst)
+        self._last = clock()
+
+    def reserve(self) -> float:
+        """Take a token; returns how long to wait before using it."""
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    async def acquire(self) -> None:
+        delay = self.reserve()
+        if delay > 0:
+            await self._sleep(delay)
+
+
+class RateLimitedApiClient(k8s.ApiClient):
+    """An ApiClient whose every request first takes a token from the bucket."""
+
+    def __init__(self, configuration: k8s.Configuration, limiter: TokenBucket | None) -> None:
+        super().__init__(configuration=configuration)
+        self.limiter = limiter
+
+    async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if self.limiter is not None:
+            await self.limiter.acquire()
+        return await super().request(method, url, *args, **kwargs)
+
+
+@dataclass(frozen=True)
+class ListResult:
+    items: list[JsonObject]
+    resource_version: str
+
+
+class KubeClient:
+    """Raw-JSON access to the API over a kubernetes_asyncio ApiClient.
+
+    `api` is the ApiClient itself, for code that prefers the generated API classes
+    (they share its connection pool and rate limit).
+    """
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query = (),
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        """Send a request and return the unread response, whatever its status (the
+        caller reads it and releases it)."""
+        response = await self.api.call_api(
+            path,
+            method,
+            query_params=list(query),
+            header_params={"Accept": JSON, "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        return cast(aiohttp.ClientResponse, response)
+
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query = (),
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> JsonObject:
+        """Send a request and decode its JSON answer; ApiError on a non-2xx status."""
+        response = await self.open(
+            method, path, query=query, body=body, content_type=content_type, timeout=timeout
+        )
+        try:
+            raw = await response.read()
+        finally:
+            response.release()
+        if not 200 <= response.status < 300:
+            raise error_from_body(response.status, response.reason or "", raw)
+        try:
+            decoded = json.loads(raw) if raw else {}
+        except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+            raise ApiError(response.status, "BadResponse", f"undecodable JSON: {err}", {}) from err
+        if not isinstance(decoded, dict):
+            raise ApiError(response.status, "BadResponse", "the answer is not a JSON object", {})
+        return decoded
+
+    async def list_json(
+        self,
+        path: str,
+        *,
+        query: Query = (),
+        page_size: int = DEFAULT_PAGE_SIZE,
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> ListResult:
+        """LIST a collection, following `continue` tokens; page_size 0 asks for one page.
+
+        When a continue token expires mid-list (410), the list starts over unpaged, as
+        client-go's pager does, since a list stitched from two snapshots is not one.
+        """
+        items: list[JsonObject] = []
+        token = ""
+        while True:
+            page_query = list(query)
+            if page_size > 0:
+                page_query.append(("limit", str(page_size)))
+            if token:
+                page_query.append(("continue", token))
+            try:
+                page = await self.request_json("GET", path, query=page_query, timeout=timeout)
+            except ApiError as err:
+                if err.gone and token:
+                    return await self.list_json(path, query=query, page_size=0, timeout=timeout)
+                raise
+            listed = page.get("items")
+            if isinstance(listed, list):
+                items.extend(item for item in listed if isinstance(item, dict))
+            meta = page.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            token = str(meta.get("continue") or "")
+            if not token:
+                return ListResult(items, str(meta.get("resourceVersion") or ""))
+
+    @asynccontextmanager
+    async def watch(
+        self,
+        path: str,
+        *,
+        query: Query = (),
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> AsyncIterator[WatchStream]:
+        """Open a watch (`watch=true` is added); ApiError when the server refuses it."""
+        response = await self.open("GET", path, query=[*query, ("watch", "true")], timeout=timeout)
+        try:
+            if response.status != 200:
+                raise error_from_body(response.status, response.reason or "", await response.read())
+            yield WatchStream(response)
+        finally:
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()
+
+
+class WatchStream:
+    """The events of one watch, decoded, in stream order."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    async def batches(self) -> AsyncIterator[list[JsonObject]]:
+        """Every event that arrived in one network read, as a list; ends when the
+        server finishes the stream; WatchBroken when it is cut."""
+        pending = bytearray()
+        try:
+            async for chunk in self._response.content.iter_any():
+                pending += chunk
+                end = pending.rfind(b"\n")
+                if end < 0:
+                    continue
+                lines = bytes(pending[:end]).split(b"\n")
+                del pending[: end + 1]
+                yield [_decode_event(line) for line in lines if line.strip()]
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            raise WatchBroken(f"watch stream cut: {type(err).__name__}: {err}") from err
+        if pending.strip():
+            yield [_decode_event(bytes(pending))]
+
+
+def _decode_event(line: bytes) -> JsonObject:
+    try:
+        event = json.loads(line)
+    except ValueError as err:
+        raise WatchBroken(f"undecodable watch event: {err}") from err
+    if not isinstance(event, dict):
+        raise WatchBroken("watch event is not a JSON object")
+    return event
+
+
+def error_from_body(status: int, reason: str, raw: bytes) -> ApiError:
+    """The ApiError for a failed request, from its Status body when it has one."""
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return ApiError.from_status(body, status)
+    text = raw[:200].decode("utf-8", "replace") if raw else ""
+    return ApiError(status, reason, text, {})
+
+
+async def create_client(
+    kubeconfig: str | None = None,
+    *,
+    context: str | None = None,
+    qps: float | None = DEFAULT_QPS,
+    burst: int = DEFAULT_BURST,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+) -> KubeClient:
+    """A client from `kubeconfig`, else the in-cluster service account when running in a
+    pod, else the default kubeconfig ($KUBECONFIG or ~/.kube/config).
+
+    qps None (or 0) turns the client-side rate limit off. kubernetes_asyncio's
+    ConfigException says what is missing when no configuration can be loaded.
+    """
+    configuration = k8s.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        load_incluster: Callable[..., None] = k8s_config.load_incluster_config
+        load_incluster(client_configuration=configuration)
+    else:
+        load_kubeconfig: Callable[..., Awaitable[Any]] = k8s_config.load_kube_config
+        await load_kubeconfig(
+            config_file=kubeconfig,
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    configuration.connection_pool_maxsize = max_connections
+    limiter = TokenBucket(qps, burst) if qps else None
+    return KubeClient(RateLimitedApiClient(configuration, limiter))

@@ -1,0 +1,359 @@
+"""Informers: list, then watch, and feed every change to the scheduling core.
+
+One `Informer` per resource (pods of all namespaces, nodes, PodGroups). Its loop:
+
+1. LIST (paged) and hand the whole list to the core's `replace_*`, which reconciles:
+   what the list lacks is gone, reservations of pods that still exist survive.
+2. WATCH from the list's resourceVersion with bookmarks and a jittered timeoutSeconds.
+   Every event is applied to the core in stream order, synchronously, as soon as its
+   network read is decoded (the core is single-threaded; all informers share one event
+   loop, so no lock is needed and nothing else runs between reading and applying).
+   Bookmarks only advance the resourceVersion.
+3. When the server ends the stream cleanly (its timeout), watch again from the last
+   resourceVersion seen. On anything else, relist (step 1): `410 Gone` (an HTTP 410 or
+   an ERROR event with code 410), any other ERROR event or refused watch, a cut
+   connection, a read timeout, an undecodable line, a stream closed at once without an
+   event (client-go's "very short watch"). A relist is always correct: the API tells
+   the truth and the core reconciles to it.
+
+Retries use tenacity with jittered exponential backoff capped at `backoff_max`, so a
+server that is down or answers errors is never hammered. The backoff resets once a
+list-and-watch session has been healthy for `healthy_after` seconds: a watch broken
+after hours relists at once, one broken a second after its list waits.
+
+PodGroups are optional: when their list answers 404 (the CRD is not installed) the
+informer logs it once, reconciles the core to no PodGroups, counts as synced, and lists
+again every `crd_recheck` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
+
+from cache.jsonobj import metadata
+from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
+from scheduler.core import SchedulingCore
+from scheduler.kube.client import ApiError, JsonObject, KubeClient, WatchBroken
+
+log = logging.getLogger(__name__)
+
+ApplyEvent = Callable[[str, Mapping[str, Any], float], None]
+ReplaceAll = Callable[[Iterable[Mapping[str, Any]], float], None]
+
+OBJECT_EVENTS = frozenset(("ADDED", "MODIFIED", "DELETED"))
+
+# What makes an informer relist (after a backoff) rather than stop.
+RECOVERABLE: tuple[type[BaseException], ...] = (
+    ApiError,
+    WatchBroken,
+    aiohttp.ClientError,
+    TimeoutError,
+    OSError,
+)
+
+# A watch that ends this fast with no event at all is a failure, not a timeout.
+VERY_SHORT_WATCH = 1.0
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    name: str  # as metrics label it: pods, nodes, podgroups
+    path: str  # the cluster-wide collection
+    optional: bool = False  # a custom resource whose CRD may be absent
+
+
+PODS = ResourceKind("pods", "/api/v1/pods")
+NODES = ResourceKind("nodes", "/api/v1/nodes")
+PODGROUPS = ResourceKind(
+    "podgroups", f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}/{PODGROUP_PLURAL}", optional=True
+)
+
+
+@dataclass(frozen=True)
+class InformerOptions:
+    # Each watch asks the server to end it after a random timeoutSeconds in [T, 2T), as
+    # client-go does, so informers of many replicas do not re-watch in step.
+    watch_timeout: float = 300.0
+    page_size: int = 500
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    healthy_after: float = 10.0
+    crd_recheck: float = 180.0
+    connect_timeout: float = 10.0
+    # Longest silence tolerated while reading a list; a watch tolerates its own timeout
+    # plus `watch_read_slack` (bookmarks and the server's timeout normally come first).
+    list_read_timeout: float = 60.0
+    watch_read_slack: float = 30.0
+
+
+class Informer:
+    """Keeps one resource of the core current. `run()` until cancelled."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        kind: ResourceKind,
+        apply: ApplyEvent,
+        replace: ReplaceAll,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        options: InformerOptions | None = None,
+        on_relist: Callable[[str], None] | None = None,
+        on_change: Callable[[], None] | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> None:
+        self.client = client
+        self.kind = kind
+        self.options = options or InformerOptions()
+        self._apply = apply
+        self._replace = replace
+        self._clock = clock
+        self._on_relist = on_relist
+        self._on_change = on_change
+        self._selectors: list[tuple[str, str]] = []
+        if label_selector:
+            self._selectors.append(("labelSelector", label_selector))
+        if field_selector:
+            self._selectors.append(("fieldSelector", field_selector))
+        self.synced = asyncio.Event()  # set after the first list (or a 404 of an optional kind)
+        self.resource_version = ""  # the last one seen: list, event or bookmark
+        self.relists = 0
+        self.present: bool | None = None  # for an optional kind: is it served?
+
+    # --- the loop -----------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            retrying = AsyncRetrying(
+                wait=wait_exponential_jitter(
+                    multiplier=self.options.backoff_initial,
+                    max=self.options.backoff_max,
+                    jitter=self.options.backoff_initial,
+                ),
+                retry=retry_if_exception_type(RECOVERABLE),
+                before_sleep=self._log_retry,
+                reraise=True,
+            )
+            await retrying(self._session)
+
+    async def _session(self) -> None:
+        """One list, then watches until a relist is needed. Raises (so the caller backs
+        off) unless the session was healthy long enough to relist at once."""
+        started = time.monotonic()
+        if not await self.relist():
+            await asyncio.sleep(self.options.crd_recheck)
+            return
+        try:
+            while True:
+                await self._watch_once()
+        except RECOVERABLE as err:
+            if time.monotonic() - started < self.options.healthy_after:
+                raise
+            self._log_break(err)
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        outcome = state.outcome
+        err = outcome.exception() if outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        if err is not None:
+            self._log_break(err, f"; relisting in {wait:.1f} s")
+
+    def _log_break(self, err: BaseException, then: str = "; relisting") -> None:
+        if isinstance(err, ApiError) and err.gone:
+            log.info("%s: watch expired (%s)%s", self.kind.name, err, then)
+        else:
+            log.warning("%s: %s: %s%s", self.kind.name, type(err).__name__, err, then)
+
+    # --- list ---------------------------------------------------------------------------
+    async def relist(self) -> bool:
+        """List and reconcile the core; False when an optional kind is not served."""
+        began = time.monotonic()
+        timeout = aiohttp.ClientTimeout(
+            sock_connect=self.options.connect_timeout, sock_read=self.options.list_read_timeout
+        )
+        try:
+            listed = await self.client.list_json(
+                self.kind.path,
+                query=self._selectors,
+                page_size=self.options.page_size,
+                timeout=timeout,
+            )
+        except ApiError as err:
+            if self.kind.optional and err.status == 404:
+                self._absent()
+                return False
+            raise
+        if self.present is False:
+            log.info("%s: %s is served again; using it", self.kind.name, self.kind.path)
+        self.present = True
+        fetched = time.monotonic()
+        self._replace(listed.items, self._clock())
+        self.resource_version = listed.resource_version
+        self._relisted()
+        log.info(
+            "%s: listed %d at resourceVersion %s (fetch %.2f s, apply %.2f s)",
+            self.kind.name,
+            len(listed.items),
+            listed.resource_version,
+            fetched - began,
+            time.monotonic() - fetched,
+        )
+        return True
+
+    def _absent(self) -> None:
+        if self.present is not False:
+            log.warning(
+                "%s: %s is not served (CRD not installed): running without them, "
+                "checking again every %.0f s",
+                self.kind.name,
+                self.kind.path,
+                self.options.crd_recheck,
+            )
+            self.present = False
+            self._replace([], self._clock())
+            self.resource_version = ""
+            self._relisted()
+
+    def _relisted(self) -> None:
+        self.relists += 1
+        if self._on_relist is not None:
+            self._on_relist(self.kind.name)
+        self.synced.set()
+        self._changed()
+
+    # --- watch --------------------------------------------------------------------------
+    async def _watch_once(self) -> None:
+        """Watch from the last resourceVersion until the server ends the stream
+        (returns) or something calls for a relist (raises)."""
+        seconds = int(self.options.watch_timeout * (1.0 + random.random()))
+        query = [
+            *self._selectors,
+            ("resourceVersion", self.resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(seconds)),
+        ]
+        timeout = aiohttp.ClientTimeout(
+            sock_connect=self.options.connect_timeout,
+            sock_read=seconds + self.options.watch_read_slack,
+        )
+        opened = time.monotonic()
+        events = 0
+        async with self.client.watch(self.kind.path, query=query, timeout=timeout) as stream:
+            async for batch in stream.batches():
+                events += self.handle(batch)
+        if events == 0 and time.monotonic() - opened < VERY_SHORT_WATCH:
+            raise WatchBroken("very short watch: the server closed it at once, with no event")
+
+    def handle(self, batch: Sequence[JsonObject]) -> int:
+        """Apply decoded watch events in order; returns how many were read. Raises
+        ApiError on an ERROR event (after applying the events before it)."""
+        now = self._clock()
+        applied = 0
+        try:
+            for event in batch:
+                kind = event.get("type")
+                obj = event.get("object")
+                if not isinstance(obj, Mapping):
+                    log.warning("%s: watch event without an object: %.200r", self.kind.name, event)
+                    continue
+                if kind in OBJECT_EVENTS:
+                    self._apply(str(kind), obj, now)
+                    applied += 1
+                    self._advance(obj)
+                elif kind == "BOOKMARK":
+                    self._advance(obj)
+                elif kind == "ERROR":
+                    raise ApiError.from_status(obj)
+                else:
+                    log.warning("%s: unknown watch event type %r", self.kind.name, kind)
+        finally:
+            if applied:
+                self._changed()
+        return len(batch)
+
+    def _advance(self, obj: Mapping[str, Any]) -> None:
+        version = metadata(obj).get("resourceVersion")
+        if version:
+            self.resource_version = str(version)
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
+
+
+class ClusterInformers:
+    """The informers that keep one SchedulingCore current: pods, nodes, PodGroups.
+
+    `changed` is set whenever the core received something (the run loop waits on it and
+    clears it); `wait_synced()` returns once every informer has listed once (/readyz).
+    `run()` runs them all; an unexpected exception (a bug, not an API or network
+    failure: those are retried) ends it, and the caller should treat that as fatal.
+    """
+
+    def __init__(
+        self,
+        core: SchedulingCore,
+        client: KubeClient,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        options: InformerOptions | None = None,
+        on_relist: Callable[[str], None] | None = None,
+        on_change: Callable[[], None] | None = None,
+        pod_field_selector: str = "",
+        podgroups: bool = True,
+    ) -> None:
+        self.changed = asyncio.Event()
+        self._on_change = on_change
+
+        def informer(kind: ResourceKind, apply: ApplyEvent, replace: ReplaceAll) -> Informer:
+            return Informer(
+                client,
+                kind,
+                apply,
+                replace,
+                clock=clock,
+                options=options,
+                on_relist=on_relist,
+                on_change=self._changed,
+                field_selector=pod_field_selector if kind is PODS else "",
+            )
+
+        self.nodes = informer(NODES, core.apply_node, core.replace_nodes)
+        self.pods = informer(PODS, core.apply_pod, core.replace_pods)
+        self.podgroups = (
+            informer(PODGROUPS, core.apply_podgroup, core.replace_podgroups) if podgroups else None
+        )
+
+    @property
+    def informers(self) -> list[Informer]:
+        found = [self.nodes, self.pods]
+        if self.podgroups is not None:
+            found.append(self.podgroups)
+        return found
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers)
+
+    async def wait_synced(self) -> None:
+        for informer in self.informers:
+            await informer.synced.wait()
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for informer in self.informers:
+                group.create_task(informer.run(), name=f"informer-{informer.kind.name}")
+
+    def _changed(self) -> None:
+        self.changed.set()
+        if self._on_change is not None:
+            self._on_change()

@@ -1,0 +1,28 @@
+"""A Kubernetes API server emulator for the scheduler's integration tests and benchmarks.
+
+    async with KubeApiEmulator() as api:
+        api.put_node(node_obj("n1", gpus=8))
+        async with await api_client(api.base_url) as http:
+            ...
+
+See emulator.py for what is served and what is a guess.
+"""
+
+from tests.kubeapi.emulator import BindRecord, KubeApiEmulator, RequestRecord
+from tests.kubeapi.kubeconfig import api_client, kubeconfig_dict, write_kubeconfig
+from tests.kubeapi.resources import EVENTS, EVENTS_V1, LEASES, NODES, PODGROUPS, PODS
+
+__all__ = [
+    "EVENTS",
+    "EVENTS_V1",
+    "LEASES",
+    "NODES",
+    "PODGROUPS",
+    "PODS",
+    "BindRecord",
+    "KubeApiEmulator",
+    "RequestRecord",
+    "api_client",
+    "kubeconfig_dict",
+    "write_kubeconfig",
+]

@@ -1,0 +1,44 @@
+"""Run the emulator as its own process (for benchmarks that measure the scheduler alone).
+
+    python -m tests.kubeapi --port 0
+prints `listening on http://127.0.0.1:PORT` and serves until interrupted. Request counts
+are at GET /_emulator/requests (not a Kubernetes path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+
+from tests.kubeapi.emulator import KubeApiEmulator
+
+
+async def serve(args: argparse.Namespace) -> None:
+    emulator = KubeApiEmulator(
+        history_size=args.history_size,
+        bookmark_interval=args.bookmark_interval,
+        crd_present=not args.no_crd,
+    )
+    url = await emulator.start(args.host, args.port)
+    print(f"listening on {url}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await emulator.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.kubeapi")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--history-size", type=int, default=10_000)
+    parser.add_argument("--bookmark-interval", type=float, default=1.0)
+    parser.add_argument("--no-crd", action="store_true", help="serve without the PodGroup CRD")
+    asyncio.run(serve(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,572 @@
+"""KubeApiEmulator: an aiohttp server that answers as kube-apiserver does for a scheduler.
+
+Served: core/v1 pods (with status and binding subresources), nodes (status), events;
+events.k8s.io/v1 events; coordination.k8s.io/v1 leases; the PodGroup custom resource
+scheduling.x-k8s.io/v1alpha1 (status subresource), which a switch removes; discovery.
+Verbs: list, watch, get, create, update, patch (merge, strategic merge, JSON patch),
+delete. Behaviour that is not taken from the API reference or the apiserver source is
+marked "EMULATOR GUESS" where it is implemented.
+
+Known simplifications (each an EMULATOR GUESS or an omission, never needed by the
+scheduler):
+- list ignores `limit`/`continue` (returns everything, no continue token) and
+  `resourceVersion`/`resourceVersionMatch` (always the latest state, which satisfies
+  "not older than"); `sendInitialEvents` on watch is honoured, `resourceVersionMatch` not;
+- namespaces need not exist; names are not validated; finalizers do not delay deletion;
+  no admission, no authentication (plain HTTP), no server-side apply (415), no protobuf;
+- a watch without timeoutSeconds stays open until the client leaves (the real server
+  picks a random 30-60 min timeout);
+- bookmarks come every `bookmark_interval` seconds (real: about every minute) and once
+  2 s before the watch's timeout, as the watch cache does (watch_stream.py).
+
+Everything runs on the caller's event loop; the fault-injection and seeding methods are
+plain methods to call from the test between awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from tests.kubeapi import errors, strategy, writes
+from tests.kubeapi.errors import ApiError
+from tests.kubeapi.resources import ALL_TYPES, NODES, PODGROUPS, PODS, ResourceType
+from tests.kubeapi.routing import (
+    Route,
+    discovery_document,
+    json_response,
+    parse_route,
+    path_parts,
+    verb_of,
+)
+from tests.kubeapi.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
+from tests.kubeapi.store import Store, StoredObject, dumps
+from tests.kubeapi.watch_stream import WatchParams, WatchSettings, serve_watch
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    verb: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+    status: int
+
+
+@dataclass(frozen=True)
+class BindRecord:
+    namespace: str
+    name: str
+    node: str
+    resource_version: int
+
+
+@dataclass
+class _Fault:
+    verb: str
+    resource: str
+    subresource: str
+    skip: int
+    remaining: int
+    status: int
+    committed: bool  # apply the write, then answer the error anyway
+
+    def fires(self, verb: str, resource: str, subresource: str) -> bool:
+        if (verb, resource, subresource) != (self.verb, self.resource, self.subresource):
+            return False
+        if self.remaining <= 0:
+            return False
+        if self.skip > 0:
+            self.skip -= 1
+            return False
+        self.remaining -= 1
+        return True
+
+
+class KubeApiEmulator:
+    """An in-memory Kubernetes API server for tests and benchmarks."""
+
+    def __init__(
+        self,
+        *,
+        history_size: int = 10_000,
+        bookmark_interval: float = 1.0,
+        crd_present: bool = True,
+        graceful_delete: bool = False,
+        kubelet_delay: float | None = 0.0,
+        max_watch_backlog: int | None = None,
+        too_large_wait: float = 3.0,
+        request_log_size: int = 10_000,
+    ) -> None:
+        self.store = Store(ALL_TYPES, history_size)
+        self.bookmark_interval = bookmark_interval
+        self.max_watch_backlog = max_watch_backlog
+        self.too_large_wait = too_large_wait
+        self._crd_present = crd_present
+        self._graceful = graceful_delete
+        self._kubelet_delay = kubelet_delay
+        self._bind_delay = 0.0
+        self._faults: list[_Fault] = []
+        self._counts: Counter[tuple[str, str, str]] = Counter()
+        self.request_log: deque[RequestRecord] = deque(maxlen=request_log_size)
+        self.bind_log: list[BindRecord] = []
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._host = "127.0.0.1"
+        self._port = 0
+        self._started = strategy.timestamp()
+        self._timers: set[asyncio.TimerHandle] = set()
+
+    # ----------------------------------------------------------------- lifecycle
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self._port}"
+
+    def make_app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        return app
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on host:port (0 picks a free port); returns the base URL."""
+        # handler_cancellation: a client that goes away cancels its watch handler at once.
+        self._runner = web.AppRunner(self.make_app(), handler_cancellation=True, access_log=None)
+        await self._runner.setup()
+        self._site = web.TCPSite(self._runner, host, port)
+        await self._site.start()
+        server = self._site._server
+        assert isinstance(server, asyncio.base_events.Server)
+        self._host, self._port = server.sockets[0].getsockname()[:2]
+        return self.base_url
+
+    async def stop(self) -> None:
+        self.drop_watches()
+        for timer in list(self._timers):
+            timer.cancel()
+        self._timers.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+            self._site = None
+
+    async def __aenter__(self) -> KubeApiEmulator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def outage(self, seconds: float) -> None:
+        """Stop listening for `seconds` (connections refused, watches cut), then serve
+        again on the same port: a kube-apiserver restart as clients see it."""
+        assert self._runner is not None and self._site is not None
+        self.drop_watches()
+        await self._site.stop()
+        server = self._runner.server
+        if server is not None:
+            await server.shutdown(0.1)  # close kept-alive client connections too
+        await asyncio.sleep(seconds)
+        self._site = web.TCPSite(self._runner, self._host, self._port)
+        await self._site.start()
+
+    # ------------------------------------------------------------ fault injection
+    def fail_next_binds(
+        self, count: int, status: int = 500, after: int = 0, *, committed: bool = False
+    ) -> None:
+        """Let `after` binds through, then fail the next `count` with `status`.
+
+        With committed=True the pod is bound anyway and only the answer is an error
+        (a response lost after the write).
+        """
+        self.fail_requests("create", "pods", "binding", count, status, after, committed=committed)
+
+    def fail_requests(
+        self,
+        verb: str,
+        resource: str,
+        subresource: str = "",
+        count: int = 1,
+        status: int = 500,
+        after: int = 0,
+        *,
+        committed: bool = False,
+    ) -> None:
+        """Generic form of fail_next_binds for any (verb, resource, subresource)."""
+        self._faults.append(_Fault(verb, resource, subresource, after, count, status, committed))
+
+    def bind_delay(self, seconds: float) -> None:
+        """Every later bind waits this long before it is processed."""
+        self._bind_delay = seconds
+
+    def drop_watches(self) -> int:
+        """Cut every open watch connection abruptly; returns how many were cut."""
+        return self._end_watches(abrupt=True)
+
+    def end_watches(self) -> int:
+        """End every open watch cleanly (as a server-side timeout does)."""
+        return self._end_watches(abrupt=False)
+
+    def _end_watches(self, *, abrupt: bool, rtype: ResourceType | None = None) -> int:
+        count = 0
+        for resource in self.store.by_type.values():
+            if rtype is not None and resource.rtype is not rtype:
+                continue
+            for watcher in list(resource.watchers):
+                watcher.end(abrupt=abrupt)
+                count += 1
+            resource.watchers.clear()
+        return count
+
+    def restart(self, new_history: bool = True) -> None:
+        """A kube-apiserver restart: watches cut; with new_history the watch caches
+        start over, so a watch resumed from an earlier resourceVersion gets 410.
+        Objects survive and the resourceVersion keeps growing."""
+        self.drop_watches()
+        if new_history:
+            for resource in self.store.by_type.values():
+                resource.forget_history(self.store.rv)
+
+    def crd_present(self, flag: bool) -> None:
+        """Install or remove the PodGroup CRD. Removing it ends PodGroup watches and
+        drops every PodGroup (EMULATOR GUESS: without the DELETED events a real CRD
+        deletion would send first)."""
+        if self._crd_present and not flag:
+            self._end_watches(abrupt=False, rtype=PODGROUPS)
+            resource = self.store.of(PODGROUPS)
+            resource.objects.clear()
+            resource.forget_history(self.store.rv)
+        self._crd_present = flag
+
+    @property
+    def has_crd(self) -> bool:
+        return self._crd_present
+
+    def graceful(self, enabled: bool = True, kubelet_delay: float | None = 0.0) -> None:
+        """Graceful pod deletion: DELETE of a bound, running pod sets deletionTimestamp
+        (MODIFIED) and the emulated kubelet removes it `kubelet_delay` seconds later
+        (None: never; call finish_deletion)."""
+        self._graceful = enabled
+        self._kubelet_delay = kubelet_delay
+
+    # ------------------------------------------------------------- introspection
+    def request_counts(self) -> Counter[tuple[str, str, str]]:
+        return Counter(self._counts)
+
+    def request_count(
+        self, verb: str | None = None, resource: str | None = None, subresource: str | None = None
+    ) -> int:
+        return sum(
+            n
+            for (v, r, s), n in self._counts.items()
+            if (verb is None or v == verb)
+            and (resource is None or r == resource)
+            and (subresource is None or s == subresource)
+        )
+
+    def reset_request_counts(self) -> None:
+        self._counts.clear()
+        self.request_log.clear()
+
+    def open_watches(self, resource: str | None = None) -> int:
+        return sum(
+            len(r.watchers)
+            for r in self.store.by_type.values()
+            if resource is None or r.rtype.plural == resource
+        )
+
+    @property
+    def resource_version(self) -> int:
+        return self.store.rv
+
+    def get(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any] | None:
+        stored = self.store.get(rtype, namespace, name)
+        return stored.to_dict() if stored else None
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.get(PODS, namespace, name)
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        return self.get(NODES, "", name)
+
+    def objects(self, rtype: ResourceType) -> list[dict[str, Any]]:
+        return [s.to_dict() for s in self.store.of(rtype).sorted_objects()]
+
+    def pods(self) -> list[dict[str, Any]]:
+        return self.objects(PODS)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self.objects(NODES)
+
+    # ------------------------------------------------------------------- seeding
+    def put(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or overwrite an object directly (no strategy, no validation), with the
+        watch event a real write would cause. A given resourceVersion is ignored; uid
+        and creationTimestamp are kept when given (or from the stored version)."""
+        new = json.loads(json.dumps(obj))
+        meta = new.setdefault("metadata", {})
+        namespace = meta.get("namespace") or ("default" if rtype.namespaced else "")
+        if rtype.namespaced:
+            meta["namespace"] = namespace
+        prev = self.store.get(rtype, namespace, meta["name"])
+        if prev is not None:
+            meta.setdefault("uid", prev.obj["metadata"].get("uid"))
+            meta.setdefault("creationTimestamp", prev.obj["metadata"].get("creationTimestamp"))
+        meta.setdefault("uid", strategy.new_uid())
+        meta.setdefault("creationTimestamp", strategy.timestamp())
+        new["kind"], new["apiVersion"] = rtype.kind, rtype.api_version
+        return self.store.write(rtype, new, prev).to_dict()
+
+    def put_node(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.put(NODES, obj)
+
+    def put_pod(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.put(PODS, obj)
+
+    def delete(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any] | None:
+        """Remove an object at once (DELETED event); None when it does not exist."""
+        prev = self.store.get(rtype, namespace, name)
+        if prev is None:
+            return None
+        return self.store.remove(rtype, prev).to_dict()
+
+    def delete_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.delete(PODS, namespace, name)
+
+    def delete_node(self, name: str) -> dict[str, Any] | None:
+        return self.delete(NODES, "", name)
+
+    def finish_deletion(self, namespace: str, name: str) -> bool:
+        """The kubelet confirms a gracefully deleted pod is gone; True if removed."""
+        prev = self.store.get(PODS, namespace, name)
+        if prev is None or not prev.obj["metadata"].get("deletionTimestamp"):
+            return False
+        self.store.remove(PODS, prev)
+        return True
+
+    # ------------------------------------------------------------------- routing
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._route(request)
+        except ApiError as err:
+            return json_response(dumps(err.body), err.code)
+
+    def _record(self, verb: str, route: Route, status: int) -> None:
+        resource = route.rtype.plural
+        self._counts[(verb, resource, route.subresource)] += 1
+        self.request_log.append(
+            RequestRecord(
+                verb, resource, route.subresource, route.namespace or "", route.name or "", status
+            )
+        )
+
+    def _inject(self, verb: str, route: Route) -> _Fault | None:
+        for fault in self._faults:
+            if fault.fires(verb, route.rtype.plural, route.subresource):
+                return fault
+        return None
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        parts = path_parts(request)
+        if parts == ["_emulator", "requests"]:
+            counts = [
+                {"verb": v, "resource": r, "subresource": s, "count": n}
+                for (v, r, s), n in sorted(self._counts.items())
+            ]
+            return json_response(dumps({"requests": counts, "binds": len(self.bind_log)}), 200)
+        if request.method == "GET":
+            doc = discovery_document(parts, request.host, self._crd_present, self._started)
+            if doc is not None:
+                return json_response(dumps(doc), 200)
+        route = parse_route(parts, self._crd_present)
+        verb = verb_of(request, route)
+        handler: Callable[[web.Request, Route], Awaitable[web.StreamResponse]] | None = {
+            "list": self._list,
+            "watch": self._watch,
+            "get": self._get,
+            "create": self._create,
+            "update": self._update,
+            "patch": self._patch,
+            "delete": self._delete,
+        }.get(verb)
+        if handler is None or (route.subresource == "binding" and verb != "create"):
+            raise errors.method_not_allowed()
+        fault = self._inject(verb, route)
+        if fault is not None and not fault.committed:
+            self._record(verb, route, fault.status)
+            raise errors.injected(fault.status, f"injected failure of {verb} {route.rtype.plural}")
+        try:
+            response = await handler(request, route)
+        except ApiError as err:
+            self._record(verb, route, err.code)
+            raise
+        if fault is not None:
+            self._record(verb, route, fault.status)
+            raise errors.injected(
+                fault.status, f"injected failure after {verb} {route.rtype.plural}"
+            )
+        if verb != "watch":
+            self._record(verb, route, response.status)
+        return response
+
+    # --------------------------------------------------------------------- reads
+    def _stored(self, route: Route) -> StoredObject:
+        assert route.name is not None
+        stored = self.store.get(route.rtype, route.namespace or "", route.name)
+        if stored is None:
+            raise errors.not_found(route.rtype, route.name)
+        return stored
+
+    async def _get(self, request: web.Request, route: Route) -> web.StreamResponse:
+        return json_response(self._stored(route).json(), 200)
+
+    def _selectors(
+        self, rtype: ResourceType, request: web.Request
+    ) -> tuple[LabelSelector, FieldSelector]:
+        try:
+            labels = parse_label_selector(request.query.get("labelSelector"))
+            fields = parse_field_selector(request.query.get("fieldSelector"))
+        except SelectorError as err:
+            raise errors.bad_request(str(err)) from err
+        unknown = sorted(fields.fields - rtype.field_names())
+        if unknown:
+            raise errors.bad_request(f"field label not supported: {unknown[0]}")
+        return labels, fields
+
+    async def _list(self, request: web.Request, route: Route) -> web.StreamResponse:
+        labels, fields = self._selectors(route.rtype, request)
+        items = []
+        for stored in self.store.of(route.rtype).sorted_objects():
+            if route.namespace is not None and stored.namespace != route.namespace:
+                continue
+            if (labels.empty or labels.matches(stored.labels)) and (
+                fields.empty or fields.matches(stored.fields)
+            ):
+                items.append(stored.list_item_json())
+        rtype = route.rtype
+        head = (
+            b'{"kind":"%sList","apiVersion":"%s","metadata":{"resourceVersion":"%d"},"items":['
+            % (
+                rtype.kind.encode(),
+                rtype.api_version.encode(),
+                self.store.rv,
+            )
+        )
+        return json_response(head + b",".join(items) + b"]}", 200)
+
+    async def _watch(self, request: web.Request, route: Route) -> web.StreamResponse:
+        if route.name is not None:
+            raise errors.path_not_found()
+        selectors = self._selectors(route.rtype, request)
+        params = WatchParams.from_query(request.query)
+        self._record("watch", route, 200)
+        settings = WatchSettings(
+            self.bookmark_interval, self.max_watch_backlog, self.too_large_wait
+        )
+        return await serve_watch(
+            request, self.store, route.rtype, route.namespace, selectors, params, settings
+        )
+
+    # -------------------------------------------------------------------- writes
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        try:
+            return json.loads(raw)
+        except ValueError as err:
+            raise errors.bad_request(f"invalid JSON in request body: {err}") from err
+
+    async def _create(self, request: web.Request, route: Route) -> web.StreamResponse:
+        body = await self._body(request)
+        if route.subresource == "binding":
+            return await self._bind(route, body)
+        if route.name is not None or route.subresource:
+            raise errors.method_not_allowed()
+        if route.rtype.namespaced and route.namespace is None:
+            raise errors.method_not_allowed()
+        stored = writes.create(self.store, route.rtype, route.namespace, body)
+        return json_response(stored.json(), 201)
+
+    async def _update(self, request: web.Request, route: Route) -> web.StreamResponse:
+        body = await self._body(request)
+        assert route.name is not None
+        stored, created = writes.update(
+            self.store, route.rtype, route.namespace, route.name, route.subresource, body
+        )
+        return json_response(stored.json(), 201 if created else 200)
+
+    async def _patch(self, request: web.Request, route: Route) -> web.StreamResponse:
+        body = await self._body(request)
+        current = self._stored(route)
+        stored = writes.patch(self.store, current, route.subresource, request.content_type, body)
+        return json_response(stored.json(), 200)
+
+    async def _delete(self, request: web.Request, route: Route) -> web.StreamResponse:
+        rtype = route.rtype
+        if route.name is None or route.subresource:
+            # EMULATOR GUESS: deletecollection is not emulated.
+            raise errors.method_not_allowed()
+        options: dict[str, Any] = {}
+        if request.can_read_body:
+            raw = await request.read()
+            if raw.strip():
+                try:
+                    parsed = json.loads(raw)
+                except ValueError as err:
+                    raise errors.bad_request(f"invalid DeleteOptions: {err}") from err
+                if isinstance(parsed, dict):
+                    options = parsed
+        current = self._stored(route)
+        preconditions = options.get("preconditions") or {}
+        errors.check_preconditions(
+            rtype, current, preconditions.get("uid"), preconditions.get("resourceVersion")
+        )
+        if rtype is PODS:
+            given = request.query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
+            grace = writes.grace_period(current.obj, given)
+            if self._graceful and grace > 0:
+                if current.obj["metadata"].get("deletionTimestamp"):
+                    return json_response(current.json(), 200)
+                marked = strategy.mark_deleting(current.obj, grace)
+                stored = self.store.write(rtype, marked, current)
+                self._schedule_kubelet_removal(stored)
+                return json_response(stored.json(), 200)
+            # Pods return the deleted object (ReturnDeletedObject: true).
+            return json_response(self.store.remove(rtype, current).json(), 200)
+        final = self.store.remove(rtype, current)
+        return json_response(dumps(writes.deleted_status(final)), 200)
+
+    def _schedule_kubelet_removal(self, stored: StoredObject) -> None:
+        if self._kubelet_delay is None:
+            return
+        uid = stored.obj["metadata"].get("uid")
+        namespace, name = stored.namespace, stored.name
+
+        def remove() -> None:
+            current = self.store.get(PODS, namespace, name)
+            if current is not None and current.obj["metadata"].get("uid") == uid:
+                self.store.remove(PODS, current)
+
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(self._kubelet_delay, remove)
+        self._timers.add(timer)
+
+    async def _bind(self, route: Route, body: Any) -> web.StreamResponse:
+        if self._bind_delay > 0:
+            await asyncio.sleep(self._bind_delay)
+        assert route.name is not None
+        stored = writes.bind(self.store, route.namespace or "", route.name, body)
+        node = stored.obj["spec"]["nodeName"]
+        self.bind_log.append(BindRecord(stored.namespace, stored.name, node, stored.rv))
+        return json_response(dumps(errors.success_body(201)), 201)
