@@ -309,6 +309,22 @@ def _run_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- node agent --------------------------------------------------------------------------------
+def _node_agent(args: argparse.Namespace) -> int:
+    # Imported here: the agent's API client and NVML are needed by no other command.
+    from scheduler.agent.publisher import AgentOptions, run_node_agent
+
+    return run_node_agent(
+        AgentOptions(
+            node_name=args.node_name,
+            kubeconfig=args.kubeconfig,
+            interval=args.interval,
+            once=args.once,
+            dry_run=args.dry_run,
+        )
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gang-scheduler",
@@ -392,6 +408,43 @@ def build_parser() -> argparse.ArgumentParser:
         "utilization and queue length over time)",
     )
     simulate.set_defaults(handler=_simulate)
+    agent = commands.add_parser(
+        "node-agent",
+        help="discover this node's GPUs with NVML and publish them on its Node object "
+        "(the node-agent DaemonSet)",
+        description="Discover the node's GPUs with NVML (model, memory, UUID, NUMA node, "
+        "pairwise NVLink/PCIe topology, health) and publish the "
+        "gang-scheduler.io/gpu-topology annotation, plus GFD-style nvidia.com/gpu.* labels "
+        "the node lacks when GPU feature discovery is absent; patch only when something "
+        "changed, re-check every --interval seconds. Without a GPU or NVML: one log line, "
+        "the node left unannotated, and no exit. See docs/node-agent.md.",
+    )
+    agent.add_argument(
+        "--node-name",
+        metavar="NAME",
+        help="the Node to publish on (default: $NODE_NAME, set by the DaemonSet)",
+    )
+    agent.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: in-cluster service account, else $KUBECONFIG or "
+        "~/.kube/config)",
+    )
+    agent.add_argument(
+        "--interval",
+        metavar="SECONDS",
+        type=float,
+        default=60.0,
+        help="seconds between checks (default: 60)",
+    )
+    agent.add_argument("--once", action="store_true", help="one check, then exit")
+    agent.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the JSON merge patch that would be written instead of writing it "
+        "(without a node name: the patch for a node with no annotation or labels)",
+    )
+    agent.set_defaults(handler=_node_agent)
     return parser
 
 

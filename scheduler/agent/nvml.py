@@ -1,0 +1,275 @@
+"""The NVML calls the node agent makes, as a Protocol, and their pynvml implementation.
+
+The Protocol is the boundary the tests fake: it holds exactly the queries discovery
+needs and nothing that decides anything (which failures make a device unhealthy, how
+links become levels: discovery.py). Every method raises `NvmlError` when NVML fails.
+
+pynvml (the `nvidia-ml-py` package, optional dependency group `agent`) is imported only
+when `PynvmlBackend.init` runs, so the rest of the scheduler works without it; without
+it, or without libnvidia-ml.so.1, `init` raises `NvmlLibraryNotFound`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol
+
+# nvmlReturn_t values the agent tells apart (nvml.h; the same numbers in pynvml).
+INVALID_ARGUMENT = 2
+NOT_SUPPORTED = 3
+NO_PERMISSION = 4
+LIBRARY_NOT_FOUND = 12
+FUNCTION_NOT_FOUND = 13
+GPU_IS_LOST = 15
+
+# nvmlGpuTopologyLevel_t, as nvmlDeviceGetTopologyCommonAncestor returns it (nvml.h; the
+# values are spaced so that NVIDIA can add levels between them).
+TOPOLOGY_INTERNAL = 0  # same board (multi-GPU cards such as the Tesla K80)
+TOPOLOGY_SINGLE = 10  # at most one PCIe switch between the two
+TOPOLOGY_MULTIPLE = 20  # several PCIe switches, no host bridge
+TOPOLOGY_HOSTBRIDGE = 30  # the same PCIe host bridge
+TOPOLOGY_NODE = 40  # the same NUMA node, possibly several host bridges (was "CPU")
+TOPOLOGY_SYSTEM = 50  # across NUMA nodes (the SMP interconnect)
+
+# How many 64-bit words of NUMA-node mask to ask for (1024 nodes).
+_NODE_MASK_WORDS = 16
+
+Handle = Any
+"""A device handle; opaque to everything but the backend that made it."""
+
+
+class NvmlError(Exception):
+    """An NVML call failed. `code` is NVML's nvmlReturn_t (0 when there is none)."""
+
+    def __init__(self, call: str, code: int, message: str) -> None:
+        super().__init__(f"{call} failed: {message}")
+        self.call = call
+        self.code = code
+        self.message = message
+
+    @property
+    def unsupported(self) -> bool:
+        """The GPU or driver does not offer this query (not a fault of the device)."""
+        return self.code in (NOT_SUPPORTED, FUNCTION_NOT_FOUND)
+
+
+class NvmlLibraryNotFound(NvmlError):
+    """libnvidia-ml.so.1 (or the pynvml module) cannot be loaded: no NVIDIA driver here."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemappedRows:
+    """nvmlDeviceGetRemappedRows (Ampere and later): rows of memory remapped after ECC
+    errors; `pending` needs a GPU reset to take effect, `failed` means remapping failed."""
+
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failed: bool
+
+
+class NvmlBackend(Protocol):
+    """The NVML queries of the node agent, one method per NVML call (or fallback pair)."""
+
+    def init(self) -> None:
+        """nvmlInit; NvmlLibraryNotFound when NVML cannot be loaded at all."""
+
+    def shutdown(self) -> None:
+        """nvmlShutdown."""
+
+    def device_count(self) -> int:
+        """nvmlDeviceGetCount."""
+
+    def handle(self, index: int) -> Handle:
+        """nvmlDeviceGetHandleByIndex."""
+
+    def name(self, handle: Handle) -> str:
+        """nvmlDeviceGetName: the product name, e.g. "NVIDIA A100-SXM4-80GB"."""
+
+    def uuid(self, handle: Handle) -> str:
+        """nvmlDeviceGetUUID: "GPU-<uuid>"."""
+
+    def memory_total_bytes(self, handle: Handle) -> int:
+        """nvmlDeviceGetMemoryInfo(...).total."""
+
+    def pci_bus_id(self, handle: Handle) -> str:
+        """nvmlDeviceGetPciInfo(...).busId, e.g. "00000000:07:00.0"."""
+
+    def numa_node(self, handle: Handle) -> int | None:
+        """nvmlDeviceGetNumaNodeId, else the single NUMA node of
+        nvmlDeviceGetCpuAffinityWithinScope(scope NODE); None when not one node."""
+
+    def mig_enabled(self, handle: Handle) -> bool:
+        """nvmlDeviceGetMigMode: whether MIG mode is on now (not merely pending)."""
+
+    def common_ancestor(self, first: Handle, second: Handle) -> int:
+        """nvmlDeviceGetTopologyCommonAncestor: a TOPOLOGY_* level."""
+
+    def max_nvlinks(self) -> int:
+        """NVML_NVLINK_MAX_LINKS: how many link numbers to try per device."""
+
+    def nvlink_active(self, handle: Handle, link: int) -> bool:
+        """nvmlDeviceGetNvLinkState == NVML_FEATURE_ENABLED."""
+
+    def nvlink_remote_bus_id(self, handle: Handle, link: int) -> str:
+        """nvmlDeviceGetNvLinkRemotePciInfo(...).busId: what the link leads to."""
+
+    def nvlink_remote_is_switch(self, handle: Handle, link: int) -> bool:
+        """nvmlDeviceGetNvLinkRemoteDeviceType == NVML_NVLINK_DEVICE_TYPE_SWITCH."""
+
+    def remapped_rows(self, handle: Handle) -> RemappedRows:
+        """nvmlDeviceGetRemappedRows."""
+
+    def retired_pages_pending(self, handle: Handle) -> bool:
+        """nvmlDeviceGetRetiredPagesPendingStatus (pre-Ampere page retirement)."""
+
+
+def single_numa_node(mask: Sequence[int]) -> int | None:
+    """The NUMA node of a node mask (64-bit words, lowest node in bit 0 of word 0), or
+    None when the mask names no node or several (a GPU close to more than one node)."""
+    nodes = [
+        word_index * 64 + bit
+        for word_index, word in enumerate(mask)
+        for bit in range(64)
+        if (word >> bit) & 1
+    ]
+    return nodes[0] if len(nodes) == 1 else None
+
+
+class PynvmlBackend:
+    """NvmlBackend over pynvml (nvidia-ml-py), imported when `init` runs."""
+
+    def __init__(self) -> None:
+        self._nvml: ModuleType | None = None
+
+    @property
+    def _lib(self) -> Any:
+        if self._nvml is None:
+            raise NvmlError("nvml", 1, "NVML is not initialised (call init first)")
+        return self._nvml
+
+    def _call(self, call: str, *args: Any) -> Any:
+        """Run the pynvml function named like the NVML call, its NVMLError turned into
+        NvmlError; a pynvml too old to have the function answers "function not found",
+        as NVML does for a driver too old to have it."""
+        function = getattr(self._lib, call, None)
+        if function is None:
+            raise NvmlError(call, FUNCTION_NOT_FOUND, f"pynvml {_version(self._lib)} lacks it")
+        try:
+            return function(*args)
+        except self._lib.NVMLError as error:
+            code = int(getattr(error, "value", 0) or 0)
+            raise NvmlError(call, code, str(error)) from None
+
+    def init(self) -> None:
+        try:
+            import pynvml
+        except ImportError:
+            raise NvmlLibraryNotFound(
+                "nvmlInit",
+                LIBRARY_NOT_FOUND,
+                "the pynvml module is not installed (pip install 'gang-scheduler[agent]')",
+            ) from None
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as error:
+            code = int(getattr(error, "value", 0) or 0)
+            if code == LIBRARY_NOT_FOUND:
+                raise NvmlLibraryNotFound(
+                    "nvmlInit",
+                    code,
+                    "libnvidia-ml.so.1 cannot be loaded (is the NVIDIA driver installed, and "
+                    "its libraries mounted into this container?)",
+                ) from None
+            raise NvmlError("nvmlInit", code, str(error)) from None
+        self._nvml = pynvml
+
+    def shutdown(self) -> None:
+        if self._nvml is not None:
+            nvml, self._nvml = self._nvml, None
+            try:
+                nvml.nvmlShutdown()
+            except nvml.NVMLError as error:
+                code = int(getattr(error, "value", 0) or 0)
+                raise NvmlError("nvmlShutdown", code, str(error)) from None
+
+    def device_count(self) -> int:
+        return int(self._call("nvmlDeviceGetCount"))
+
+    def handle(self, index: int) -> Handle:
+        return self._call("nvmlDeviceGetHandleByIndex", index)
+
+    def name(self, handle: Handle) -> str:
+        return _text(self._call("nvmlDeviceGetName", handle))
+
+    def uuid(self, handle: Handle) -> str:
+        return _text(self._call("nvmlDeviceGetUUID", handle))
+
+    def memory_total_bytes(self, handle: Handle) -> int:
+        info = self._call("nvmlDeviceGetMemoryInfo", handle)
+        return int(info.total)
+
+    def pci_bus_id(self, handle: Handle) -> str:
+        info = self._call("nvmlDeviceGetPciInfo", handle)
+        return _text(info.busId)
+
+    def numa_node(self, handle: Handle) -> int | None:
+        try:
+            node = int(self._call("nvmlDeviceGetNumaNodeId", handle))
+            return node if node >= 0 else None
+        except NvmlError as error:
+            if not error.unsupported:
+                raise
+        # Older drivers: the device's affinity at NUMA-node scope is a mask of nodes.
+        mask = self._call(
+            "nvmlDeviceGetCpuAffinityWithinScope",
+            handle,
+            _NODE_MASK_WORDS,
+            self._lib.NVML_AFFINITY_SCOPE_NODE,
+        )
+        return single_numa_node([int(word) for word in mask])
+
+    def mig_enabled(self, handle: Handle) -> bool:
+        current, _pending = self._call("nvmlDeviceGetMigMode", handle)
+        return bool(current == self._lib.NVML_DEVICE_MIG_ENABLE)
+
+    def common_ancestor(self, first: Handle, second: Handle) -> int:
+        return int(self._call("nvmlDeviceGetTopologyCommonAncestor", first, second))
+
+    def max_nvlinks(self) -> int:
+        return int(self._lib.NVML_NVLINK_MAX_LINKS)
+
+    def nvlink_active(self, handle: Handle, link: int) -> bool:
+        state = self._call("nvmlDeviceGetNvLinkState", handle, link)
+        return bool(state == self._lib.NVML_FEATURE_ENABLED)
+
+    def nvlink_remote_bus_id(self, handle: Handle, link: int) -> str:
+        info = self._call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
+        return _text(info.busId)
+
+    def nvlink_remote_is_switch(self, handle: Handle, link: int) -> bool:
+        kind = self._call("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
+        return bool(kind == self._lib.NVML_NVLINK_DEVICE_TYPE_SWITCH)
+
+    def remapped_rows(self, handle: Handle) -> RemappedRows:
+        correctable, uncorrectable, pending, failed = self._call(
+            "nvmlDeviceGetRemappedRows", handle
+        )
+        return RemappedRows(int(correctable), int(uncorrectable), bool(pending), bool(failed))
+
+    def retired_pages_pending(self, handle: Handle) -> bool:
+        status = self._call("nvmlDeviceGetRetiredPagesPendingStatus", handle)
+        return bool(status == self._lib.NVML_FEATURE_ENABLED)
+
+
+def _version(module: Any) -> str:
+    return str(getattr(module, "__version__", "")) or "(version unknown)"
+
+
+def _text(value: object) -> str:
+    """pynvml hands back str (recent versions) or bytes (older ones)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)

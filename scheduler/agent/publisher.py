@@ -1,0 +1,337 @@
+"""The node agent's loop: discover the GPUs, read the Node, patch it when something
+changed, sleep, again.
+
+What is written (docs/node-agent.md): a JSON merge patch of
+`metadata.annotations["gang-scheduler.io/gpu-topology"]` (docs/conventions.md) and of
+the GFD-style labels the node lacks, when GPU feature discovery is not running there
+(its `nvidia.com/gfd.timestamp` label is absent). "Changed" compares the inventory
+the scheduler would read (cache.gpu.parse_topology of both values), not the raw text,
+so a reformatted but equal annotation is left alone.
+
+It never crash-loops over the GPUs: no NVML or no GPU is one log line, the node left
+as it is, and the next check an interval later. API errors that may pass (429, 5xx,
+connection failures) are retried with backoff (tenacity); the others are logged, and
+the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol, TextIO, TypeVar, cast
+
+import aiohttp
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
+)
+
+from cache.gpu import TOPOLOGY_ANNOTATION, GpuInventory, parse_topology
+from scheduler.agent.discovery import Discovery, discover
+from scheduler.agent.nvml import NvmlBackend, PynvmlBackend
+from scheduler.kube.client import ApiError, KubeClient, create_client
+
+log = logging.getLogger("gang_scheduler.node_agent")
+
+DEFAULT_INTERVAL = 60.0
+NODE_NAME_ENV = "NODE_NAME"
+MERGE_PATCH = "application/merge-patch+json"
+# Set by NVIDIA GPU feature discovery on every node it labels; while it is there, GFD
+# owns the nvidia.com/gpu.* labels and the agent leaves them alone.
+GFD_TIMESTAMP_LABEL = "nvidia.com/gfd.timestamp"
+# Statuses worth another try: throttled, timed out, or the server (or a proxy) failing.
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+JsonObject = dict[str, Any]
+_T = TypeVar("_T")
+
+
+# --- what to write ---------------------------------------------------------------------------
+def _metadata(node: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    meta = node.get("metadata")
+    value = meta.get(key) if isinstance(meta, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
+
+
+def _same_inventory(current: object, wanted: GpuInventory) -> bool:
+    if not isinstance(current, str):
+        return False
+    try:
+        return parse_topology(current) == wanted
+    except ValueError:
+        return False  # malformed: ours replaces it
+
+
+def node_patch(node: Mapping[str, Any], discovery: Discovery) -> JsonObject:
+    """The JSON merge patch that brings `node` (its API JSON) up to date with
+    `discovery`; {} when nothing needs writing. Nothing is ever removed: with no GPU
+    or no NVML the node is left as it is."""
+    annotation = discovery.annotation()
+    inventory = discovery.inventory()
+    if annotation is None or inventory is None:
+        return {}
+    metadata: JsonObject = {}
+    current = _metadata(node, "annotations").get(TOPOLOGY_ANNOTATION)
+    if not _same_inventory(current, inventory):
+        metadata["annotations"] = {TOPOLOGY_ANNOTATION: annotation}
+    labels = _metadata(node, "labels")
+    if GFD_TIMESTAMP_LABEL not in labels:
+        missing = {k: v for k, v in discovery.gfd_labels().items() if k not in labels}
+        if missing:
+            metadata["labels"] = missing
+    return {"metadata": metadata} if metadata else {}
+
+
+# --- the API -----------------------------------------------------------------------------------
+class NodeApi(Protocol):
+    """The two calls the agent makes (RBAC: get and patch on nodes)."""
+
+    async def get_node(self, name: str) -> JsonObject: ...
+
+    async def patch_node(self, name: str, patch: JsonObject) -> JsonObject: ...
+
+
+class KubeNodeApi:
+    """NodeApi over the scheduler's raw-JSON client (kubernetes_asyncio underneath)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def get_node(self, name: str) -> JsonObject:
+        return await self.client.request_json("GET", f"/api/v1/nodes/{name}")
+
+    async def patch_node(self, name: str, patch: JsonObject) -> JsonObject:
+        return await self.client.request_json(
+            "PATCH", f"/api/v1/nodes/{name}", body=patch, content_type=MERGE_PATCH
+        )
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether an API call that failed this way may succeed when tried again."""
+    if isinstance(error, ApiError):
+        return error.status in TRANSIENT_STATUSES
+    return isinstance(error, aiohttp.ClientError | TimeoutError | ConnectionError)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff for transient API errors: exponential with jitter, `attempts` in all."""
+
+    attempts: int = 5
+    first_wait: float = 0.5
+    max_wait: float = 10.0
+
+
+def _describe_api_error(error: BaseException) -> str:
+    if isinstance(error, ApiError) and error.status == 403:
+        return (
+            f"{error}: the agent's ServiceAccount needs get and patch on nodes (docs/node-agent.md)"
+        )
+    if isinstance(error, ApiError) and error.status == 404:
+        return f"{error}: no such node (is --node-name / {NODE_NAME_ENV} right?)"
+    return f"{type(error).__name__}: {error}" if not isinstance(error, ApiError) else str(error)
+
+
+# --- the loop ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AgentOptions:
+    node_name: str | None = None
+    kubeconfig: str | None = None
+    interval: float = DEFAULT_INTERVAL
+    once: bool = False
+    dry_run: bool = False
+
+
+@dataclass
+class NodeAgent:
+    """Discovery and publishing, one pass at a time. `api` None: no node to compare
+    with (a dry run without a node name), every pass shows the full patch."""
+
+    backend: NvmlBackend
+    options: AgentOptions
+    api: NodeApi | None
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    _last_state: tuple[str, ...] = field(default=(), init=False)
+
+    async def run(self) -> int:
+        """Pass after pass until stopped (or one pass with `once`); with `once`, 0 when
+        the pass did what it had to (nothing to do included), 1 when the API failed."""
+        while True:
+            ok = await self.run_pass()
+            if self.options.once:
+                return 0 if ok else 1
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), self.options.interval)
+            if self.stopping.is_set():
+                return 0
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def run_pass(self) -> bool:
+        discovery = await asyncio.to_thread(discover, self.backend)
+        self._log_state(discovery)
+        if not discovery.found:
+            if self.options.dry_run:
+                self._print_patch({})
+            return True
+        try:
+            node = await self._call(self._read_node)
+            patch = node_patch(node, discovery)
+            if self.options.dry_run:
+                self._print_patch(patch)
+            elif patch:
+                await self._call(partial(self._write, patch))
+                log.info("node %s patched: %s", self.options.node_name, _patch_summary(patch))
+            else:
+                log.debug("node %s is up to date", self.options.node_name)
+        except Exception as error:  # every API failure is one log line, no crash
+            if not (isinstance(error, ApiError) or is_transient(error)):
+                raise
+            log.warning(
+                "node %s: %s; trying again in %gs",
+                self.options.node_name,
+                _describe_api_error(error),
+                self.options.interval,
+            )
+            return False
+        return True
+
+    async def _read_node(self) -> JsonObject:
+        if self.api is None or not self.options.node_name:
+            return {}
+        return await self.api.get_node(self.options.node_name)
+
+    async def _write(self, patch: JsonObject) -> JsonObject:
+        assert self.api is not None and self.options.node_name
+        return await self.api.patch_node(self.options.node_name, patch)
+
+    async def _call(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        def before_sleep(state: RetryCallState) -> None:
+            outcome = state.outcome
+            error = outcome.exception() if outcome is not None else None
+            log.info(
+                "API call failed (%s), attempt %d of %d; retrying",
+                _describe_api_error(error) if error else "unknown error",
+                state.attempt_number,
+                self.retry.attempts,
+            )
+
+        async def attempt() -> _T:
+            # tenacity awaits only what it recognises as a coroutine function.
+            return await call()
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.retry.attempts),
+            # Exponential, capped, plus jitter so that a DaemonSet's agents restarted
+            # together do not retry in step.
+            wait=wait_exponential(multiplier=self.retry.first_wait, max=self.retry.max_wait)
+            + wait_random(0, self.retry.first_wait),
+            retry=retry_if_exception(is_transient),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        return cast(_T, await retrying(attempt))
+
+    def _log_state(self, discovery: Discovery) -> None:
+        """What was found, logged when it differs from the pass before: one line for no
+        GPU / no NVML, not one a minute."""
+        state = (discovery.summary(), *discovery.problems(), *discovery.warnings)
+        if state == self._last_state:
+            return
+        self._last_state = state
+        if not discovery.found:
+            log.warning(
+                "%s; nothing to publish, the node is left as it is; checking again every %gs",
+                discovery.summary(),
+                self.options.interval,
+            )
+            return
+        log.info("found %s", discovery.summary())
+        for line in (*discovery.problems(), *discovery.warnings):
+            log.warning("%s", line)
+
+    def _print_patch(self, patch: JsonObject) -> None:
+        print(json.dumps(patch, indent=2, sort_keys=True), file=self.out, flush=True)
+
+
+def _patch_summary(patch: JsonObject) -> str:
+    metadata = patch.get("metadata", {})
+    parts = [f"annotation {key}" for key in metadata.get("annotations", {})]
+    parts += [f"label {key}={value}" for key, value in metadata.get("labels", {}).items()]
+    return ", ".join(parts)
+
+
+# --- the command -------------------------------------------------------------------------------
+def _configure_logging() -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            level=logging.INFO,
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+
+
+async def serve(options: AgentOptions, backend: NvmlBackend | None = None) -> int:
+    """`gang-scheduler node-agent`: returns the exit code."""
+    node_name = options.node_name or os.environ.get(NODE_NAME_ENV) or None
+    options = AgentOptions(
+        node_name, options.kubeconfig, options.interval, options.once, options.dry_run
+    )
+    if not options.interval > 0:
+        print(f"node-agent: --interval must be > 0, got {options.interval}", file=sys.stderr)
+        return 2
+    if node_name is None and not options.dry_run:
+        print(
+            f"node-agent: no node name: give --node-name or set {NODE_NAME_ENV} "
+            "(the DaemonSet sets it from spec.nodeName)",
+            file=sys.stderr,
+        )
+        return 2
+    client: KubeClient | None = None
+    if node_name is not None:
+        try:
+            client = await create_client(options.kubeconfig)
+        except Exception as error:  # kubernetes_asyncio raises several kinds
+            print(f"node-agent: cannot load the Kubernetes configuration: {error}", file=sys.stderr)
+            return 2
+    else:
+        log.info("no node name: showing the patch for a node without annotation or labels")
+    agent = NodeAgent(
+        backend if backend is not None else PynvmlBackend(),
+        options,
+        KubeNodeApi(client) if client is not None else None,
+    )
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, agent.stop)
+    try:
+        return await agent.run()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signum)
+        if client is not None:
+            await client.close()
+
+
+def run_node_agent(options: AgentOptions, backend: NvmlBackend | None = None) -> int:
+    """The CLI's entry point: logging to stderr, then `serve` on a fresh event loop."""
+    _configure_logging()
+    return asyncio.run(serve(options, backend))
