@@ -1,0 +1,605 @@
+"""All-or-nothing binding of a planned gang, and the rule for gangs left partial.
+
+Happy path: one `POST pods/{name}/binding` per member, all members at once (bounded by
+a semaphore that every gang shares), nothing read before. The Binding carries:
+- `metadata.uid`: the pod's uid as a precondition, as kube-scheduler's DefaultBinder
+  sends it, so a pod deleted and recreated under the same name since it was planned is
+  refused (409) rather than bound on a plan made for its predecessor;
+- `metadata.annotations`: the GPU assignment (`gang-scheduler.io/gpu-devices`,
+  `cache.gpu.format_assignment`), which the API server copies onto the pod in the same
+  write, so node and devices arrive together (nothing when the pod takes no GPU).
+
+The request goes through `KubeClient.request_json`, raw JSON: the API answers a Binding
+with a `Status`, which the generated `CoreV1Api.create_namespaced_pod_binding` would
+deserialize as a `V1Binding` and fail on ("Invalid value for `target`, must not be
+`None`", kubernetes-client/python#547 and #825).
+
+What a failed member means, and whether it is tried again:
+- 409 (already bound, being deleted, uid precondition), 404 (pod gone), 400/403/422
+  (refused as written): the bind cannot succeed; never retried.
+- 5xx, 429 or a dropped connection: maybe transient, and the write may even have been
+  committed before the answer was lost. Tried once more after a random pause (tenacity,
+  `retry_jitter`), and only if a GET shows the pod still unbound and still the same pod;
+  when that GET shows it bound to the planned node, the first write did land and the
+  member counts as bound.
+- No answer within the time limit: not retried (a server that slow is not helped by
+  more requests); the write may or may not have landed, so the member is `unknown`.
+Each member has one time budget (`timeout`, default 10 s, under the cache's assume TTL)
+for all its requests, so a retry never outlives the reservation it binds.
+
+One failed member breaks the gang. `undo` then deletes the members that were bound
+(`onBindFailure: delete`, the default; members found `unknown` are looked up first and
+deleted when they did get bound) with the pod's uid as precondition, so their
+controller recreates them and no partial gang holds GPUs. `keep` leaves them bound:
+right for pods nothing would recreate (bare pods), at the price of GPUs held by a gang
+that cannot run until its other members are placed.
+
+`restart_decision` is the crash-safety rule for gangs found with fewer bound members
+than minMember (after a restart, a failover, or an undo that could not finish); the
+rule is written out in docs/kubernetes.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_any,
+    wait_random,
+    wait_random_exponential,
+)
+from tenacity.stop import stop_base
+
+from cache.cluster import Placement
+from cache.gpu import ASSIGNMENT_ANNOTATION, format_assignment
+from cache.pod import PodInfo
+from scheduler.core import SchedulingCore
+from scheduler.gang import Gang
+from scheduler.kube.client import ApiError, JsonObject, KubeClient
+from scheduler.planner import Plan
+
+log = logging.getLogger(__name__)
+
+OnBindFailure = Literal["delete", "keep"]
+BindState = Literal["bound", "failed", "unknown"]
+RestartDecision = Literal["complete", "delete", "wait"]
+
+DEFAULT_CONCURRENCY = 64
+DEFAULT_BIND_TIMEOUT = 10.0
+DEFAULT_RETRY_JITTER = 0.5
+DEFAULT_PARTIAL_GRACE = 60.0
+# Statuses that say the bind can never succeed as sent.
+PERMANENT_STATUSES = frozenset({400, 403, 404, 409, 422})
+_DELETE_ATTEMPTS = 3
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def binding_body(pod: PodInfo, placement: Placement) -> JsonObject:
+    """The Binding for one member: node, uid precondition and the GPU assignment."""
+    meta: JsonObject = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+    if placement.shares:
+        meta["annotations"] = {ASSIGNMENT_ANNOTATION: format_assignment(placement.shares)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": meta,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": placement.node},
+    }
+
+
+@dataclass(frozen=True)
+class MemberOutcome:
+    """What became of one member's bind."""
+
+    placement: Placement
+    namespace: str
+    name: str
+    state: BindState
+    status: int = 0  # HTTP status of the answer that decided it; 0 when none came
+    reason: str = ""  # why it is not bound ("" when bound)
+    requests: int = 0  # API requests spent on it
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class GangBindResult:
+    gang_key: str
+    members: tuple[MemberOutcome, ...]
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(member.state == "bound" for member in self.members)
+
+    @property
+    def bound(self) -> tuple[MemberOutcome, ...]:
+        return tuple(m for m in self.members if m.state == "bound")
+
+    @property
+    def failed(self) -> tuple[MemberOutcome, ...]:
+        return tuple(m for m in self.members if m.state == "failed")
+
+    @property
+    def unknown(self) -> tuple[MemberOutcome, ...]:
+        return tuple(m for m in self.members if m.state == "unknown")
+
+    @property
+    def requests(self) -> int:
+        return sum(member.requests for member in self.members)
+
+    @property
+    def unbound_placements(self) -> tuple[Placement, ...]:
+        """Reservations to release: members known not to be bound. Bound and unknown
+        members keep theirs until the watch shows what became of them (or the TTL)."""
+        return tuple(m.placement for m in self.failed)
+
+    @property
+    def reason(self) -> str:
+        """Why the gang is broken, for events and the queue ("" when it is not)."""
+        if self.ok:
+            return ""
+        shown = [m for m in self.members if m.state != "bound"][:3]
+        details = "; ".join(f"{m.key}: {m.reason}" for m in shown)
+        others = len(self.members) - len(self.bound) - len(shown)
+        more = f"; and {others} more" if others > 0 else ""
+        return (
+            f"binding gang {self.gang_key} failed ({len(self.bound)}/{len(self.members)} "
+            f"members bound): {details}{more}"
+        )
+
+
+@dataclass(frozen=True)
+class UndoResult:
+    """What `undo` did with the members of a broken gang that were bound."""
+
+    policy: OnBindFailure
+    deleted: tuple[str, ...] = ()  # pod keys
+    kept: tuple[str, ...] = ()  # bound members left in place (policy keep)
+    errors: Mapping[str, str] = field(default_factory=dict)  # pod key -> why not deleted
+    requests: int = 0
+
+    def describe(self) -> str:
+        if self.policy == "keep":
+            return f"bound members kept ({len(self.kept)}): onBindFailure is keep"
+        text = f"bound members deleted ({len(self.deleted)}); their controller recreates them"
+        if self.errors:
+            text += f"; {len(self.errors)} could not be deleted: " + "; ".join(
+                f"{key}: {why}" for key, why in list(self.errors.items())[:3]
+            )
+        return text
+
+
+class _StopAt(stop_base):
+    """Stop retrying once the member's time budget is spent."""
+
+    def __init__(self, deadline: float, clock: Callable[[], float]) -> None:
+        self.deadline = deadline
+        self.clock = clock
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.clock() >= self.deadline
+
+
+class _Refused(Exception):
+    """The bind cannot succeed (or a member's fate is settled): do not retry."""
+
+    def __init__(self, status: int, reason: str, state: BindState = "failed") -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.state = state
+
+
+class _Transient(Exception):
+    """A 5xx, 429 or dropped connection: worth one more try if the pod is unbound."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class _Landed(Exception):
+    """A recheck found the pod bound to the planned node: an earlier write landed."""
+
+
+def _describe(err: ApiError) -> str:
+    return f"{err.status} {err.reason}: {err.message}" if err.message else str(err)
+
+
+class GangBinder:
+    """Binds planned gangs over one KubeClient; the semaphore bounds binds in flight
+    across every gang this binder handles."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        timeout: float = DEFAULT_BIND_TIMEOUT,
+        retry_transient: bool = True,
+        retry_jitter: float = DEFAULT_RETRY_JITTER,
+        on_failure: OnBindFailure = "delete",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if concurrency < 1 or timeout <= 0:
+            raise ValueError("concurrency must be at least 1 and timeout positive")
+        self.client = client
+        self.timeout = timeout
+        self.retry_transient = retry_transient
+        self.retry_jitter = retry_jitter
+        self.on_failure: OnBindFailure = on_failure
+        self._clock = clock
+        self._slots = asyncio.Semaphore(concurrency)
+
+    # --- binding ----------------------------------------------------------------------
+    async def bind(self, gang: Gang, plan: Plan) -> GangBindResult:
+        """Bind every member of `plan` at once; never raises for an API failure."""
+        started = self._clock()
+        members = {pod.uid: pod for pod in gang.pending}
+        outcomes = await asyncio.gather(
+            *(self._bind_member(members.get(p.pod_uid), p) for p in plan.placements)
+        )
+        return GangBindResult(plan.gang_key, tuple(outcomes), self._clock() - started)
+
+    async def _bind_member(self, pod: PodInfo | None, placement: Placement) -> MemberOutcome:
+        if pod is None:
+            # The plan names a pod the gang does not list: nothing to send it to.
+            return MemberOutcome(
+                placement, "", placement.pod_uid, "failed", 0, "pod is not a pending member"
+            )
+        async with self._slots:
+            deadline = self._clock() + self.timeout
+            counter = [0]
+            try:
+                await self._bind_with_retry(pod, placement, deadline, counter)
+            except _Landed:
+                return MemberOutcome(placement, pod.namespace, pod.name, "bound", 0, "", counter[0])
+            except _Refused as err:
+                return MemberOutcome(
+                    placement,
+                    pod.namespace,
+                    pod.name,
+                    err.state,
+                    err.status,
+                    err.reason,
+                    counter[0],
+                )
+            except _Transient as err:
+                # Out of tries: the last write may have landed before its answer was lost.
+                return MemberOutcome(
+                    placement,
+                    pod.namespace,
+                    pod.name,
+                    "unknown",
+                    err.status,
+                    err.reason,
+                    counter[0],
+                )
+            return MemberOutcome(placement, pod.namespace, pod.name, "bound", 201, "", counter[0])
+
+    async def _bind_with_retry(
+        self, pod: PodInfo, placement: Placement, deadline: float, counter: list[int]
+    ) -> None:
+        retrying = AsyncRetrying(
+            stop=stop_any(
+                stop_after_attempt(2 if self.retry_transient else 1), _StopAt(deadline, self._clock)
+            ),
+            wait=wait_random(0, self.retry_jitter),
+            retry=retry_if_exception_type(_Transient),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    await self._recheck(pod, placement, deadline, counter)
+                await self._post_binding(pod, placement, deadline, counter)
+
+    def _time_left(self, deadline: float) -> aiohttp.ClientTimeout:
+        left = deadline - self._clock()
+        if left <= 0:
+            raise _Refused(0, f"no answer within {self.timeout:g}s", "unknown")
+        return aiohttp.ClientTimeout(total=left)
+
+    async def _post_binding(
+        self, pod: PodInfo, placement: Placement, deadline: float, counter: list[int]
+    ) -> None:
+        timeout = self._time_left(deadline)
+        counter[0] += 1
+        try:
+            await self.client.request_json(
+                "POST",
+                pod_path(pod.namespace, pod.name) + "/binding",
+                body=binding_body(pod, placement),
+                timeout=timeout,
+            )
+        except ApiError as err:
+            if err.status in PERMANENT_STATUSES or not (err.status >= 500 or err.status == 429):
+                raise _Refused(err.status, _describe(err)) from err
+            raise _Transient(err.status, _describe(err)) from err
+        except TimeoutError as err:
+            raise _Refused(0, f"no answer within {self.timeout:g}s", "unknown") from err
+        except (aiohttp.ClientError, OSError) as err:
+            raise _Transient(0, f"connection failed: {type(err).__name__}: {err}") from err
+
+    async def _recheck(
+        self, pod: PodInfo, placement: Placement, deadline: float, counter: list[int]
+    ) -> None:
+        """Before a retry: is the pod still there, the same pod, and unbound?"""
+        found = await self._read_pod(pod, self._time_left(deadline), counter)
+        if found is None:
+            raise _Refused(404, f"pod {pod.key} was deleted")
+        verdict = _placement_state(found, pod.uid, placement.node)
+        if verdict == "ours":
+            raise _Landed()
+        if verdict != "unbound":
+            raise _Refused(409, verdict)
+
+    async def _read_pod(
+        self, pod: PodInfo, timeout: aiohttp.ClientTimeout, counter: list[int]
+    ) -> JsonObject | None:
+        """The pod as the API has it now; None when it is gone; _Transient otherwise."""
+        counter[0] += 1
+        try:
+            return await self.client.request_json(
+                "GET", pod_path(pod.namespace, pod.name), timeout=timeout
+            )
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise _Transient(err.status, _describe(err)) from err
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            raise _Transient(0, f"could not read the pod: {type(err).__name__}") from err
+
+    # --- a broken gang ------------------------------------------------------------------
+    async def undo(self, result: GangBindResult) -> UndoResult:
+        """Apply onBindFailure to a broken gang's bound members (nothing when it is ok).
+
+        `delete`: members found `unknown` are looked up first and treated as bound when
+        the API has them on their planned node; every bound member is then deleted with
+        its uid as precondition (404 or a uid mismatch means it is gone already).
+        """
+        if result.ok:
+            return UndoResult(self.on_failure)
+        if self.on_failure == "keep":
+            return UndoResult("keep", kept=tuple(m.key for m in result.bound))
+        counter = [0]
+        resolved = await asyncio.gather(*(self._resolve(m, counter) for m in result.unknown))
+        targets = list(result.bound) + [
+            m for m, bound in zip(result.unknown, resolved, strict=True) if bound
+        ]
+        undo = await self._delete_all(targets, counter)
+        for key, error in undo.errors.items():
+            log.warning("could not delete %s of broken gang %s: %s", key, result.gang_key, error)
+        return undo
+
+    async def delete_members(self, pods: Sequence[PodInfo]) -> UndoResult:
+        """Delete bound pods (a partial gang's, on a "delete" decision), each with its
+        uid as precondition."""
+        members = [
+            MemberOutcome(Placement(p.uid, p.node_name), p.namespace, p.name, "bound") for p in pods
+        ]
+        return await self._delete_all(members, [0])
+
+    async def _delete_all(self, members: Sequence[MemberOutcome], counter: list[int]) -> UndoResult:
+        answers = await asyncio.gather(*(self._delete_member(m, counter) for m in members))
+        deleted = tuple(m.key for m, error in zip(members, answers, strict=True) if error is None)
+        errors = {
+            m.key: error for m, error in zip(members, answers, strict=True) if error is not None
+        }
+        return UndoResult("delete", deleted=deleted, errors=errors, requests=counter[0])
+
+    async def _resolve(self, member: MemberOutcome, counter: list[int]) -> bool:
+        """Whether a member whose bind had no clear answer is bound on its planned node."""
+        pod = PodInfo(member.placement.pod_uid, member.namespace, member.name)
+        async with self._slots:
+            try:
+                found = await self._read_pod(
+                    pod, aiohttp.ClientTimeout(total=self.timeout), counter
+                )
+            except _Transient:
+                return False  # still unknown: left to the partial-gang rule
+        if found is None:
+            return False
+        return _placement_state(found, pod.uid, member.placement.node) == "ours"
+
+    async def _delete_member(self, member: MemberOutcome, counter: list[int]) -> str | None:
+        """Delete one bound member; None when it is gone, else why not."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": member.placement.pod_uid},
+            "propagationPolicy": "Background",
+        }
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(_DELETE_ATTEMPTS),
+            wait=wait_random_exponential(multiplier=0.1, max=2.0),
+            retry=retry_if_exception(_deletion_retryable),
+            reraise=True,
+        )
+        try:
+            async with self._slots:
+                async for attempt in retrying:
+                    with attempt:
+                        counter[0] += 1
+                        await self.client.request_json(
+                            "DELETE",
+                            pod_path(member.namespace, member.name),
+                            body=body,
+                            timeout=aiohttp.ClientTimeout(total=self.timeout),
+                        )
+        except ApiError as err:
+            if err.status in (404, 409):
+                return None  # gone already, or replaced by a pod that is not ours to delete
+            return _describe(err)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            return f"{type(err).__name__}: {err}"
+        return None
+
+    async def bind_gang(self, gang: Gang, plan: Plan) -> tuple[GangBindResult, UndoResult | None]:
+        """`bind`, then `undo` when the gang broke."""
+        result = await self.bind(gang, plan)
+        return result, (None if result.ok else await self.undo(result))
+
+
+def _deletion_retryable(err: BaseException) -> bool:
+    if isinstance(err, ApiError):
+        return err.status >= 500 or err.status == 429
+    return isinstance(err, (TimeoutError, aiohttp.ClientError, OSError))
+
+
+def _placement_state(pod: Mapping[str, Any], uid: str, node: str) -> str:
+    """ "ours" (bound to `node`), "unbound", or why it cannot be bound by this plan."""
+    meta = pod.get("metadata")
+    spec = pod.get("spec")
+    meta = meta if isinstance(meta, dict) else {}
+    spec = spec if isinstance(spec, dict) else {}
+    name = f"{meta.get('namespace')}/{meta.get('name')}"
+    if meta.get("uid") != uid:
+        return f"pod {name} was replaced by another pod of the same name"
+    assigned = spec.get("nodeName")
+    if assigned == node:
+        return "ours"
+    if assigned:
+        return f'pod {name} is already assigned to node "{assigned}"'
+    if meta.get("deletionTimestamp"):
+        return f"pod {name} is being deleted"
+    return "unbound"
+
+
+async def bind_and_settle(
+    core: SchedulingCore,
+    binder: GangBinder,
+    gang: Gang,
+    plan: Plan,
+    clock: Callable[[], float] = time.monotonic,
+    partial: PartialGangs | None = None,
+) -> tuple[GangBindResult, UndoResult | None]:
+    """Bind a plan the core assumed; when the gang breaks, apply onBindFailure first,
+    then tell the core, which releases the reservations of members known unbound and
+    requeues the gang with backoff.
+
+    The order matters: while the bound members are being deleted their reservations
+    stand, so the gang is neither re-planned around them nor their room handed out
+    twice. Reservations of bound or unknown members are left to the watch (which
+    shows them bound, then deleted) and to the assume TTL.
+
+    A gang with a member whose bind had no clear answer, or a bound member that could
+    not be deleted, may be left partial: it is handed to `partial` (the crash-safety
+    rule) when given.
+    """
+    result, undo = await binder.bind_gang(gang, plan)
+    if undo is not None:
+        now = clock()
+        core.bind_failed(
+            plan.gang_key, result.unbound_placements, now, f"{result.reason}; {undo.describe()}"
+        )
+        if partial is not None and (result.unknown or undo.errors):
+            partial.suspect(plan.gang_key, now)
+    return result, undo
+
+
+# --- crash safety ---------------------------------------------------------------------
+def restart_decision(
+    gang: Gang,
+    now: float,
+    grace: float = DEFAULT_PARTIAL_GRACE,
+    *,
+    partial_since: float | None = None,
+    placeable: bool | None = None,
+) -> RestartDecision:
+    """What to do with a gang that has fewer bound members than minMember.
+
+    - "complete": leave it to the scheduling cycle, which places the rest: the gang is
+      whole already, or the planner found room for its needed members (`placeable`
+      True), or it has not tried yet and the gang is ready (its pending members are
+      enough), within `grace`.
+    - "delete": it has been partial for `grace` seconds or more (since `partial_since`,
+      when this scheduler first saw it partial) without a plan: delete its bound
+      members so that they stop holding GPUs; their controller recreates them.
+    - "wait": otherwise (members still missing, or the planner found no room yet, and
+      the grace period is not over).
+    """
+    if len(gang.bound) >= gang.min_member or placeable is True:
+        return "complete"
+    since = now if partial_since is None else partial_since
+    if now - since >= grace:
+        return "delete"
+    if placeable is None and gang.ready:
+        return "complete"
+    return "wait"
+
+
+class PartialGangs:
+    """Keeps `partial_since` for the gangs the crash-safety rule applies to and the
+    planner's latest verdict on each, and asks `restart_decision` about them.
+
+    The rule applies to gangs found partial when this replica starts leading
+    (`found_at_start`) and to gangs whose undo could not finish (`suspect`): gangs
+    whose binding may have been interrupted. A gang that lost a member later, while
+    running, is not partial by our doing and is not touched.
+    """
+
+    def __init__(self, grace: float = DEFAULT_PARTIAL_GRACE) -> None:
+        self.grace = grace
+        self._since: dict[str, float] = {}
+        self._placeable: dict[str, bool] = {}
+
+    def found_at_start(self, gangs: Iterable[Gang], now: float) -> list[str]:
+        """Record the partial gangs of the first full view after taking the lease."""
+        keys = [g.key for g in gangs if g.bound and len(g.bound) < g.min_member]
+        for key in keys:
+            self._since.setdefault(key, now)
+        return keys
+
+    def suspect(self, gang_key: str, now: float) -> None:
+        self._since.setdefault(gang_key, now)
+
+    def attempted(self, gang_key: str, placeable: bool) -> None:
+        if gang_key in self._since:
+            self._placeable[gang_key] = placeable
+
+    def __contains__(self, gang_key: object) -> bool:
+        return gang_key in self._since
+
+    def review(self, gangs: Mapping[str, Gang], now: float) -> dict[str, RestartDecision]:
+        """A decision for every tracked gang; gangs that are whole, gone, or decided
+        "delete" are no longer tracked (a deleted gang's members come back pending)."""
+        decisions: dict[str, RestartDecision] = {}
+        for key in list(self._since):
+            gang = gangs.get(key)
+            if gang is None or len(gang.bound) >= gang.min_member:
+                self._drop(key)
+                continue
+            decision = restart_decision(
+                gang,
+                now,
+                self.grace,
+                partial_since=self._since[key],
+                placeable=self._placeable.get(key),
+            )
+            decisions[key] = decision
+            if decision == "delete":
+                self._drop(key)
+        return decisions
+
+    def _drop(self, key: str) -> None:
+        self._since.pop(key, None)
+        self._placeable.pop(key, None)

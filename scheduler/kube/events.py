@@ -1,0 +1,677 @@
+"""Feedback to users: pod conditions, events and PodGroup status, written off the loop.
+
+Nothing here makes the scheduling loop wait: `FeedbackRecorder` decides what to write
+and hands each write to a `WriteQueue`, a bounded queue drained by a few background
+workers. Writes with the same key coalesce while queued (the newest wins: a pod's
+condition, a gang's event, a PodGroup's status), writes with one key never run
+concurrently, and when the queue is full a write is dropped and counted, never waited
+for. Writes that fail are logged and counted; feedback is never worth a retry storm.
+
+What users see, and how often it is written (docs/kubernetes.md says the same):
+- Every pending member of an unschedulable or waiting gang gets the condition
+  `PodScheduled=False`, reason `Unschedulable`, with its own message (a strategic
+  merge patch of `status.conditions` on `pods/status`). A pod's condition is written
+  the first time at once; a changed message is rewritten at most once per gang per
+  window (all members whose message changed, in one round); an unchanged message is
+  never rewritten.
+- `FailedScheduling` (Warning, core/v1 Event) is aggregated per gang, not per pod: one
+  Event object on the gang's representative pod (its oldest pending member), written
+  at most once per window. Attempts in between are counted; the next write carries the
+  count (a merge patch of `count` and `lastTimestamp` on the same Event when the
+  message is unchanged, a new Event with the newest message otherwise). A 1,000-pod
+  gang retried every second writes one event a minute, whose count says how often.
+- Every Warning event of a gang (FailedScheduling, FailedBinding, its Problems) also
+  counts against `max_per_gang_per_window`; what does not fit waits for the next window.
+- Problems (gang.py) are published once each while they last; a problem that every
+  pending member shares (same reason and message) is published once, on the
+  representative pod. Events on a PodGroup carry its uid, read once with a GET, since
+  `kubectl describe` selects events by uid.
+- `Scheduled` (Normal) when a gang is bound: per pod by default, as kube-scheduler does
+  ("Successfully assigned ns/pod to node", plus the GPU devices); `"gang"` writes one
+  per gang on its representative pod, `"off"` none.
+- PodGroup status (`status.phase` Pending / Scheduled / Running / Failed, and the
+  `scheduled`, `running`, `succeeded`, `failed` counts) is patched (merge patch on the
+  status subresource) only when it changes, and only for gangs that have a PodGroup; a
+  404 (no such PodGroup, or no CRD) is skipped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from cache.gpu import format_assignment
+from cache.pod import PodInfo
+from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
+from scheduler.gang import Gang, Problem
+from scheduler.kube.client import ApiError, JsonObject, KubeClient
+from scheduler.planner import Plan, Unschedulable
+
+log = logging.getLogger(__name__)
+
+Write = Callable[[KubeClient], Awaitable[None]]
+ScheduledEvents = Literal["pod", "gang", "off"]
+
+DEFAULT_COMPONENT = "gang-scheduler"
+DEFAULT_WINDOW = 60.0
+DEFAULT_MAX_PER_GANG_PER_WINDOW = 10
+DEFAULT_MAX_PENDING = 10_000
+DEFAULT_WORKERS = 4
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- the queue ----------------------------------------------------------------------------
+@dataclass
+class QueueStats:
+    submitted: int = 0
+    coalesced: int = 0
+    dropped: int = 0
+    written: int = 0
+    failed: int = 0
+
+
+class WriteQueue:
+    """A bounded, coalescing queue of API writes and the workers that drain it."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        workers: int = DEFAULT_WORKERS,
+    ) -> None:
+        if max_pending < 1 or workers < 1:
+            raise ValueError("max_pending and workers must be at least 1")
+        self.client = client
+        self.max_pending = max_pending
+        self.workers = workers
+        self.stats = QueueStats()
+        self._pending: dict[Hashable, Write] = {}
+        self._running: set[Hashable] = set()
+        self._keys: asyncio.Queue[Hashable] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def submit(self, key: Hashable, write: Write) -> bool:
+        """Queue `write` under `key` (replacing a queued write with that key); False
+        when the queue is full and the write was dropped."""
+        self.stats.submitted += 1
+        if key in self._pending:
+            self._pending[key] = write
+            self.stats.coalesced += 1
+            return True
+        if len(self._pending) >= self.max_pending:
+            self.stats.dropped += 1
+            return False
+        self._pending[key] = write
+        if key not in self._running:
+            # A running key is requeued by its worker when it finishes.
+            self._keys.put_nowait(key)
+        return True
+
+    def start(self) -> None:
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self._work(), name=f"feedback-writer-{i}")
+                for i in range(self.workers)
+            ]
+
+    async def drain(self) -> None:
+        """Wait until every queued write has run (tests, graceful shutdown)."""
+        await self._keys.join()
+
+    async def close(self, drain: bool = True, timeout: float = 5.0) -> None:
+        if drain and self._tasks:
+            try:
+                await asyncio.wait_for(self.drain(), timeout)
+            except TimeoutError:
+                log.warning("feedback writes left unwritten at shutdown: %d", len(self))
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def __aenter__(self) -> WriteQueue:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _work(self) -> None:
+        while True:
+            key = await self._keys.get()
+            try:
+                write = self._pending.pop(key, None)
+                if write is None:
+                    continue
+                self._running.add(key)
+                try:
+                    await write(self.client)
+                    self.stats.written += 1
+                except asyncio.CancelledError:
+                    raise
+                except Exception as err:
+                    self.stats.failed += 1
+                    log.warning("feedback write %r failed: %s", key, err)
+                finally:
+                    self._running.discard(key)
+                    if key in self._pending:
+                        self._keys.put_nowait(key)
+            finally:
+                self._keys.task_done()
+
+
+# --- PodGroup status ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class PodGroupStatus:
+    phase: str
+    scheduled: int
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+    def as_json(self) -> JsonObject:
+        return {
+            "phase": self.phase,
+            "scheduled": self.scheduled,
+            "running": self.running,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+        }
+
+
+def podgroup_status(
+    min_member: int, members: Iterable[PodInfo], newly_bound: int = 0
+) -> PodGroupStatus:
+    """A PodGroup's status from its members (`newly_bound`: bound a moment ago, not yet
+    seen on the watch). Pending until minMember are bound; then Failed once a member
+    failed, Running once minMember run (or ran to completion), Scheduled before."""
+    scheduled, running, succeeded, failed = newly_bound, 0, 0, 0
+    for pod in members:
+        if not pod.node_name:
+            continue
+        scheduled += 1
+        if pod.phase == "Running":
+            running += 1
+        elif pod.phase == "Succeeded":
+            succeeded += 1
+        elif pod.phase == "Failed":
+            failed += 1
+    if scheduled < min_member:
+        phase = "Pending"
+    elif failed:
+        phase = "Failed"
+    elif running + succeeded >= min_member:
+        phase = "Running"
+    else:
+        phase = "Scheduled"
+    return PodGroupStatus(phase, scheduled, running, succeeded, failed)
+
+
+def podgroup_status_path(namespace: str, name: str) -> str:
+    return (
+        f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}/namespaces/{namespace}/"
+        f"{PODGROUP_PLURAL}/{name}/status"
+    )
+
+
+# --- the recorder -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ObjectRef:
+    kind: str  # "Pod" or "PodGroup"
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return "v1" if self.kind == "Pod" else f"{PODGROUP_GROUP}/{PODGROUP_VERSION}"
+
+
+def pod_ref(pod: PodInfo) -> ObjectRef:
+    return ObjectRef("Pod", pod.namespace, pod.name, pod.uid)
+
+
+@dataclass
+class _EventObject:
+    """A core/v1 Event we wrote and may bump."""
+
+    name: str
+    ref: ObjectRef
+    message: str
+    count: int
+
+
+@dataclass
+class _GangFeedback:
+    window_start: float = float("-inf")
+    writes_in_window: int = 0
+    # FailedScheduling, aggregated.
+    event: _EventObject | None = None
+    unwritten: int = 0  # attempts not yet counted in an event
+    unwritten_message: str = ""
+    unwritten_ref: ObjectRef | None = None
+    last_event_write: float = float("-inf")
+    # Conditions: when changed messages were last rewritten.
+    last_condition_round: float = float("-inf")
+
+
+@dataclass
+class RecorderStats:
+    events: int = 0  # event writes queued (creates and count patches)
+    conditions: int = 0
+    podgroup_statuses: int = 0
+    suppressed: int = 0  # writes held back by the window rules
+
+
+class FeedbackRecorder:
+    """Decides which conditions, events and statuses to write; never waits on I/O.
+
+    `now` is the scheduler's clock (for windows); event timestamps come from
+    `wall_clock`. `has_podgroup(gang_key)` says whether the gang has a PodGroup to
+    report status on (the cache knows).
+    """
+
+    def __init__(
+        self,
+        queue: WriteQueue,
+        *,
+        component: str = DEFAULT_COMPONENT,
+        instance: str = "",
+        window: float = DEFAULT_WINDOW,
+        max_per_gang_per_window: int = DEFAULT_MAX_PER_GANG_PER_WINDOW,
+        scheduled_events: ScheduledEvents = "pod",
+        has_podgroup: Callable[[str], bool] = lambda key: False,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.queue = queue
+        self.component = component
+        self.instance = instance
+        self.window = window
+        self.max_per_window = max_per_gang_per_window
+        self.scheduled_events: ScheduledEvents = scheduled_events
+        self.has_podgroup = has_podgroup
+        self._wall = wall_clock
+        self.stats = RecorderStats()
+        self._gangs: dict[str, _GangFeedback] = {}
+        self._conditions: dict[str, str] = {}  # pod uid -> message last written
+        self._published: set[tuple[str, str, str, str]] = set()
+        self._podgroup_status: dict[str, PodGroupStatus] = {}
+        self._podgroup_uids: dict[str, str] = {}
+        self._names = itertools.count()
+
+    # --- what the scheduling loop reports -------------------------------------------
+    def unschedulable(self, gang: Gang, result: Unschedulable, now: float) -> None:
+        """The planner could not place the gang: conditions, FailedScheduling, status."""
+        messages = {pod.uid: result.reasons.get(pod.uid, result.message) for pod in gang.pending}
+        self._not_scheduled(gang, messages, result.message, now)
+
+    def waiting(self, gang: Gang, message: str, now: float) -> None:
+        """The gang is not ready (members missing or refused): its pods say why."""
+        self._not_scheduled(
+            gang, dict.fromkeys((p.uid for p in gang.pending), message), message, now
+        )
+
+    def bind_failed(self, gang: Gang, message: str, now: float) -> None:
+        """A bind broke the gang: one Warning event on the gang (not per pod)."""
+        ref = self._representative(gang)
+        if ref is not None and self._take_budget(self._gang(gang.key), now):
+            self._event(ref, "Warning", "FailedBinding", message)
+        else:
+            self.stats.suppressed += 1
+        self._status(gang, newly_bound=0)
+
+    def scheduled(self, gang: Gang, plan: Plan, now: float) -> None:
+        """The gang is bound: Scheduled events, PodGroup status; forget its failures."""
+        pods = {pod.uid: pod for pod in gang.pending}
+        for placement in plan.placements:
+            self._conditions.pop(placement.pod_uid, None)
+        self._gangs.pop(gang.key, None)
+        if self.scheduled_events == "pod":
+            for placement in plan.placements:
+                pod = pods.get(placement.pod_uid)
+                if pod is None:
+                    continue
+                devices = (
+                    f" (GPU devices {format_assignment(placement.shares)})"
+                    if placement.shares
+                    else ""
+                )
+                self._event(
+                    pod_ref(pod),
+                    "Normal",
+                    "Scheduled",
+                    f"Successfully assigned {pod.key} to {placement.node}{devices}",
+                    key=("scheduled", pod.uid),
+                )
+        elif self.scheduled_events == "gang":
+            ref = self._representative(gang)
+            if ref is not None:
+                nodes = len({p.node for p in plan.placements})
+                self._event(
+                    ref,
+                    "Normal",
+                    "Scheduled",
+                    f"Successfully assigned gang {gang.key}: {len(plan.placements)} pods "
+                    f"to {nodes} node{'s' if nodes != 1 else ''}",
+                    key=("scheduled", gang.key),
+                )
+        self._status(gang, newly_bound=len(plan.placements))
+
+    def problems(self, gangs: Iterable[Gang], now: float) -> None:
+        """Publish each distinct Problem of these gangs once (within the gang budget)."""
+        current: set[tuple[str, str, str, str]] = set()
+        for gang in gangs:
+            pods = {pod.key: pod for pod in gang.pending + gang.bound}
+            shared = _shared_problems(gang)
+            representative = self._representative(gang)
+            state: _GangFeedback | None = None
+            for problem in gang.problems:
+                if (problem.kind, problem.reason, problem.message) in shared:
+                    if representative is None:
+                        continue
+                    target = representative
+                else:
+                    target = self._problem_ref(problem, pods)
+                identity = (
+                    target.kind,
+                    f"{target.namespace}/{target.name}",
+                    problem.reason,
+                    problem.message,
+                )
+                if identity in current:
+                    continue
+                current.add(identity)
+                if identity in self._published:
+                    continue
+                state = state or self._gang(gang.key)
+                if not self._take_budget(state, now):
+                    self.stats.suppressed += 1
+                    continue  # published in a later window, if it lasts
+                self._published.add(identity)
+                self._event(target, "Warning", problem.reason, problem.message)
+        # A problem that went away and comes back is news again.
+        self._published &= current
+
+    def refresh_podgroup(self, key: str, min_member: int, members: Iterable[PodInfo]) -> None:
+        """Recompute a PodGroup's status from its members (e.g. when they start running)."""
+        self.podgroup_status(key, podgroup_status(min_member, members))
+
+    def podgroup_status(self, key: str, status: PodGroupStatus) -> None:
+        """Patch a PodGroup's status when it differs from what was last written."""
+        if self._podgroup_status.get(key) == status:
+            return
+        self._podgroup_status[key] = status
+        namespace, _, name = key.partition("/")
+        self.stats.podgroup_statuses += 1
+        path = podgroup_status_path(namespace, name)
+        body = {"status": status.as_json()}
+
+        async def write(client: KubeClient) -> None:
+            try:
+                await client.request_json("PATCH", path, body=body, content_type=MERGE)
+            except ApiError as err:
+                if err.status != 404:
+                    self._podgroup_status.pop(key, None)  # try again on the next change
+                    raise
+                log.debug("no PodGroup %s to report status on", key)
+
+        self.queue.submit(("podgroup-status", key), write)
+
+    def tick(self, now: float) -> None:
+        """Write the counts of gangs whose attempts were held back by the window."""
+        for key, state in self._gangs.items():
+            if state.unwritten and now - state.last_event_write >= self.window:
+                self._write_failed_scheduling(key, state, now)
+
+    def prune(self, gangs: Mapping[str, Gang]) -> None:
+        """Forget gangs and pods that no longer wait (bounded memory)."""
+        for key in [k for k in self._gangs if k not in gangs]:
+            del self._gangs[key]
+        pending = {pod.uid for gang in gangs.values() for pod in gang.pending}
+        for uid in [u for u in self._conditions if u not in pending]:
+            del self._conditions[uid]
+
+    # --- conditions and the aggregated FailedScheduling --------------------------------
+    def _not_scheduled(
+        self, gang: Gang, messages: Mapping[str, str], summary: str, now: float
+    ) -> None:
+        state = self._gang(gang.key)
+        self._write_conditions(gang, messages, state, now)
+        ref = self._representative(gang)
+        if ref is not None:
+            state.unwritten += 1
+            state.unwritten_message = summary
+            state.unwritten_ref = ref
+            if now - state.last_event_write >= self.window:
+                self._write_failed_scheduling(gang.key, state, now)
+            else:
+                self.stats.suppressed += 1
+        self._status(gang, newly_bound=0)
+
+    def _write_conditions(
+        self, gang: Gang, messages: Mapping[str, str], state: _GangFeedback, now: float
+    ) -> None:
+        round_due = now - state.last_condition_round >= self.window
+        wrote = False
+        for pod in gang.pending:
+            message = messages.get(pod.uid)
+            if message is None:
+                continue
+            written = self._conditions.get(pod.uid)
+            if written == message:
+                continue
+            if written is not None and not round_due:
+                self.stats.suppressed += 1
+                continue
+            wrote = True
+            self._conditions[pod.uid] = message
+            self._condition(pod, message, first=written is None)
+        if wrote and round_due:
+            # The window starts with the gang's first writes; a new member's first
+            # write inside it does not move it.
+            state.last_condition_round = now
+
+    def _condition(self, pod: PodInfo, message: str, *, first: bool) -> None:
+        condition: JsonObject = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+        }
+        if first:
+            condition["lastTransitionTime"] = rfc3339(self._wall())
+            condition["lastProbeTime"] = None
+        body = {"status": {"conditions": [condition]}}
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        uid = pod.uid
+        self.stats.conditions += 1
+
+        async def write(client: KubeClient) -> None:
+            try:
+                await client.request_json("PATCH", path, body=body, content_type=STRATEGIC_MERGE)
+            except ApiError as err:
+                if err.status != 404:
+                    self._conditions.pop(uid, None)  # written again on the next attempt
+                    raise
+
+        self.queue.submit(("condition", uid), write)
+
+    def _write_failed_scheduling(self, gang_key: str, state: _GangFeedback, now: float) -> None:
+        if not self._take_budget(state, now):
+            self.stats.suppressed += 1
+            return
+        state.last_event_write = now
+        self.stats.events += 1
+
+        async def write(client: KubeClient) -> None:
+            # Read the state when the write runs, so queued attempts are all counted.
+            count, message, ref = state.unwritten, state.unwritten_message, state.unwritten_ref
+            if not count or ref is None:
+                return
+            state.unwritten = 0
+            event = state.event
+            try:
+                if event is not None and event.message == message and event.ref == ref:
+                    try:
+                        await self._bump(client, event, count)
+                        return
+                    except ApiError as err:
+                        if err.status != 404:
+                            raise
+                        # The event expired (the API keeps events an hour): start anew.
+                state.event = await self._create_event(
+                    client, ref, "Warning", "FailedScheduling", message, count
+                )
+            except BaseException:
+                state.unwritten += count
+                raise
+
+        self.queue.submit(("failed-scheduling", gang_key), write)
+
+    async def _bump(self, client: KubeClient, event: _EventObject, count: int) -> None:
+        body = {"count": event.count + count, "lastTimestamp": rfc3339(self._wall())}
+        await client.request_json(
+            "PATCH",
+            f"/api/v1/namespaces/{event.ref.namespace}/events/{event.name}",
+            body=body,
+            content_type=MERGE,
+        )
+        event.count += count
+
+    # --- plain events ---------------------------------------------------------------------
+    def _event(
+        self,
+        ref: ObjectRef,
+        kind: str,
+        reason: str,
+        message: str,
+        key: Hashable | None = None,
+    ) -> None:
+        self.stats.events += 1
+
+        async def write(client: KubeClient) -> None:
+            await self._create_event(client, ref, kind, reason, message, 1)
+
+        self.queue.submit(key or ("event", next(self._names)), write)
+
+    async def _create_event(
+        self,
+        client: KubeClient,
+        ref: ObjectRef,
+        kind: str,
+        reason: str,
+        message: str,
+        count: int,
+    ) -> _EventObject:
+        if ref.kind == "PodGroup" and not ref.uid:
+            ref = await self._with_podgroup_uid(client, ref)
+        stamp = self._wall()
+        name = f"{ref.name}.{int(stamp * 1e9):x}{next(self._names):x}"
+        involved: JsonObject = {
+            "kind": ref.kind,
+            "namespace": ref.namespace,
+            "name": ref.name,
+            "apiVersion": ref.api_version,
+        }
+        if ref.uid:
+            involved["uid"] = ref.uid
+        body: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ref.namespace},
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message[:1024],  # the API refuses longer event messages
+            "type": kind,
+            "count": count,
+            "firstTimestamp": rfc3339(stamp),
+            "lastTimestamp": rfc3339(stamp),
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+        }
+        await client.request_json("POST", f"/api/v1/namespaces/{ref.namespace}/events", body=body)
+        return _EventObject(name, ref, message, count)
+
+    async def _with_podgroup_uid(self, client: KubeClient, ref: ObjectRef) -> ObjectRef:
+        key = f"{ref.namespace}/{ref.name}"
+        uid = self._podgroup_uids.get(key)
+        if uid is None:
+            path = podgroup_status_path(ref.namespace, ref.name).removesuffix("/status")
+            try:
+                found = await client.request_json("GET", path)
+            except ApiError as err:
+                if err.status != 404:
+                    raise
+                found = {}
+            meta = found.get("metadata")
+            uid = str(meta.get("uid") or "") if isinstance(meta, dict) else ""
+            self._podgroup_uids[key] = uid
+        return ObjectRef(ref.kind, ref.namespace, ref.name, uid)
+
+    # --- helpers ----------------------------------------------------------------------
+    def _gang(self, key: str) -> _GangFeedback:
+        state = self._gangs.get(key)
+        if state is None:
+            state = self._gangs[key] = _GangFeedback()
+        return state
+
+    def _take_budget(self, state: _GangFeedback, now: float) -> bool:
+        """One Warning write of the gang's budget for the current window."""
+        if now - state.window_start >= self.window:
+            state.window_start = now
+            state.writes_in_window = 0
+        if state.writes_in_window >= self.max_per_window:
+            return False
+        state.writes_in_window += 1
+        return True
+
+    @staticmethod
+    def _representative(gang: Gang) -> ObjectRef | None:
+        """Where gang-level events go: the oldest pending member (gang.pending is
+        sorted by age), so that they stay on one pod across attempts."""
+        return pod_ref(gang.pending[0]) if gang.pending else None
+
+    @staticmethod
+    def _problem_ref(problem: Problem, pods: Mapping[str, PodInfo]) -> ObjectRef:
+        namespace, _, name = problem.key.partition("/")
+        if problem.kind == "Pod":
+            pod = pods.get(problem.key)
+            return ObjectRef("Pod", namespace, name, pod.uid if pod else "")
+        return ObjectRef("PodGroup", namespace, name)
+
+    def _status(self, gang: Gang, newly_bound: int) -> None:
+        if self.has_podgroup(gang.key):
+            self.podgroup_status(
+                gang.key, podgroup_status(gang.min_member, gang.bound, newly_bound)
+            )
+
+
+def _shared_problems(gang: Gang) -> set[tuple[str, str, str]]:
+    """Pod problems every pending member carries alike (a gang-wide problem)."""
+    if len(gang.pending) < 2:
+        return set()
+    holders: dict[tuple[str, str, str], set[str]] = {}
+    for problem in gang.problems:
+        if problem.kind == "Pod":
+            holders.setdefault((problem.kind, problem.reason, problem.message), set()).add(
+                problem.key
+            )
+    everyone = {pod.key for pod in gang.pending}
+    return {identity for identity, keys in holders.items() if everyone <= keys}

@@ -1,0 +1,407 @@
+"""The gang binder against the API emulator over real HTTP: all members or none, one
+request per pod on the happy path, what is and is not retried, the GPU assignment on the
+pod, onBindFailure, and the crash-safety rule for partial gangs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from cache.cluster import EventType
+from cache.gpu import ASSIGNMENT_ANNOTATION, format_assignment
+from cache.pod import pod_from_api
+from policies.profile import build_profile
+from scheduler.core import SchedulingCore
+from scheduler.gang import Gang, build_gang
+from scheduler.kube.binder import (
+    GangBinder,
+    PartialGangs,
+    bind_and_settle,
+    binding_body,
+    restart_decision,
+)
+from scheduler.kube.client import KubeClient
+from scheduler.planner import Plan
+from tests.factories import node_obj, pod_obj
+from tests.kubeapi import KubeApiEmulator, api_client
+
+SCHEDULER = "gang-scheduler"
+
+
+@pytest_asyncio.fixture
+async def api() -> AsyncIterator[KubeApiEmulator]:
+    async with KubeApiEmulator() as emulator:
+        yield emulator
+
+
+@pytest_asyncio.fixture
+async def client(api: KubeApiEmulator) -> AsyncIterator[KubeClient]:
+    async with KubeClient(await api_client(api.base_url)) as kube:
+        yield kube
+
+
+def seed_gang(
+    api: KubeApiEmulator, name: str = "train", size: int = 4, gpus: int = 2, nodes: int = 2
+) -> None:
+    for i in range(nodes):
+        api.put_node(node_obj(f"n{i}", gpus=8))
+    for i in range(size):
+        api.put_pod(pod_obj(f"{name}-{i}", gang=name, min_member=size, gpus=gpus))
+
+
+def core_from(api: KubeApiEmulator) -> SchedulingCore:
+    """A core fed what the server holds (what the informers would give it)."""
+    core = SchedulingCore(build_profile())
+    core.replace_nodes(api.nodes(), 0.0)
+    core.replace_pods(api.pods(), 0.0)
+    return core
+
+
+def plan_next(core: SchedulingCore) -> tuple[Gang, Plan]:
+    attempt = core.schedule_next(0.0)
+    assert attempt is not None and isinstance(attempt.result, Plan), attempt
+    return attempt.gang, attempt.result
+
+
+def bound_pods(api: KubeApiEmulator) -> dict[str, str]:
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in api.pods()
+        if p["spec"].get("nodeName")
+    }
+
+
+@pytest.mark.asyncio
+async def test_four_member_gang_binds_all_four_with_exactly_four_requests(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api)
+    gang, plan = plan_next(core_from(api))
+    api.reset_request_counts()
+    result = await GangBinder(client).bind(gang, plan)
+    assert result.ok and len(result.bound) == 4
+    assert api.request_count() == 4
+    assert api.request_count("create", "pods", "binding") == 4
+    assert result.requests == 4
+    for placement in plan.placements:
+        pod = next(p for p in api.pods() if p["metadata"]["uid"] == placement.pod_uid)
+        assert pod["spec"]["nodeName"] == placement.node
+        # Node and devices in one write: the Binding's annotation is on the pod.
+        assert pod["metadata"]["annotations"][ASSIGNMENT_ANNOTATION] == format_assignment(
+            placement.shares
+        )
+        assert len(placement.shares) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_pod_without_gpus_gets_no_assignment_annotation(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api, size=2, gpus=0)
+    gang, plan = plan_next(core_from(api))
+    body = binding_body(gang.pending[0], plan.placements[0])
+    assert "annotations" not in body["metadata"]
+    assert body["metadata"]["uid"] == gang.pending[0].uid
+    result = await GangBinder(client).bind(gang, plan)
+    assert result.ok
+    for pod in api.pods():
+        assert ASSIGNMENT_ANNOTATION not in pod["metadata"]["annotations"]
+
+
+@pytest.mark.asyncio
+async def test_third_bind_failing_breaks_the_gang_and_bound_members_are_deleted(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api)
+    core = core_from(api)
+    gang, plan = plan_next(core)
+    api.reset_request_counts()
+    api.fail_next_binds(1, status=409, after=2)
+    binder = GangBinder(client, concurrency=1)  # one at a time: "the 3rd" is well defined
+    result, undo = await bind_and_settle(core, binder, gang, plan, clock=lambda: 0.0)
+    assert not result.ok
+    assert len(result.bound) == 3 and len(result.failed) == 1
+    failed = result.failed[0]
+    assert failed.status == 409 and failed.requests == 1
+    assert "409" in result.reason and failed.key in result.reason
+    # 409 is never retried: one binding request per member, nothing read.
+    assert api.request_count("create", "pods", "binding") == 4
+    assert api.request_count("get", "pods") == 0
+    assert undo is not None and sorted(undo.deleted) == sorted(m.key for m in result.bound)
+    assert "deleted" in undo.describe()
+    assert bound_pods(api) == {}  # none left bound
+    assert api.request_count("delete", "pods") == 3
+    # The core released the reservation of the member that was not bound and will retry.
+    assert failed.placement.pod_uid not in core.cache.assumed()
+    assert gang.key in core.queue
+
+
+@pytest.mark.asyncio
+async def test_a_server_error_is_retried_once_when_the_pod_is_still_unbound(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api)
+    gang, plan = plan_next(core_from(api))
+    api.reset_request_counts()
+    api.fail_next_binds(1, status=500, after=2)
+    result = await GangBinder(client, concurrency=1, retry_jitter=0.01).bind(gang, plan)
+    assert result.ok
+    assert api.request_count("create", "pods", "binding") == 5
+    assert api.request_count("get", "pods") == 1  # the check that it is still unbound
+    assert len(bound_pods(api)) == 4
+
+
+@pytest.mark.asyncio
+async def test_a_server_error_after_the_write_landed_counts_as_bound(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api)
+    gang, plan = plan_next(core_from(api))
+    api.reset_request_counts()
+    api.fail_next_binds(1, status=503, committed=True)
+    result = await GangBinder(client, retry_jitter=0.01).bind(gang, plan)
+    assert result.ok
+    # The recheck found the pod on its planned node: no second bind.
+    assert api.request_count("create", "pods", "binding") == 4
+    assert api.request_count("get", "pods") == 1
+
+
+@pytest.mark.asyncio
+async def test_repeated_server_errors_leave_members_unknown_and_undo_resolves_them(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api)
+    core = core_from(api)
+    gang, plan = plan_next(core)
+    api.fail_next_binds(100, status=500, after=2)
+    binder = GangBinder(client, concurrency=1, retry_jitter=0.01)
+    partial = PartialGangs()
+    result, undo = await bind_and_settle(
+        core, binder, gang, plan, clock=lambda: 0.0, partial=partial
+    )
+    assert len(result.bound) == 2 and len(result.unknown) == 2
+    # A bind with no clear answer may still land: the crash-safety rule watches the gang.
+    assert gang.key in partial
+    assert all(m.requests == 3 for m in result.unknown)  # bind, check, bind
+    assert undo is not None and len(undo.deleted) == 2  # the unknown ones were unbound
+    assert bound_pods(api) == {}
+    # Unknown members keep their reservation until the watch (or the TTL) settles them.
+    assert all(m.placement.pod_uid in core.cache.assumed() for m in result.unknown)
+
+
+@pytest.mark.asyncio
+async def test_a_bind_without_answer_in_time_breaks_the_gang(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api, size=2)
+    gang, plan = plan_next(core_from(api))
+    api.bind_delay(1.0)
+    started = time.monotonic()
+    binder = GangBinder(client, timeout=0.2)
+    result, undo = await binder.bind_gang(gang, plan)
+    assert time.monotonic() - started < 0.9
+    assert not result.ok and len(result.unknown) == 2
+    assert "0.2s" in result.unknown[0].reason
+    assert all(m.requests == 1 for m in result.unknown)  # a timeout is not retried
+    api.bind_delay(0.0)
+    assert undo is not None and undo.deleted == ()  # the server gave up on the binds
+    assert bound_pods(api) == {}
+
+
+@pytest.mark.asyncio
+async def test_a_member_deleted_before_its_bind_is_not_retried(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api)
+    gang, plan = plan_next(core_from(api))
+    api.delete_pod("default", "train-1")
+    api.reset_request_counts()
+    result, undo = await GangBinder(client).bind_gang(gang, plan)
+    assert [m.name for m in result.failed] == ["train-1"]
+    assert result.failed[0].status == 404
+    assert api.request_count("create", "pods", "binding") == 4
+    assert undo is not None and len(undo.deleted) == 3
+    assert bound_pods(api) == {}
+
+
+@pytest.mark.asyncio
+async def test_a_recreated_pod_of_the_same_name_is_not_bound(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api, size=2)
+    gang, plan = plan_next(core_from(api))
+    api.delete_pod("default", "train-0")
+    api.put_pod(pod_obj("train-0", gang="train", min_member=2, gpus=2, uid="uid-new"))
+    result, _ = await GangBinder(client).bind_gang(gang, plan)
+    assert not result.ok and result.failed[0].status == 409
+    assert bound_pods(api) == {}
+
+
+@pytest.mark.asyncio
+async def test_keep_leaves_the_bound_members_bound(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api)
+    core = core_from(api)
+    gang, plan = plan_next(core)
+    api.fail_next_binds(1, status=409, after=2)
+    binder = GangBinder(client, concurrency=1, on_failure="keep")
+    result, undo = await bind_and_settle(core, binder, gang, plan, clock=lambda: 0.0)
+    assert undo is not None and len(undo.kept) == 3 and undo.deleted == ()
+    assert len(bound_pods(api)) == 3
+    assert api.request_count("delete", "pods") == 0
+    # Bound members keep their reservation: their room is not planned twice.
+    assert all(m.placement.pod_uid in core.cache.assumed() for m in result.bound)
+
+
+class CountingClient(KubeClient):
+    """Counts binding requests in flight at once."""
+
+    def __init__(self, inner: KubeClient) -> None:
+        super().__init__(inner.api)
+        self.in_flight = 0
+        self.peak = 0
+
+    async def request_json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            return await super().request_json(method, path, **kwargs)
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.mark.asyncio
+async def test_binds_in_flight_are_bounded(api: KubeApiEmulator, client: KubeClient) -> None:
+    seed_gang(api, size=8, gpus=1)
+    gang, plan = plan_next(core_from(api))
+    api.bind_delay(0.05)
+    counting = CountingClient(client)
+    result = await GangBinder(counting, concurrency=3).bind(gang, plan)
+    assert result.ok and counting.peak == 3
+
+
+# --- crash safety ---------------------------------------------------------------------
+def partial_gang(bound: int, pending: int, min_member: int = 4) -> Gang:
+    pods = [
+        pod_from_api(pod_obj(f"p{i}", gang="g", min_member=min_member, node_name="n0"))
+        for i in range(bound)
+    ] + [pod_from_api(pod_obj(f"q{i}", gang="g", min_member=min_member)) for i in range(pending)]
+    gang = build_gang("default/g", pods, None, SCHEDULER)
+    assert gang is not None
+    return gang
+
+
+def test_restart_decision_completes_whole_or_placeable_gangs() -> None:
+    assert restart_decision(partial_gang(4, 1), 100.0, 60.0, partial_since=0.0) == "complete"
+    gang = partial_gang(2, 2)
+    assert restart_decision(gang, 100.0, 60.0, partial_since=0.0, placeable=True) == "complete"
+    # Ready and not tried yet: the planner tries (bound members count toward minMember).
+    assert restart_decision(gang, 10.0, 60.0, partial_since=0.0) == "complete"
+
+
+def test_restart_decision_waits_within_grace_then_deletes() -> None:
+    gang = partial_gang(2, 2)
+    assert restart_decision(gang, 59.0, 60.0, partial_since=0.0, placeable=False) == "wait"
+    assert restart_decision(gang, 60.0, 60.0, partial_since=0.0, placeable=False) == "delete"
+    assert restart_decision(gang, 60.0, 60.0, partial_since=0.0) == "delete"
+    missing = partial_gang(2, 1)  # a member still to be recreated: cannot complete yet
+    assert restart_decision(missing, 30.0, 60.0, partial_since=0.0) == "wait"
+    assert restart_decision(missing, 90.0, 60.0, partial_since=0.0) == "delete"
+    # Just found: the grace period starts now.
+    assert restart_decision(missing, 1e9, 60.0) == "wait"
+
+
+def test_partial_gangs_tracks_gangs_found_at_start() -> None:
+    tracker = PartialGangs(grace=60.0)
+    partial, whole = partial_gang(2, 2), partial_gang(0, 4)
+    whole.key = "default/whole"
+    assert tracker.found_at_start([partial, whole], 10.0) == ["default/g"]
+    assert "default/g" in tracker and "default/whole" not in tracker
+    tracker.attempted("default/g", placeable=False)
+    assert tracker.review({"default/g": partial}, 20.0) == {"default/g": "wait"}
+    assert tracker.review({"default/g": partial}, 70.0) == {"default/g": "delete"}
+    assert "default/g" not in tracker  # decided: no longer tracked
+    tracker.suspect("default/g", 80.0)
+    assert tracker.review({}, 90.0) == {}  # gone (or whole): forgotten
+    assert "default/g" not in tracker
+
+
+@pytest.mark.asyncio
+async def test_after_a_restart_a_partial_gang_is_completed_when_the_rest_fits(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    api.put_node(node_obj("n0", gpus=8))
+    for i in range(4):
+        # Two members were bound before the crash, two were not.
+        api.put_pod(
+            pod_obj(f"t-{i}", gang="t", min_member=4, gpus=2, node_name="n0" if i < 2 else "")
+        )
+    core = core_from(api)
+    tracker = PartialGangs(grace=60.0)
+    core.refresh(0.0)
+    assert tracker.found_at_start(core.gangs.values(), 0.0) == ["default/t"]
+    assert tracker.review(core.gangs, 1.0) == {"default/t": "complete"}
+    gang, plan = plan_next(core)
+    assert len(plan.placements) == 2
+    result, _ = await bind_and_settle(core, GangBinder(client), gang, plan)
+    assert result.ok and len(bound_pods(api)) == 4
+
+
+@pytest.mark.asyncio
+async def test_after_a_restart_a_partial_gang_that_cannot_complete_is_deleted_after_grace(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    api.put_node(node_obj("n0", gpus=4))
+    for i in range(4):
+        api.put_pod(
+            pod_obj(f"t-{i}", gang="t", min_member=4, gpus=2, node_name="n0" if i < 2 else "")
+        )
+    # Somebody else's pod took the rest of the node since.
+    api.put_pod(pod_obj("other", scheduler="default-scheduler", gpus=0, node_name="n0", cpu="63"))
+    core = core_from(api)
+    tracker = PartialGangs(grace=0.2)
+    core.refresh(0.0)
+    tracker.found_at_start(core.gangs.values(), 0.0)
+    attempt = core.schedule_next(0.0)
+    assert attempt is not None and not isinstance(attempt.result, Plan)
+    tracker.attempted(attempt.gang.key, placeable=False)
+    assert tracker.review(core.gangs, 0.1) == {"default/t": "wait"}
+    decisions = tracker.review(core.gangs, 0.3)
+    assert decisions == {"default/t": "delete"}
+    undo = await GangBinder(client).delete_members(core.gangs["default/t"].bound)
+    assert sorted(undo.deleted) == ["default/t-0", "default/t-1"]
+    assert bound_pods(api) == {"other": "n0"}
+    # The deletions reach the core through the watch; here, applied by hand.
+    for key in undo.deleted:
+        core.apply_pod(
+            EventType.DELETED, {"metadata": {"uid": f"uid-{key.replace('/', '-')}"}}, 0.4
+        )
+    core.refresh(0.4)
+    assert not core.gangs["default/t"].bound
+
+
+@pytest.mark.asyncio
+async def test_binding_many_gangs_at_once_shares_one_limit(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    for i in range(4):
+        api.put_node(node_obj(f"n{i}", gpus=8))
+    for g in range(4):
+        for i in range(4):
+            api.put_pod(pod_obj(f"g{g}-{i}", gang=f"g{g}", min_member=4, gpus=2))
+    core = core_from(api)
+    binder = GangBinder(client, concurrency=4)
+    plans = []
+    while (attempt := core.schedule_next(0.0)) is not None:
+        assert isinstance(attempt.result, Plan)
+        plans.append((attempt.gang, attempt.result))
+    api.reset_request_counts()
+    results = await asyncio.gather(*(binder.bind(g, p) for g, p in plans))
+    assert all(r.ok for r in results) and len(bound_pods(api)) == 16
+    assert api.request_count() == 16
