@@ -31,8 +31,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar, cast
 
-import yaml
-
 from cache.cluster import DEFAULT_ASSUME_TTL, ClusterCache
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION
 from cache.resources import MILLI_PER_GPU, SHARED_GPU
@@ -47,6 +45,7 @@ from policies.profile import (
 from policies.scores.fragmentation import OnlineWorkload
 from scheduler.core import DEFAULT_SCHEDULER_NAME, SchedulingCore
 from scheduler.queue import GangQueue
+from scheduler.yamltext import YamlSyntaxError, load_yaml
 
 BindFailurePolicy = Literal["delete", "keep"]
 BIND_FAILURE_POLICIES: tuple[BindFailurePolicy, ...] = ("delete", "keep")
@@ -386,12 +385,9 @@ def load_config(path: str | Path | None) -> SchedulerConfig:
 def parse_config(text: str) -> SchedulerConfig:
     """The configuration in a YAML document; an empty document gives the defaults."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or "syntax error"
-        raise ConfigError("", f"not valid YAML{where}: {problem}") from None
+        data = load_yaml(text)
+    except YamlSyntaxError as error:
+        raise ConfigError("", str(error)) from None
     return config_from_mapping(data)
 
 

@@ -31,14 +31,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cache.gpu import PRODUCT_LABEL
 from cache.quantity import QuantityError, to_milli, to_units
 from cache.resources import WHOLE_GPU, parse_resource_list
 from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links, pcie_links
 from scheduler.sim.openb import OpenbFormatError, load_nodes
 from scheduler.sim.workload import GpuPool
+from scheduler.yamltext import YamlSyntaxError, load_yaml
 
 DEFAULT_CLUSTER = "cluster-mixed-64.yaml"
 EXAMPLE_WORKLOAD = "workload-example.yaml"
@@ -110,12 +109,9 @@ def parse_cluster(text: str, source: str = "<cluster>") -> list[dict[str, Any]]:
 
 def parse_pools(text: str, source: str = "<cluster>") -> list[Pool]:
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or "syntax error"
-        raise ClusterSpecError(f"{source}: not valid YAML{where}: {problem}") from None
+        data = load_yaml(text)
+    except YamlSyntaxError as error:
+        raise ClusterSpecError(f"{source}: {error}") from None
     if not isinstance(data, dict) or not isinstance(data.get("pools"), list):
         raise ClusterSpecError(f"{source}: expected a mapping with a list 'pools'")
     for key in data:

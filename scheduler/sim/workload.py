@@ -40,6 +40,7 @@ from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION
 from cache.quantity import QuantityError, to_milli, to_units
 from cache.resources import MILLI_PER_GPU
 from scheduler.core import DEFAULT_SCHEDULER_NAME
+from scheduler.yamltext import YamlSyntaxError, load_yaml
 
 NAMESPACE = "sim"
 # Gangs are 1 to 64 pods (issue 3); the report's gang-size buckets end there.
@@ -111,12 +112,9 @@ def load_workload(path: Path) -> list[Task]:
 def parse_workload(text: str, source: str = "<workload>") -> list[Task]:
     """Tasks from the YAML text: a list of tasks, or a mapping whose `tasks` is one."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or "syntax error"
-        raise WorkloadError(f"{source}: not valid YAML{where}: {problem}") from None
+        data = load_yaml(text)
+    except YamlSyntaxError as error:
+        raise WorkloadError(f"{source}: {error}") from None
     if isinstance(data, dict):
         unknown = sorted(str(key) for key in data if key != "tasks")
         if unknown:
