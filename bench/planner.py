@@ -205,6 +205,7 @@ def run(nodes: int, gangs_per_size: int, seed: int) -> dict[str, Any]:
                 "p50_ms": round(statistics.median(values) * 1000, 3),
                 "p99_ms": round(percentile(values, 0.99) * 1000, 3),
                 "p50_ms_per_pod": round(statistics.median(values) * 1000 / size, 3),
+                "p99_ms_per_pod": round(percentile(values, 0.99) * 1000 / size, 3),
                 "placed": placed[size],
                 "attempted": len(values),
             }
