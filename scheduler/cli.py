@@ -325,6 +325,39 @@ def _node_agent(args: argparse.Namespace) -> int:
     )
 
 
+# --- run -----------------------------------------------------------------------------------------
+def _run(args: argparse.Namespace) -> int:
+    # Imported here: the API client and the server are needed by no other command.
+    import asyncio
+    import logging
+    import signal
+    import time
+
+    from scheduler.config import ConfigError, load_config
+    from scheduler.kube.runner import run_scheduler
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as error:
+        print(f"gang-scheduler run: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+    async def until_signalled() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        # Wall-clock time drives the core, so /debug/gangs shows real times; a clock
+        # step only shifts a backoff or a reservation's expiry.
+        return await run_scheduler(config, args.kubeconfig, clock=time.time, stop=stop)
+
+    return asyncio.run(until_signalled())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gang-scheduler",
@@ -445,6 +478,33 @@ def build_parser() -> argparse.ArgumentParser:
         "(without a node name: the patch for a node with no annotation or labels)",
     )
     agent.set_defaults(handler=_node_agent)
+    run = commands.add_parser(
+        "run",
+        help="schedule pods on a Kubernetes cluster (the scheduler Deployment)",
+        description="Watch pods, nodes and PodGroups, and bind gangs all-or-nothing onto "
+        "nodes and GPUs; serve /metrics, /healthz, /readyz and /debug/gangs. With leader "
+        "election (the default) only the replica holding the Lease schedules. SIGTERM "
+        "stops it cleanly. See docs/kubernetes.md.",
+    )
+    run.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: in-cluster service account, else $KUBECONFIG or "
+        "~/.kube/config)",
+    )
+    run.add_argument(
+        "--config",
+        metavar="PATH.yaml",
+        help="scheduler configuration (default: every option at its default; "
+        "see docs/configuration.md)",
+    )
+    run.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="log level (default: info)",
+    )
+    run.set_defaults(handler=_run)
     return parser
 
 

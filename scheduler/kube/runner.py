@@ -1,0 +1,387 @@
+"""`gang-scheduler run`: the adapters wired around one SchedulingCore.
+
+What runs, all on one event loop (the core is single-threaded; nothing else touches it
+between two awaits, so no lock is needed):
+
+- the informers (pods, nodes, PodGroups) feeding the core; every change wakes the loop;
+- the HTTP server (`/metrics`, `/healthz`, `/readyz`, `/debug/gangs`), reading the
+  core through `SchedulerRun` (the `StatusSource`);
+- the `WriteQueue` workers writing conditions, events and PodGroup status;
+- the `LeaderElector` when leader election is enabled: only the leader schedules, and
+  losing the lease stops scheduling at once (the elector's default callback exits the
+  process with status 1, so a stale cache never binds);
+- the scheduling loop (`SchedulerRun._schedule`). It sleeps until the informers report
+  a change, a bind finishes, the queue's next wake-up (a backoff ending) or a periodic
+  tick (`TICK_SECONDS`, for reservation expiry, the feedback windows and the partial-gang
+  review), never in a busy loop. Each cycle: expire reservations whose bind was never
+  seen, then plan gangs one after the other; a Plan is bound in a background task
+  (`bind_and_settle`; at most `MAX_GANGS_BINDING` gangs at once, the binder's semaphore
+  bounds the requests), an Unschedulable result goes to the recorder. After the cycle:
+  waiting messages and spec problems are published, held-back events written, and the
+  gangs found partial are reviewed (crash safety, docs/kubernetes.md).
+
+Shutdown (the `stop` event, SIGTERM in the CLI): stop planning, let binds in flight
+finish (up to the bind timeout), stop the informers, drain the write queue, release the
+lease, stop the HTTP server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+from scheduler.config import SchedulerConfig, build_core_from
+from scheduler.core import SchedulingCore
+from scheduler.gang import Gang
+from scheduler.http import make_app, serve
+from scheduler.kube.binder import (
+    GangBinder,
+    GangBindResult,
+    MemberOutcome,
+    PartialGangs,
+    bind_and_settle,
+)
+from scheduler.kube.client import KubeClient, create_client
+from scheduler.kube.events import FeedbackRecorder, WriteQueue
+from scheduler.kube.informer import ClusterInformers
+from scheduler.kube.leader import LeaderElector
+from scheduler.metrics import BindFailureReason, Resource, SchedulerMetrics
+from scheduler.planner import Plan
+
+log = logging.getLogger(__name__)
+
+# The longest the loop sleeps with nothing to do: reservations expire, feedback windows
+# close and partial gangs are reviewed at this resolution.
+TICK_SECONDS = 1.0
+# Gangs whose binds are in flight at once; the binder's semaphore bounds the requests.
+MAX_GANGS_BINDING = 64
+# Exit statuses of run_scheduler.
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+async def run_scheduler(
+    config: SchedulerConfig,
+    kubeconfig: str | None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Run the scheduler until `stop` is set (0) or something fatal happens (1): the
+    lease lost, an informer failing on a bug, the scheduling loop crashing."""
+    client = await create_client(kubeconfig, qps=config.client.qps, burst=config.client.burst)
+    try:
+        return await SchedulerRun(config, client, clock=clock).run(stop or asyncio.Event())
+    finally:
+        await client.close()
+
+
+class SchedulerRun:
+    """One running scheduler; also the `StatusSource` of its HTTP server."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        client: KubeClient,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self._clock = clock
+        self._core = build_core_from(config)
+        self._metrics = SchedulerMetrics()
+        self._wake = asyncio.Event()
+        self.informers = ClusterInformers(
+            self._core,
+            client,
+            clock=clock,
+            on_relist=self._relisted,
+            on_change=self._wake.set,
+        )
+        self.writes = WriteQueue(client)
+        self.recorder = FeedbackRecorder(
+            self.writes,
+            window=config.events.aggregation_window_seconds,
+            max_per_gang_per_window=config.events.max_per_gang_per_window,
+            has_podgroup=lambda key: key in self._core.cache.podgroups(),
+        )
+        self.binder = GangBinder(
+            client,
+            concurrency=config.binding.concurrency,
+            timeout=config.timeouts.bind_timeout_seconds,
+            on_failure=config.binding.on_bind_failure,
+            clock=clock,
+        )
+        self.partial = PartialGangs()
+        self.elector: LeaderElector | None = None
+        election = config.leader_election
+        if election.enabled:
+            self.elector = LeaderElector(
+                client,
+                namespace=election.lease_namespace,
+                name=election.lease_name,
+                lease_duration=election.lease_duration_seconds,
+                renew_deadline=election.renew_deadline_seconds,
+                retry_period=election.retry_period_seconds,
+                on_started_leading=lambda: self._metrics.set_leader(True),
+            )
+        self._binding: set[asyncio.Task[None]] = set()
+        self._deleting: set[asyncio.Task[None]] = set()
+        self._waiting_shown: dict[str, tuple[str, frozenset[str]]] = {}
+        self._loop_task: asyncio.Task[int] | None = None
+
+    # --- StatusSource -------------------------------------------------------------------
+    @property
+    def core(self) -> SchedulingCore:
+        return self._core
+
+    @property
+    def metrics(self) -> SchedulerMetrics:
+        return self._metrics
+
+    def now(self) -> float:
+        return self._clock()
+
+    def is_alive(self) -> bool:
+        return self._loop_task is not None and not self._loop_task.done()
+
+    def is_ready(self) -> tuple[bool, str]:
+        if self.informers.synced:
+            return True, ""
+        waiting = [i.kind.name for i in self.informers.informers if not i.synced.is_set()]
+        return False, f"caches not synced yet: {', '.join(waiting)}"
+
+    # --- the process --------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> int:
+        http = await serve(make_app(self), self.config.http.address, self.config.http.port)
+        self.writes.start()
+        informers = asyncio.create_task(self.informers.run(), name="informers")
+        elector = (
+            asyncio.create_task(self.elector.run(), name="leader-election")
+            if self.elector is not None
+            else None
+        )
+        self._loop_task = asyncio.create_task(self._schedule(), name="scheduling-loop")
+        stopped = asyncio.create_task(stop.wait(), name="stop")
+        watched: set[asyncio.Future[Any]] = {informers, self._loop_task, stopped}
+        if elector is not None:
+            watched.add(elector)
+        code = EXIT_OK
+        try:
+            done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            if stopped not in done:
+                code = EXIT_FAILED
+                for task in done:
+                    _log_end(task)
+        finally:
+            for task in (self._loop_task, stopped):
+                task.cancel()
+            await _settle(self._loop_task, stopped)
+            await self._finish_binds()
+            informers.cancel()
+            await _settle(informers)
+            await self.writes.close(drain=True)
+            if self.elector is not None and elector is not None:
+                elector.cancel()
+                await _settle(elector)
+                with contextlib.suppress(Exception):
+                    await self.elector.release()
+                self._metrics.set_leader(False)
+            await http.cleanup()
+        return code
+
+    async def _finish_binds(self) -> None:
+        """Let binds in flight end (they are bounded by the bind timeout), so a clean
+        shutdown leaves no gang half-bound; cancel what outlives that."""
+        pending = self._binding | self._deleting
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=self.binder.timeout + 1.0)
+        for task in late:
+            task.cancel()
+        await _settle(*late)
+
+    # --- the scheduling loop --------------------------------------------------------------
+    async def _schedule(self) -> int:
+        await self.informers.wait_synced()
+        if self.elector is not None:
+            await self.elector.started.wait()
+        else:
+            self._metrics.set_leader(True)
+        now = self._clock()
+        self._core.refresh(now)
+        found = self.partial.found_at_start(self._core.gangs.values(), now)
+        if found:
+            log.warning("gangs found partial on taking over: %s", ", ".join(sorted(found)))
+        while True:
+            self._wake.clear()
+            if not self._leading():
+                log.error("not the leader any more: scheduling stops")
+                return EXIT_FAILED
+            await self._cycle(self._clock())
+            await self._sleep()
+
+    async def _sleep(self) -> None:
+        """Until something changed, a bind ended, the queue's next wake-up or the tick."""
+        now = self._clock()
+        timeout = TICK_SECONDS
+        if len(self._binding) < MAX_GANGS_BINDING:
+            wakeup = self._core.queue.next_wakeup(now)
+            if wakeup is not None:
+                timeout = min(timeout, max(0.0, wakeup - now))
+        if timeout <= 0.0:
+            await asyncio.sleep(0)  # a gang is due now: run the cycle, let I/O in first
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    async def _cycle(self, now: float) -> None:
+        core = self._core
+        core.expire(now)
+        while len(self._binding) < MAX_GANGS_BINDING and self._leading():
+            began = time.perf_counter()
+            attempt = core.schedule_next(now)
+            if attempt is None:
+                break
+            seconds = time.perf_counter() - began
+            result = attempt.result
+            self.partial.attempted(attempt.gang.key, isinstance(result, Plan))
+            if isinstance(result, Plan):
+                self._metrics.attempt("scheduled", seconds)
+                self._start_bind(attempt.gang, result, attempt.ready_since)
+            else:
+                self._metrics.attempt("unschedulable", seconds)
+                self.recorder.unschedulable(attempt.gang, result, now)
+            # Let binds, watch events and scrapes run between two plans.
+            await asyncio.sleep(0)
+            now = self._clock()
+        core.refresh(now)
+        self._publish_waiting(now)
+        self.recorder.problems(core.gangs.values(), now)
+        self.recorder.prune(core.gangs)
+        self.recorder.tick(now)
+        self._review_partial(now)
+
+    def _publish_waiting(self, now: float) -> None:
+        """Waiting messages, written when a gang's message or members change (the
+        recorder counts every call as an attempt)."""
+        shown: dict[str, tuple[str, frozenset[str]]] = {}
+        for gang, message in self._core.waiting():
+            identity = (message, frozenset(pod.uid for pod in gang.pending))
+            shown[gang.key] = identity
+            if self._waiting_shown.get(gang.key) != identity:
+                self.recorder.waiting(gang, message, now)
+        self._waiting_shown = shown
+
+    def _review_partial(self, now: float) -> None:
+        for key, decision in self.partial.review(self._core.gangs, now).items():
+            gang = self._core.gangs.get(key)
+            if decision != "delete" or gang is None or not gang.bound:
+                continue
+            log.warning(
+                "gang %s stayed partial (%d/%d bound) past the grace period: deleting "
+                "its bound members",
+                key,
+                len(gang.bound),
+                gang.min_member,
+            )
+            task = asyncio.create_task(self._delete_partial(gang), name=f"undo-{key}")
+            self._deleting.add(task)
+            task.add_done_callback(self._deleting.discard)
+
+    async def _delete_partial(self, gang: Gang) -> None:
+        undo = await self.binder.delete_members(gang.bound)
+        for pod_key, error in undo.errors.items():
+            log.warning("could not delete %s of partial gang %s: %s", pod_key, gang.key, error)
+
+    # --- binding ------------------------------------------------------------------------
+    def _start_bind(self, gang: Gang, plan: Plan, ready_since: float | None) -> None:
+        task = asyncio.create_task(self._bind(gang, plan, ready_since), name=f"bind-{gang.key}")
+        self._binding.add(task)
+        task.add_done_callback(self._bind_ended)
+
+    def _bind_ended(self, task: asyncio.Task[None]) -> None:
+        self._binding.discard(task)
+        self._wake.set()
+
+    async def _bind(self, gang: Gang, plan: Plan, ready_since: float | None) -> None:
+        try:
+            result, undo = await bind_and_settle(
+                self._core, self.binder, gang, plan, clock=self._clock, partial=self.partial
+            )
+        except Exception:
+            # A bug, not an API failure (those are results): the reservations stay
+            # until the assume TTL and the watch tells what was bound.
+            log.exception("binding gang %s failed unexpectedly", gang.key)
+            return
+        now = self._clock()
+        if result.ok:
+            self._bound(gang, plan, result, ready_since, now)
+            return
+        for member in result.members:
+            if member.state != "bound":
+                self._metrics.bind_failed(failure_reason(member))
+        message = result.reason if undo is None else f"{result.reason}; {undo.describe()}"
+        log.warning("%s", message)
+        self.recorder.bind_failed(gang, message, now)
+
+    def _bound(
+        self,
+        gang: Gang,
+        plan: Plan,
+        result: GangBindResult,
+        ready_since: float | None,
+        now: float,
+    ) -> None:
+        wall = time.time()
+        created = {pod.uid: pod.created for pod in gang.pending}
+        for member in result.members:
+            since = created.get(member.placement.pod_uid) or 0.0
+            self._metrics.bound(result.seconds, wall - since if since > 0 else None)
+        if ready_since is not None:
+            self._metrics.gang_bound(now - ready_since)
+        self.recorder.scheduled(gang, plan, now)
+
+    def _relisted(self, resource: str) -> None:
+        self._metrics.relisted(cast(Resource, resource))
+
+
+def failure_reason(member: MemberOutcome) -> BindFailureReason:
+    """The metrics label of a member that did not bind."""
+    if member.status == 409:
+        return "conflict"
+    if member.status == 404:
+        return "not_found"
+    if member.state == "unknown" and member.status == 0:
+        return "timeout"
+    if 400 <= member.status < 500 and member.status != 429:
+        return "rejected"
+    return "server_error"
+
+
+def _log_end(task: asyncio.Future[Any]) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        log.error("%s failed", _name(task), exc_info=error)
+    else:
+        log.error("%s ended: the scheduler stops", _name(task))
+
+
+def _name(task: asyncio.Future[Any]) -> str:
+    return task.get_name() if isinstance(task, asyncio.Task) else "task"
+
+
+async def _settle(*tasks: asyncio.Future[Any]) -> None:
+    """Wait for cancelled tasks to end, whatever they end with."""
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)

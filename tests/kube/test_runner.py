@@ -1,0 +1,312 @@
+"""`run_scheduler` end to end against the API emulator over real HTTP: informers, the
+scheduling loop, the binder, feedback, the HTTP server and shutdown, with short timings.
+Each test runs the scheduler as a task, acts on the emulator as a user (or a controller)
+would, waits for what the API shows, then stops it with the `stop` event."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from cache.cluster import Placement
+from cache.gpu import ASSIGNMENT_ANNOTATION
+from scheduler.cli import main
+from scheduler.config import SchedulerConfig, config_from_mapping
+from scheduler.kube.binder import MemberOutcome
+from scheduler.kube.runner import failure_reason, run_scheduler
+from tests.factories import node_obj, pod_obj
+from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+
+# Every test ends within this, even when the scheduler misbehaves.
+TEST_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def fast_config(port: int, *, leader: bool = False) -> SchedulerConfig:
+    return config_from_mapping(
+        {
+            "http": {"address": "127.0.0.1", "port": port},
+            "leaderElection": {
+                "enabled": leader,
+                "leaseDurationSeconds": 1.0,
+                "renewDeadlineSeconds": 0.75,
+                "retryPeriodSeconds": 0.25,
+            },
+            "timeouts": {
+                "initialBackoffSeconds": 0.1,
+                "maxBackoffSeconds": 0.5,
+                "bindTimeoutSeconds": 2.0,
+            },
+            "client": {"qps": 1000, "burst": 1000},
+        }
+    )
+
+
+@asynccontextmanager
+async def running(
+    api: KubeApiEmulator, tmp_path: Path, *, leader: bool = False
+) -> AsyncIterator[int]:
+    """Run the scheduler against `api`; yields its HTTP port; stops it on exit and
+    checks it ended cleanly."""
+    port = free_port()
+    kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        run_scheduler(fast_config(port, leader=leader), str(kubeconfig), stop=stop)
+    )
+    try:
+        yield port
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 10.0)
+    assert code == 0
+
+
+async def eventually(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def bound(api: KubeApiEmulator, prefix: str = "") -> dict[str, dict[str, Any]]:
+    return {
+        p["metadata"]["name"]: p
+        for p in api.pods()
+        if p["spec"].get("nodeName") and p["metadata"]["name"].startswith(prefix)
+    }
+
+
+def seed_gang(api: KubeApiEmulator, name: str, size: int, created: str = "") -> None:
+    for i in range(size):
+        extra = {"created": created} if created else {}
+        api.put_pod(pod_obj(f"{name}-{i}", gang=name, min_member=size, gpus=1, **extra))
+
+
+def unschedulable_message(pod: dict[str, Any]) -> str:
+    for condition in pod.get("status", {}).get("conditions", []):
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition.get("message", ""))
+    return ""
+
+
+@pytest.mark.asyncio
+async def test_a_gang_of_four_binds_with_one_request_per_pod(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            for i in range(4):
+                api.put_node(node_obj(f"n{i}", gpus=1))
+            seed_gang(api, "train", 4)
+            # With leader election on (1 s lease): the leader schedules.
+            async with running(api, tmp_path, leader=True):
+                await eventually(lambda: len(bound(api)) == 4, "all four bound")
+            pods = bound(api)
+            assert sorted(p["spec"]["nodeName"] for p in pods.values()) == [
+                "n0",
+                "n1",
+                "n2",
+                "n3",
+            ]
+            for pod in pods.values():
+                assert pod["metadata"]["annotations"][ASSIGNMENT_ANNOTATION]
+            assert api.request_count("create", "pods", "binding") == 4
+            assert api.request_count(resource="leases") > 0  # it led before it bound
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_a_gang_too_big_says_why_then_binds_when_a_node_arrives(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            for i in range(3):
+                api.put_node(node_obj(f"n{i}", gpus=1))
+            seed_gang(api, "train", 4)
+            async with running(api, tmp_path):
+
+                def all_say_three_of_four() -> bool:
+                    return all("3/4" in unschedulable_message(p) for p in api.pods())
+
+                await eventually(all_say_three_of_four, "PodScheduled=False with 3/4")
+                assert bound(api) == {}
+                assert api.request_count("create", "pods", "binding") == 0
+                api.put_node(node_obj("n3", gpus=1))
+                await eventually(lambda: len(bound(api)) == 4, "all four bound")
+            assert api.request_count("create", "pods", "binding") == 4
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_two_gangs_of_three_quarters_run_one_after_the_other(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            for i in range(4):
+                api.put_node(node_obj(f"n{i}", gpus=1))
+            seed_gang(api, "first", 3, created="2026-01-01T00:00:00Z")
+            seed_gang(api, "second", 3, created="2026-01-01T00:01:00Z")
+            async with running(api, tmp_path):
+                await eventually(lambda: len(bound(api, "first")) == 3, "first gang bound")
+                await asyncio.sleep(0.3)
+                # No partial reservation: the second gang holds nothing.
+                assert bound(api, "second") == {}
+                for i in range(3):
+                    api.delete_pod("default", f"first-{i}")
+                await eventually(lambda: len(bound(api, "second")) == 3, "second gang bound")
+            assert api.request_count("create", "pods", "binding") == 6
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_a_failed_bind_leaves_nothing_bound_and_the_gang_binds_later(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            for i in range(4):
+                api.put_node(node_obj(f"n{i}", gpus=1))
+            api.bind_delay(0.05)
+            api.fail_next_binds(1, status=403, after=2)  # refused: never retried
+            seed_gang(api, "train", 4)
+            async with running(api, tmp_path):
+                # The broken gang's bound members are deleted (onBindFailure: delete).
+                await eventually(lambda: len(api.pods()) == 1, "bound members deleted")
+                assert bound(api) == {}
+                assert api.request_count("create", "pods", "binding") == 4
+                # Their controller (this test) recreates them; the gang then binds.
+                have = {p["metadata"]["name"] for p in api.pods()}
+                for i in range(4):
+                    if f"train-{i}" not in have:
+                        api.put_pod(pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1))
+                await eventually(lambda: len(bound(api)) == 4, "the gang bound on retry")
+            assert api.request_count("create", "pods", "binding") == 8
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_health_readiness_and_metrics_are_served(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n0", gpus=1))
+            seed_gang(api, "solo", 1)
+            async with running(api, tmp_path) as port, aiohttp.ClientSession() as http:
+                base = f"http://127.0.0.1:{port}"
+
+                async def status(path: str) -> tuple[int, str]:
+                    async with http.get(base + path) as response:
+                        return response.status, await response.text()
+
+                await eventually(lambda: len(bound(api)) == 1, "the pod bound")
+                assert await status("/healthz") == (200, "ok\n")
+                assert await status("/readyz") == (200, "ok\n")
+                code, text = await status("/metrics")
+                assert code == 200
+                assert 'gang_scheduler_schedule_attempts_total{result="scheduled"} 1.0' in text
+                code, text = await status("/debug/gangs")
+                assert code == 200 and '"gangs": []' in text  # bound gangs wait for nothing
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+def test_bind_failures_are_labelled_by_cause() -> None:
+    def member(status: int, state: str = "failed") -> MemberOutcome:
+        return MemberOutcome(Placement("u", "n"), "ns", "p", state, status)  # type: ignore[arg-type]
+
+    assert failure_reason(member(409)) == "conflict"
+    assert failure_reason(member(404)) == "not_found"
+    assert failure_reason(member(0, "unknown")) == "timeout"
+    assert failure_reason(member(422)) == "rejected"
+    assert failure_reason(member(503, "unknown")) == "server_error"
+    assert failure_reason(member(429)) == "server_error"
+
+
+def test_run_with_an_invalid_config_prints_one_line_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "config.yaml"
+    bad.write_text("binding:\n  onBindFailure: maybe\n")
+    assert main(["run", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "binding.onBindFailure" in err
+
+
+@pytest.mark.asyncio
+async def test_the_command_schedules_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n0", gpus=2))
+            seed_gang(api, "pair", 2)
+            config = tmp_path / "config.yaml"
+            config.write_text(
+                f"http: {{address: 127.0.0.1, port: {free_port()}}}\n"
+                "leaderElection: {enabled: false}\n"
+            )
+            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "scheduler.cli",
+                "run",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--config",
+                str(config),
+                stderr=asyncio.subprocess.PIPE,
+            )
+            try:
+                await eventually(lambda: len(bound(api)) == 2, "the gang bound", 15.0)
+                process.send_signal(signal.SIGTERM)
+                _, err = await asyncio.wait_for(process.communicate(), 10.0)
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            assert process.returncode == 0, err.decode()
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_a_gang_found_partial_at_start_is_completed(tmp_path: Path) -> None:
+    """A crash between binds left 2 of 4 members bound: the new leader binds the other
+    two (the rest fits), without touching the bound ones."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            for i in range(4):
+                api.put_node(node_obj(f"n{i}", gpus=1))
+            for i in range(4):
+                node = f"n{i}" if i < 2 else ""
+                api.put_pod(
+                    pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1, node_name=node)
+                )
+            async with running(api, tmp_path):
+                await eventually(lambda: len(bound(api)) == 4, "the rest of the gang bound")
+            assert api.request_count("create", "pods", "binding") == 2
+            assert api.request_count("delete", "pods") == 0
+            assert {bound(api)[f"train-{i}"]["spec"]["nodeName"] for i in range(4)} == {
+                "n0",
+                "n1",
+                "n2",
+                "n3",
+            }
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
