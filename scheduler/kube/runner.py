@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 # The longest the loop sleeps with nothing to do: reservations expire, feedback windows
 # close and partial gangs are reviewed at this resolution.
 TICK_SECONDS = 1.0
+# How long shutdown waits for the scheduling loop to end once cancelled.
+SHUTDOWN_LOOP_SECONDS = 5.0
 # Gangs whose binds are in flight at once; the binder's semaphore bounds the requests.
 MAX_GANGS_BINDING = 64
 # Exit statuses of run_scheduler.
@@ -134,6 +136,9 @@ class SchedulerRun:
         self._deleting: set[asyncio.Task[None]] = set()
         self._waiting_shown: dict[str, tuple[str, frozenset[str]]] = {}
         self._loop_task: asyncio.Task[int] | None = None
+        # Set at shutdown; the loop checks it, so a cancellation that asyncio.wait_for
+        # swallowed on Python 3.11 (one arriving with a wake-up) cannot keep it running.
+        self._stopping = False
 
     # --- StatusSource -------------------------------------------------------------------
     @property
@@ -179,9 +184,11 @@ class SchedulerRun:
                 for task in done:
                     _log_end(task)
         finally:
+            self._stopping = True
+            self._wake.set()
             for task in (self._loop_task, stopped):
                 task.cancel()
-            await _settle(self._loop_task, stopped)
+            await _settle_within(SHUTDOWN_LOOP_SECONDS, self._loop_task, stopped)
             await self._finish_binds()
             informers.cancel()
             await _settle(informers)
@@ -218,13 +225,14 @@ class SchedulerRun:
         found = self.partial.found_at_start(self._core.gangs.values(), now)
         if found:
             log.warning("gangs found partial on taking over: %s", ", ".join(sorted(found)))
-        while True:
+        while not self._stopping:
             self._wake.clear()
             if not self._leading():
                 log.error("not the leader any more: scheduling stops")
                 return EXIT_FAILED
             await self._cycle(self._clock())
             await self._sleep()
+        return EXIT_OK
 
     async def _sleep(self) -> None:
         """Until something changed, a bind ended, the queue's next wake-up or the tick."""
@@ -238,7 +246,8 @@ class SchedulerRun:
             await asyncio.sleep(0)  # a gang is due now: run the cycle, let I/O in first
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
 
     def _leading(self) -> bool:
         return self.elector is None or self.elector.is_leader
@@ -246,6 +255,9 @@ class SchedulerRun:
     async def _cycle(self, now: float) -> None:
         core = self._core
         core.expire(now)
+        # Gangs planned this cycle leave the pending set once bound; their members'
+        # spec problems must still be published.
+        planned: list[Gang] = []
         while len(self._binding) < MAX_GANGS_BINDING and self._leading():
             began = time.perf_counter()
             attempt = core.schedule_next(now)
@@ -255,6 +267,8 @@ class SchedulerRun:
             result = attempt.result
             self.partial.attempted(attempt.gang.key, isinstance(result, Plan))
             if isinstance(result, Plan):
+                if attempt.gang.problems:
+                    planned.append(attempt.gang)
                 self._metrics.attempt("scheduled", seconds)
                 self._start_bind(attempt.gang, result, attempt.ready_since)
             else:
@@ -265,7 +279,8 @@ class SchedulerRun:
             now = self._clock()
         core.refresh(now)
         self._publish_waiting(now)
-        self.recorder.problems(core.gangs.values(), now)
+        gone = [gang for gang in planned if gang.key not in core.gangs]
+        self.recorder.problems([*core.gangs.values(), *gone], now)
         self.recorder.prune(core.gangs)
         self.recorder.tick(now)
         self._review_partial(now)
@@ -379,6 +394,17 @@ def _log_end(task: asyncio.Future[Any]) -> None:
 
 def _name(task: asyncio.Future[Any]) -> str:
     return task.get_name() if isinstance(task, asyncio.Task) else "task"
+
+
+async def _settle_within(seconds: float, *tasks: asyncio.Future[Any]) -> None:
+    """As _settle, but give up waiting after `seconds` (cancelling again), so shutdown is
+    bounded whatever a task does with its cancellation."""
+    _, late = await asyncio.wait(tasks, timeout=seconds)
+    for task in late:
+        task.cancel()
+    if late:
+        log.warning("shutdown: %d task(s) outlived cancellation", len(late))
+        await asyncio.wait(late, timeout=seconds)
 
 
 async def _settle(*tasks: asyncio.Future[Any]) -> None:
