@@ -57,17 +57,45 @@ def fast_config(port: int, *, leader: bool = False) -> SchedulerConfig:
     )
 
 
+async def start_cli(
+    api: KubeApiEmulator, tmp_path: Path, extra_config: str = "", *, stderr: int
+) -> asyncio.subprocess.Process:
+    """`python -m scheduler.cli run` against `api` in a subprocess (leader election off,
+    `extra_config` YAML lines appended to the config)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"http: {{address: 127.0.0.1, port: {free_port()}}}\n"
+        "leaderElection: {enabled: false}\n" + extra_config
+    )
+    kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "scheduler.cli",
+        "run",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--config",
+        str(config),
+        stderr=stderr,
+    )
+
+
 @asynccontextmanager
 async def running(
-    api: KubeApiEmulator, tmp_path: Path, *, leader: bool = False
+    api: KubeApiEmulator,
+    tmp_path: Path,
+    *,
+    leader: bool = False,
+    clock: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[int]:
     """Run the scheduler against `api`; yields its HTTP port; stops it on exit and
-    checks it ended cleanly."""
+    checks it ended cleanly (and within a bound: shutdown must not hang)."""
     port = free_port()
     kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
     stop = asyncio.Event()
     task = asyncio.create_task(
-        run_scheduler(fast_config(port, leader=leader), str(kubeconfig), stop=stop)
+        run_scheduler(fast_config(port, leader=leader), str(kubeconfig), clock=clock, stop=stop)
     )
     try:
         yield port
@@ -254,23 +282,7 @@ async def test_the_command_schedules_and_stops_cleanly_on_sigterm(tmp_path: Path
         async with KubeApiEmulator() as api:
             api.put_node(node_obj("n0", gpus=2))
             seed_gang(api, "pair", 2)
-            config = tmp_path / "config.yaml"
-            config.write_text(
-                f"http: {{address: 127.0.0.1, port: {free_port()}}}\n"
-                "leaderElection: {enabled: false}\n"
-            )
-            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "scheduler.cli",
-                "run",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--config",
-                str(config),
-                stderr=asyncio.subprocess.PIPE,
-            )
+            process = await start_cli(api, tmp_path, stderr=asyncio.subprocess.PIPE)
             try:
                 await eventually(lambda: len(bound(api)) == 2, "the gang bound", 15.0)
                 process.send_signal(signal.SIGTERM)

@@ -8,29 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 import time
-import warnings
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from cache.gpu import ASSIGNMENT_ANNOTATION, TOPOLOGY_ANNOTATION
-from scheduler.kube.runner import run_scheduler
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import (
     TEST_TIMEOUT,
     bound,
     eventually,
-    fast_config,
-    free_port,
+    running,
     seed_gang,
+    start_cli,
     unschedulable_message,
 )
-from tests.kubeapi import EVENTS, LEASES, KubeApiEmulator, write_kubeconfig
+from tests.kubeapi import EVENTS, LEASES, KubeApiEmulator
 
 
 def binding_requests(api: KubeApiEmulator) -> Counter[str]:
@@ -77,44 +72,6 @@ class SteppedClock:
         return time.monotonic() + self.offset
 
 
-# A shutdown hang, seen in several runs of the 1,000-pod burst test: after
-# `stop`, the cancelled scheduling loop stays in `_sleep` and `run` waits for it forever.
-# Likely cause: on Python 3.11 `asyncio.wait_for(self._wake.wait(), ...)` swallows a
-# cancellation that arrives in the same loop iteration as a wake-up, so the loop goes on.
-# These tests are about binding, not shutdown: past the shutdown bound the run is
-# cancelled once more (which gets through) and a warning says so, rather than failing
-# at random.
-SHUTDOWN_BOUND = 5.0
-
-
-@asynccontextmanager
-async def scheduler_running(
-    api: KubeApiEmulator,
-    tmp_path: Path,
-    *,
-    leader: bool = False,
-    clock: Callable[[], float] = time.monotonic,
-) -> AsyncIterator[None]:
-    """Like `running` from test_runner, with a clock and a bounded shutdown."""
-    stop = asyncio.Event()
-    kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
-    config = fast_config(free_port(), leader=leader)
-    task = asyncio.create_task(run_scheduler(config, str(kubeconfig), clock=clock, stop=stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        done, _ = await asyncio.wait({task}, timeout=SHUTDOWN_BOUND)
-        if not done:
-            warnings.warn(
-                "run_scheduler did not stop: cancelled (see SHUTDOWN_BOUND)", stacklevel=1
-            )
-            task.cancel()
-            await asyncio.wait({task}, timeout=5.0)
-    if done:
-        assert task.result() == 0
-
-
 @pytest.mark.asyncio
 async def test_a_watch_dropped_while_a_gang_is_created_still_binds_it_whole(
     tmp_path: Path,
@@ -123,7 +80,7 @@ async def test_a_watch_dropped_while_a_gang_is_created_still_binds_it_whole(
         async with KubeApiEmulator() as api:
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=1))
-            async with scheduler_running(api, tmp_path):
+            async with running(api, tmp_path):
                 await scheduler_watching(api)
                 for i in range(4):
                     api.put_pod(pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1))
@@ -150,7 +107,7 @@ async def test_after_an_api_server_restart_later_gangs_still_bind(tmp_path: Path
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=1))
             seed_gang(api, "before", 2)
-            async with scheduler_running(api, tmp_path):
+            async with running(api, tmp_path):
                 await eventually(lambda: len(bound(api, "before")) == 2, "first gang bound")
                 lists_before = api.request_count("list", "pods")
                 # New watch-cache history: resuming from the old resourceVersion gets 410.
@@ -177,7 +134,7 @@ async def test_after_an_api_server_outage_later_gangs_still_bind(tmp_path: Path)
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=1))
             seed_gang(api, "before", 2)
-            async with scheduler_running(api, tmp_path):
+            async with running(api, tmp_path):
                 await eventually(lambda: len(bound(api, "before")) == 2, "first gang bound")
                 await api.outage(0.5)
                 seed_gang(api, "after", 2)
@@ -202,23 +159,8 @@ async def test_a_scheduler_killed_between_binds_is_completed_by_the_next(
                 api.put_node(node_obj(f"n{i}", gpus=1))
             api.bind_delay(0.4)
             seed_gang(api, "train", 4)
-            config = tmp_path / "config.yaml"
-            config.write_text(
-                f"http: {{address: 127.0.0.1, port: {free_port()}}}\n"
-                "leaderElection: {enabled: false}\n"
-                "binding: {concurrency: 1}\n"
-            )
-            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "scheduler.cli",
-                "run",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--config",
-                str(config),
-                stderr=asyncio.subprocess.DEVNULL,
+            process = await start_cli(
+                api, tmp_path, "binding: {concurrency: 1}\n", stderr=asyncio.subprocess.DEVNULL
             )
             try:
                 await eventually(lambda: len(api.bind_log) >= 2, "two members bound", 12.0)
@@ -232,7 +174,7 @@ async def test_a_scheduler_killed_between_binds_is_completed_by_the_next(
             left_bound = len(bound(api))
             assert 2 <= left_bound < 4, f"not a partial gang: {left_bound} bound"
             api.bind_delay(0.0)
-            async with scheduler_running(api, tmp_path):
+            async with running(api, tmp_path):
                 await eventually(lambda: len(bound(api)) == 4, "the gang completed")
             assert_one_bind_per_pod(api)
             assert api.request_count("delete", "pods") == 0
@@ -258,7 +200,7 @@ async def test_a_partial_gang_that_cannot_complete_is_deleted_after_the_grace(
                     pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1, node_name=node)
                 )
             clock = SteppedClock()
-            async with scheduler_running(api, tmp_path, clock=clock):
+            async with running(api, tmp_path, clock=clock):
                 # Tried and found no room: it said so on the pending members.
                 await eventually(
                     lambda: all(
@@ -296,8 +238,8 @@ async def test_two_replicas_one_leader_and_a_failover_without_a_double_bind(
         async with KubeApiEmulator() as api:
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=1))
-            first = scheduler_running(api, tmp_path, leader=True)
-            second = scheduler_running(api, tmp_path, leader=True)
+            first = running(api, tmp_path, leader=True)
+            second = running(api, tmp_path, leader=True)
             await first.__aenter__()
             first_open, second_open = True, False
             try:
@@ -336,7 +278,7 @@ async def test_a_burst_of_a_thousand_pods_binds_with_one_request_each(tmp_path: 
         async with KubeApiEmulator(request_log_size=100_000) as api:
             for i in range(125):
                 api.put_node(node_obj(f"n{i:03d}", gpus=8))
-            async with scheduler_running(api, tmp_path):
+            async with running(api, tmp_path):
                 await scheduler_watching(api)
                 for g in range(125):
                     for m in range(8):
@@ -371,7 +313,7 @@ async def test_malformed_annotations_are_reported_and_the_good_gang_binds(
                 pod_obj("forged", gpus=1, annotations={ASSIGNMENT_ANNOTATION: "0,1,2,3,oops"})
             )
             seed_gang(api, "good", 4)
-            async with scheduler_running(api, tmp_path):
+            async with running(api, tmp_path):
                 await eventually(lambda: len(bound(api, "good")) == 4, "the good gang bound")
                 await eventually(
                     lambda: (
@@ -402,7 +344,7 @@ async def test_a_malformed_min_member_on_a_pod_bound_at_once_still_gets_a_warnin
         async with KubeApiEmulator() as api:
             api.put_node(node_obj("n0", gpus=1))
             api.put_pod(pod_obj("sized", min_member="abc", gpus=1))
-            async with scheduler_running(api, tmp_path):
+            async with running(api, tmp_path):
                 await eventually(lambda: "sized" in bound(api), "the pod bound")
                 await eventually(
                     lambda: "InvalidMinMember" in warning_reasons(api, "sized"),
