@@ -7,7 +7,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -171,19 +171,38 @@ def _run_simulation(args: argparse.Namespace) -> int:
                 done_before += len(orders[seed])
                 runs.append(PolicyRun(policy, seed, result))
 
+    title = f"openb {trace or Path(args.pods).name}: GPU allocation vs arrived load"
+    return _report(
+        args,
+        plot=lambda path: plot_allocation(runs, path, title),
+        as_json=lambda: results_json(runs),
+        tables=lambda: [results_table(runs, trace)],
+        width=120,
+    )
+
+
+def _report(
+    args: argparse.Namespace,
+    *,
+    plot: Callable[[Path], None],
+    as_json: Callable[[], object],
+    tables: Callable[[], Sequence[Table]],
+    width: int,
+) -> int:
+    """What both replays print: the plot when asked, then JSON or the tables."""
     if args.plot:
-        title = f"openb {trace or Path(args.pods).name}: GPU allocation vs arrived load"
         try:
-            plot_allocation(runs, Path(args.plot), title)
+            plot(Path(args.plot))
         except (OSError, ValueError) as error:
             raise _UsageError(f"cannot write the plot {args.plot}: {error}") from None
     if args.json:
-        print(json.dumps(results_json(runs)))
-    else:
-        out = Console(width=max(Console().width, 120))
-        out.print(results_table(runs, trace))
-        if args.plot:
-            out.print(f"plot written to {args.plot}")
+        print(json.dumps(as_json()))
+        return 0
+    out = Console(width=max(Console().width, width))
+    for table in tables():
+        out.print(table)
+    if args.plot:
+        out.print(f"plot written to {args.plot}")
     return 0
 
 
@@ -293,20 +312,13 @@ def _run_timeline(args: argparse.Namespace) -> int:
     )
     cluster = Path(args.cluster).name if args.cluster else "bundled 64-node cluster"
     title = f"{source} on {cluster}"
-    if args.plot:
-        try:
-            plot_timeline(runs, Path(args.plot), title)
-        except (OSError, ValueError) as error:
-            raise _UsageError(f"cannot write the plot {args.plot}: {error}") from None
-    if args.json:
-        print(json.dumps(timeline_json(runs)))
-    else:
-        out = Console(width=max(Console().width, 140))
-        for table in timeline_tables(runs, title):
-            out.print(table)
-        if args.plot:
-            out.print(f"plot written to {args.plot}")
-    return 0
+    return _report(
+        args,
+        plot=lambda path: plot_timeline(runs, path, title),
+        as_json=lambda: timeline_json(runs),
+        tables=lambda: timeline_tables(runs, title),
+        width=140,
+    )
 
 
 # --- node agent --------------------------------------------------------------------------------
