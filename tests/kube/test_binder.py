@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from cache.cluster import EventType
 from cache.gpu import ASSIGNMENT_ANNOTATION, format_assignment
@@ -28,21 +26,9 @@ from scheduler.kube.binder import (
 from scheduler.kube.client import KubeClient
 from scheduler.planner import Plan
 from tests.factories import node_obj, pod_obj
-from tests.kubeapi import KubeApiEmulator, api_client
+from tests.kubeapi import KubeApiEmulator
 
 SCHEDULER = "gang-scheduler"
-
-
-@pytest_asyncio.fixture
-async def api() -> AsyncIterator[KubeApiEmulator]:
-    async with KubeApiEmulator() as emulator:
-        yield emulator
-
-
-@pytest_asyncio.fixture
-async def client(api: KubeApiEmulator) -> AsyncIterator[KubeClient]:
-    async with KubeClient(await api_client(api.base_url)) as kube:
-        yield kube
 
 
 def seed_gang(

@@ -25,20 +25,14 @@ from scheduler.kube.events import (
 )
 from scheduler.planner import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj
-from tests.kubeapi import EVENTS, PODGROUPS, KubeApiEmulator, api_client
+from tests.kubeapi import EVENTS, PODGROUPS, KubeApiEmulator
 
 SCHEDULER = "gang-scheduler"
 
 
 @pytest_asyncio.fixture
-async def api() -> AsyncIterator[KubeApiEmulator]:
-    async with KubeApiEmulator() as emulator:
-        yield emulator
-
-
-@pytest_asyncio.fixture
-async def queue(api: KubeApiEmulator) -> AsyncIterator[WriteQueue]:
-    async with KubeClient(await api_client(api.base_url)) as kube, WriteQueue(kube) as writes:
+async def queue(client: KubeClient) -> AsyncIterator[WriteQueue]:
+    async with WriteQueue(client) as writes:
         yield writes
 
 

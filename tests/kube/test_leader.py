@@ -7,29 +7,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from scheduler.kube.client import KubeClient
 from scheduler.kube.leader import LeaderElector, LeaseRecord
-from tests.kubeapi import LEASES, KubeApiEmulator, api_client
+from tests.kubeapi import LEASES, KubeApiEmulator
 
 LEASE, RENEW, RETRY = 1.0, 0.6, 0.1
-
-
-@pytest_asyncio.fixture
-async def api() -> AsyncIterator[KubeApiEmulator]:
-    async with KubeApiEmulator() as emulator:
-        yield emulator
-
-
-@pytest_asyncio.fixture
-async def client(api: KubeApiEmulator) -> AsyncIterator[KubeClient]:
-    async with KubeClient(await api_client(api.base_url)) as kube:
-        yield kube
 
 
 class Candidate:
