@@ -13,8 +13,8 @@ to their planned nodes, so the gang is neither re-planned nor seen as partial.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cache.cluster import ClusterCache, EventType, Placement
@@ -38,6 +38,25 @@ class Attempt:
     result: Plan | Unschedulable
     # When the gang first became ready and entered the queue (for gang wait time).
     ready_since: float | None = None
+
+
+@dataclass
+class Reconciliation:
+    """A fresh list of one resource, applied as it arrives: `add` each page (every
+    listed object is applied as an update), then `finish`, which removes what the list
+    lacked. Pages applied one by one let a relist of 150,000 pods neither hold the
+    whole list in memory nor stop the event loop until the last page is in."""
+
+    apply: Callable[[Mapping[str, Any], float], str]  # applies one object, returns its key
+    remove_missing: Callable[[set[str], float], None]
+    listed: set[str] = field(default_factory=set)
+
+    def add(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
+        for obj in objs:
+            self.listed.add(self.apply(obj, now))
+
+    def finish(self, now: float) -> None:
+        self.remove_missing(self.listed, now)
 
 
 class SchedulingCore:
@@ -99,39 +118,58 @@ class SchedulingCore:
             self.index.upsert_podgroup(group)
 
     # --- relists ------------------------------------------------------------------------
-    def replace_nodes(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
-        """Reconcile with a fresh node list (after a broken watch or 410 Gone): every
-        listed node is applied as an update, every known node the list lacks is gone."""
-        listed = set()
-        for obj in objs:
+    # After a broken watch or 410 Gone the adapter lists again and reconciles: every
+    # listed object is applied as an update, every known one the list lacks is gone.
+    # Reservations (assumed pods) of pods that still exist survive; those of pods the
+    # list lacks go with them.
+    def relist_nodes(self) -> Reconciliation:
+        def apply(obj: Mapping[str, Any], now: float) -> str:
             self.apply_node(EventType.MODIFIED, obj, now)
-            listed.add(str(metadata(obj).get("name") or ""))
-        for node in [n for n in self.cache.nodes() if n.name not in listed]:
-            self.apply_node(EventType.DELETED, {"metadata": {"name": node.name}}, now)
+            return str(metadata(obj).get("name") or "")
 
-    def replace_pods(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
-        """Reconcile with a fresh pod list. Reservations (assumed pods) of pods that
-        still exist survive; those of pods the list lacks go with them."""
-        listed = set()
-        for obj in objs:
+        def remove_missing(listed: set[str], now: float) -> None:
+            for node in [n for n in self.cache.nodes() if n.name not in listed]:
+                self.apply_node(EventType.DELETED, {"metadata": {"name": node.name}}, now)
+
+        return Reconciliation(apply, remove_missing)
+
+    def relist_pods(self) -> Reconciliation:
+        def apply(obj: Mapping[str, Any], now: float) -> str:
             self.apply_pod(EventType.MODIFIED, obj, now)
-            listed.add(object_uid(obj))
-        for pod in [p for p in self.cache.pods() if p.uid not in listed]:
-            gone = {"metadata": {"uid": pod.uid, "namespace": pod.namespace, "name": pod.name}}
-            self.apply_pod(EventType.DELETED, gone, now)
+            return object_uid(obj)
 
-    def replace_podgroups(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
-        """Reconcile with a fresh PodGroup list (empty when the CRD is absent)."""
-        listed = set()
-        for obj in objs:
+        def remove_missing(listed: set[str], now: float) -> None:
+            for pod in [p for p in self.cache.pods() if p.uid not in listed]:
+                gone = {"metadata": {"uid": pod.uid, "namespace": pod.namespace, "name": pod.name}}
+                self.apply_pod(EventType.DELETED, gone, now)
+
+        return Reconciliation(apply, remove_missing)
+
+    def relist_podgroups(self) -> Reconciliation:
+        def apply(obj: Mapping[str, Any], now: float) -> str:
             self.apply_podgroup(EventType.MODIFIED, obj, now)
             meta = metadata(obj)
-            listed.add(f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}")
-        for key in [k for k in self.cache.podgroups() if k not in listed]:
-            namespace, name = key.split("/", 1)
-            self.apply_podgroup(
-                EventType.DELETED, {"metadata": {"namespace": namespace, "name": name}}, now
-            )
+            return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+        def remove_missing(listed: set[str], now: float) -> None:
+            for key in [k for k in self.cache.podgroups() if k not in listed]:
+                namespace, name = key.split("/", 1)
+                gone = {"metadata": {"namespace": namespace, "name": name}}
+                self.apply_podgroup(EventType.DELETED, gone, now)
+
+        return Reconciliation(apply, remove_missing)
+
+    def replace_nodes(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
+        """Reconcile with a whole node list at once."""
+        _reconcile(self.relist_nodes(), objs, now)
+
+    def replace_pods(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
+        """Reconcile with a whole pod list at once."""
+        _reconcile(self.relist_pods(), objs, now)
+
+    def replace_podgroups(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
+        """Reconcile with a whole PodGroup list at once (empty when the CRD is absent)."""
+        _reconcile(self.relist_podgroups(), objs, now)
 
     def _show(self, pod: PodInfo) -> None:
         """Tell gang assembly about a pod, as bound where the cache assumes it."""
@@ -216,3 +254,10 @@ class SchedulingCore:
         pod = self.cache.pod(uid)
         if pod is not None:
             self._show(pod)
+
+
+def _reconcile(
+    reconciliation: Reconciliation, objs: Iterable[Mapping[str, Any]], now: float
+) -> None:
+    reconciliation.add(objs, now)
+    reconciliation.finish(now)

@@ -123,6 +123,14 @@ class ListResult:
     resource_version: str
 
 
+@dataclass(frozen=True)
+class ListPage:
+    items: list[JsonObject]
+    resource_version: str
+    first: bool  # the first page of a list (again, after an expired continue token)
+    last: bool
+
+
 class KubeClient:
     """Raw-JSON access to the API with the configuration of a kubernetes_asyncio ApiClient.
 
@@ -230,21 +238,24 @@ class KubeClient:
             raise ApiError(response.status, "BadResponse", "the answer is not a JSON object", {})
         return decoded
 
-    async def list_json(
+    async def list_pages(
         self,
         path: str,
         *,
         query: Query = (),
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout: aiohttp.ClientTimeout | None = None,
-    ) -> ListResult:
-        """LIST a collection, following `continue` tokens; page_size 0 asks for one page.
+    ) -> AsyncIterator[ListPage]:
+        """LIST a collection page by page, following `continue` tokens; page_size 0
+        asks for one page. Every page of one list carries the list's resourceVersion.
 
         When a continue token expires mid-list (410), the list starts over unpaged, as
-        client-go's pager does, since a list stitched from two snapshots is not one.
+        client-go's pager does, since a list stitched from two snapshots is not one: the
+        page that starts it over has `first` set, so a consumer applying pages as they
+        come starts its reconciliation over.
         """
-        items: list[JsonObject] = []
         token = ""
+        first = True
         while True:
             page_query = list(query)
             if page_size > 0:
@@ -255,16 +266,37 @@ class KubeClient:
                 page = await self.request_json("GET", path, query=page_query, timeout=timeout)
             except ApiError as err:
                 if err.gone and token:
-                    return await self.list_json(path, query=query, page_size=0, timeout=timeout)
+                    token, page_size, first = "", 0, True
+                    continue
                 raise
             listed = page.get("items")
-            if isinstance(listed, list):
-                items.extend(item for item in listed if isinstance(item, dict))
+            items = [i for i in listed if isinstance(i, dict)] if isinstance(listed, list) else []
+            del page["items"]  # `items` is the only reference left to them
             meta = page.get("metadata")
             meta = meta if isinstance(meta, dict) else {}
             token = str(meta.get("continue") or "")
+            yield ListPage(items, str(meta.get("resourceVersion") or ""), first, not token)
+            first = False
             if not token:
-                return ListResult(items, str(meta.get("resourceVersion") or ""))
+                return
+
+    async def list_json(
+        self,
+        path: str,
+        *,
+        query: Query = (),
+        page_size: int = DEFAULT_PAGE_SIZE,
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> ListResult:
+        """LIST a whole collection into memory (see `list_pages`)."""
+        items: list[JsonObject] = []
+        version = ""
+        async for page in self.list_pages(path, query=query, page_size=page_size, timeout=timeout):
+            if page.first:
+                items = []
+            items.extend(page.items)
+            version = page.resource_version
+        return ListResult(items, version)
 
     @asynccontextmanager
     async def watch(

@@ -2,8 +2,11 @@
 
 One `Informer` per resource (pods of all namespaces, nodes, PodGroups). Its loop:
 
-1. LIST (paged) and hand the whole list to the core's `replace_*`, which reconciles:
-   what the list lacks is gone, reservations of pods that still exist survive.
+1. LIST (paged) and hand each page to the core's reconciliation (`relist_*`) as it
+   arrives: what the list lacks is gone at the end, reservations of pods that still
+   exist survive. Only one page is in memory at a time, and the event loop serves
+   binds and scrapes between two pages, so a relist of 150,000 pods neither holds
+   their JSON all at once nor stops the scheduler for seconds.
 2. WATCH from the list's resourceVersion with bookmarks and a jittered timeoutSeconds.
    Every event is applied to the core in stream order, synchronously, as soon as its
    network read is decoded (the core is single-threaded; all informers share one event
@@ -32,7 +35,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,13 +44,13 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from cache.jsonobj import metadata
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
-from scheduler.core import SchedulingCore
+from scheduler.core import Reconciliation, SchedulingCore
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, WatchBroken
 
 log = logging.getLogger(__name__)
 
 ApplyEvent = Callable[[str, Mapping[str, Any], float], None]
-ReplaceAll = Callable[[Iterable[Mapping[str, Any]], float], None]
+BeginRelist = Callable[[], Reconciliation]
 
 OBJECT_EVENTS = frozenset(("ADDED", "MODIFIED", "DELETED"))
 
@@ -103,7 +106,7 @@ class Informer:
         client: KubeClient,
         kind: ResourceKind,
         apply: ApplyEvent,
-        replace: ReplaceAll,
+        begin_relist: BeginRelist,
         *,
         clock: Callable[[], float] = time.monotonic,
         options: InformerOptions | None = None,
@@ -116,7 +119,7 @@ class Informer:
         self.kind = kind
         self.options = options or InformerOptions()
         self._apply = apply
-        self._replace = replace
+        self._begin_relist = begin_relist
         self._clock = clock
         self._on_relist = on_relist
         self._on_change = on_change
@@ -180,34 +183,41 @@ class Informer:
         timeout = aiohttp.ClientTimeout(
             sock_connect=self.options.connect_timeout, sock_read=self.options.list_read_timeout
         )
+        reconciliation: Reconciliation | None = None
+        pages = self.client.list_pages(
+            self.kind.path, query=self._selectors, page_size=self.options.page_size, timeout=timeout
+        )
+        version = ""
         try:
-            listed = await self.client.list_json(
-                self.kind.path,
-                query=self._selectors,
-                page_size=self.options.page_size,
-                timeout=timeout,
-            )
+            async for page in pages:
+                if page.first:
+                    reconciliation = self._begin_relist()
+                    self._found_again()
+                assert reconciliation is not None
+                reconciliation.add(page.items, self._clock())
+                version = page.resource_version
         except ApiError as err:
-            if self.kind.optional and err.status == 404:
+            if self.kind.optional and err.status == 404 and reconciliation is None:
                 self._absent()
                 return False
             raise
+        assert reconciliation is not None  # list_pages yields at least one page or raises
+        reconciliation.finish(self._clock())
+        self.resource_version = version
+        self._relisted()
+        log.info(
+            "%s: listed %d at resourceVersion %s in %.2f s",
+            self.kind.name,
+            len(reconciliation.listed),
+            version,
+            time.monotonic() - began,
+        )
+        return True
+
+    def _found_again(self) -> None:
         if self.present is False:
             log.info("%s: %s is served again; using it", self.kind.name, self.kind.path)
         self.present = True
-        fetched = time.monotonic()
-        self._replace(listed.items, self._clock())
-        self.resource_version = listed.resource_version
-        self._relisted()
-        log.info(
-            "%s: listed %d at resourceVersion %s (fetch %.2f s, apply %.2f s)",
-            self.kind.name,
-            len(listed.items),
-            listed.resource_version,
-            fetched - began,
-            time.monotonic() - fetched,
-        )
-        return True
 
     def _absent(self) -> None:
         if self.present is not False:
@@ -219,7 +229,7 @@ class Informer:
                 self.options.crd_recheck,
             )
             self.present = False
-            self._replace([], self._clock())
+            self._begin_relist().finish(self._clock())
             self.resource_version = ""
             self._relisted()
 
@@ -314,12 +324,12 @@ class ClusterInformers:
         self.changed = asyncio.Event()
         self._on_change = on_change
 
-        def informer(kind: ResourceKind, apply: ApplyEvent, replace: ReplaceAll) -> Informer:
+        def informer(kind: ResourceKind, apply: ApplyEvent, relist: BeginRelist) -> Informer:
             return Informer(
                 client,
                 kind,
                 apply,
-                replace,
+                relist,
                 clock=clock,
                 options=options,
                 on_relist=on_relist,
@@ -327,10 +337,10 @@ class ClusterInformers:
                 field_selector=pod_field_selector if kind is PODS else "",
             )
 
-        self.nodes = informer(NODES, core.apply_node, core.replace_nodes)
-        self.pods = informer(PODS, core.apply_pod, core.replace_pods)
+        self.nodes = informer(NODES, core.apply_node, core.relist_nodes)
+        self.pods = informer(PODS, core.apply_pod, core.relist_pods)
         self.podgroups = (
-            informer(PODGROUPS, core.apply_podgroup, core.replace_podgroups) if podgroups else None
+            informer(PODGROUPS, core.apply_podgroup, core.relist_podgroups) if podgroups else None
         )
 
     @property

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from cache.cluster import Placement
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
+from scheduler.core import Reconciliation, SchedulingCore
 from scheduler.kube.client import ApiError, KubeClient, TokenBucket, create_client
 from scheduler.kube.informer import (
     PODS,
@@ -331,7 +331,7 @@ def test_error_event_stops_the_batch_after_applying_what_came_before() -> None:
         KubeClient(None),
         PODS,
         lambda event, obj, now: applied.append(obj["metadata"]["name"]),
-        lambda objs, now: None,
+        lambda: Reconciliation(lambda obj, now: "", lambda listed, now: None),
     )
     batch = [
         {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "7"}}},
@@ -402,3 +402,64 @@ async def test_paged_list_restarts_unpaged_when_its_continue_token_expires(
         ("2", "expired"),
         (None, None),
     ]
+
+
+@dataclasses.dataclass
+class PageSpy(Reconciliation):
+    """A core's reconciliation that notes each page and what the core held after it."""
+
+    core: SchedulingCore | None = None
+    pages: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    held_at_finish: int = 0
+
+    def add(self, objs: Any, now: float) -> None:
+        objs = list(objs)
+        super().add(objs, now)
+        assert self.core is not None
+        self.pages.append((len(objs), len(list(self.core.cache.pods()))))
+
+    def finish(self, now: float) -> None:
+        assert self.core is not None
+        self.held_at_finish = len(list(self.core.cache.pods()))
+        super().finish(now)
+
+
+@pytest.mark.asyncio
+async def test_a_relist_is_applied_page_by_page_and_removes_what_it_lacks_at_the_end(
+    tmp_path: Path,
+) -> None:
+    """Each page reaches the core as it arrives (the event loop runs between pages);
+    what the list lacks is removed only once the last page is in."""
+    async with KubeApiEmulator() as api:
+        seed(api, nodes=1, pods=5)  # 6 pods in all
+        core = SchedulingCore(build_profile())
+        core.replace_pods([*api.pods(), pod_obj("vanished", phase="Running")], 0.0)
+        spies: list[PageSpy] = []
+        ticks: list[int] = []  # pages applied, each time another task ran
+
+        def begin() -> Reconciliation:
+            inner = core.relist_pods()
+            spies.append(PageSpy(inner.apply, inner.remove_missing, core=core))
+            return spies[-1]
+
+        async def tick() -> None:
+            while True:
+                ticks.append(len(spies[-1].pages) if spies else 0)
+                await asyncio.sleep(0)
+
+        config = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+        async with await create_client(str(config), qps=None) as client:
+            informer = Informer(
+                client, PODS, core.apply_pod, begin, options=dataclasses.replace(FAST, page_size=2)
+            )
+            ticker = asyncio.create_task(tick())
+            try:
+                assert await informer.relist()
+            finally:
+                ticker.cancel()
+        (spy,) = spies
+        assert spy.pages == [(2, 7), (2, 7), (2, 7)]  # nothing removed before the end
+        assert spy.held_at_finish == 7
+        assert {1, 2} <= set(ticks)  # other tasks ran between two pages
+        assert core.cache.pod("uid-default-vanished") is None
+        assert state(core)["pods"] == fresh_state(api)["pods"]

@@ -9,7 +9,8 @@ marked "EMULATOR GUESS" where it is implemented.
 
 Known simplifications (each an EMULATOR GUESS or an omission, never needed by the
 scheduler):
-- list ignores `limit`/`continue` (returns everything, no continue token) and
+- list honours `limit`/`continue` (pager.py: later pages come from the first page's
+  resourceVersion; a token expires with the watch history) but ignores
   `resourceVersion`/`resourceVersionMatch` (always the latest state, which satisfies
   "not older than"); `sendInitialEvents` on watch is honoured, `resourceVersionMatch` not;
 - namespaces need not exist; names are not validated; finalizers do not delay deletion;
@@ -36,6 +37,7 @@ from aiohttp import web
 
 from tests.kubeapi import errors, strategy, writes
 from tests.kubeapi.errors import ApiError
+from tests.kubeapi.pager import Pager
 from tests.kubeapi.resources import ALL_TYPES, NODES, PODGROUPS, PODS, ResourceType
 from tests.kubeapi.routing import (
     Route,
@@ -112,6 +114,7 @@ class KubeApiEmulator:
         request_log_size: int = 10_000,
     ) -> None:
         self.store = Store(ALL_TYPES, history_size)
+        self.pager = Pager()
         self.bookmark_interval = bookmark_interval
         self.max_watch_backlog = max_watch_backlog
         self.too_large_wait = too_large_wait
@@ -236,6 +239,7 @@ class KubeApiEmulator:
         Objects survive and the resourceVersion keeps growing."""
         self.drop_watches()
         if new_history:
+            self.pager.forget()
             for resource in self.store.by_type.values():
                 resource.forget_history(self.store.rv)
 
@@ -447,24 +451,37 @@ class KubeApiEmulator:
 
     async def _list(self, request: web.Request, route: Route) -> web.StreamResponse:
         labels, fields = self._selectors(route.rtype, request)
-        items = []
-        for stored in self.store.of(route.rtype).sorted_objects():
-            if route.namespace is not None and stored.namespace != route.namespace:
-                continue
-            if (labels.empty or labels.matches(stored.labels)) and (
-                fields.empty or fields.matches(stored.fields)
-            ):
-                items.append(stored.list_item_json())
+        try:
+            limit = int(request.query.get("limit") or 0)
+        except ValueError as err:
+            raise errors.bad_request(f"invalid limit: {err}") from err
+        token = request.query.get("continue")
+        if token:
+            floor = self.store.of(route.rtype).floor
+            page = self.pager.next(token, limit, floor)
+        else:
+            items = []
+            for stored in self.store.of(route.rtype).sorted_objects():
+                if route.namespace is not None and stored.namespace != route.namespace:
+                    continue
+                if (labels.empty or labels.matches(stored.labels)) and (
+                    fields.empty or fields.matches(stored.fields)
+                ):
+                    items.append(stored.list_item_json())
+            counted = labels.empty and fields.empty
+            page = self.pager.first(items, self.store.rv, limit, counted)
+        meta: dict[str, Any] = {"resourceVersion": str(page.resource_version)}
+        if page.continue_token:
+            meta["continue"] = page.continue_token
+        if page.remaining is not None:
+            meta["remainingItemCount"] = page.remaining
         rtype = route.rtype
-        head = (
-            b'{"kind":"%sList","apiVersion":"%s","metadata":{"resourceVersion":"%d"},"items":['
-            % (
-                rtype.kind.encode(),
-                rtype.api_version.encode(),
-                self.store.rv,
-            )
+        head = b'{"kind":"%sList","apiVersion":"%s","metadata":%s,"items":[' % (
+            rtype.kind.encode(),
+            rtype.api_version.encode(),
+            dumps(meta),
         )
-        return json_response(head + b",".join(items) + b"]}", 200)
+        return json_response(head + b",".join(page.items) + b"]}", 200)
 
     async def _watch(self, request: web.Request, route: Route) -> web.StreamResponse:
         if route.name is not None:
