@@ -10,6 +10,13 @@ benchmark's own seeding excluded; its polling goes to `/_emulator/requests`, whi
 counted), scheduler CPU seconds per 1,000 pods (getrusage of this process) and the peak
 RSS of this process.
 
+`--running-pods R` adds R pods already running on the nodes (bound by another scheduler,
+CPU and memory only, shaped like real Deployment pods: owner reference, labels, env,
+probes, the service-account volume, kubelet status; about 4 KB of JSON each), spread
+evenly: the cluster the scheduler must hold in memory (the issue's 5,000 nodes with
+150,000 pods). On the emulator they are loaded directly (`/_emulator/seed/pods`, not
+counted); on a cluster they are created and their status written.
+
 With `--kubeconfig PATH` the nodes (plain Node objects, no kubelet) and pods are created
 on that cluster instead, measured the same way (requests per pod is null there: a real
 API server has no request counter we can read), and deleted again in any case.
@@ -21,6 +28,7 @@ benchmark sets it on the running scheduler's recorder.
 
     .venv/bin/python bench/kube.py --nodes 1000 --pods 10000 --gang 8
     .venv/bin/python bench/kube.py --nodes 1000 --pods 10000 --gang 8 --json
+    .venv/bin/python bench/kube.py --nodes 5000 --pods 10000 --gang 8 --running-pods 150000
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION
 from scheduler.config import SchedulerConfig, config_from_mapping
 from scheduler.kube.client import ApiError, KubeClient, create_client
 from scheduler.kube.events import ScheduledEvents
-from scheduler.kube.runner import SchedulerRun
+from scheduler.kube.runner import SchedulerRun, collector_tuned_for
 from scheduler.sim.objects import node_object
 from tests.kubeapi import write_kubeconfig
 
@@ -58,6 +66,7 @@ NAMESPACE = "default"
 BENCH_LABEL = "gang-scheduler.io/benchmark"
 SCHEDULER_QPS = 100_000
 SEED_CONCURRENCY = 64
+RUNNING_SEED_BATCH = 2000
 POLL_SECONDS = 0.05
 
 
@@ -89,6 +98,138 @@ def bench_pod(name: str, gang: str, size: int, scheduler: str, run_id: str) -> d
                     "name": "main",
                     "image": "registry.k8s.io/pause:3.9",
                     "resources": {"requests": requests, "limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+        },
+    }
+
+
+def running_pod(name: str, node: str, index: int, run_id: str) -> dict[str, Any]:
+    """A pod of a Deployment, bound by another scheduler and running: the fields a real
+    one carries (managedFields aside), so the informer parses what it would parse."""
+    app = f"svc-{index % 500:03d}"
+    started = "2026-11-01T08:00:00Z"
+    ready = {"lastProbeTime": None, "lastTransitionTime": started, "status": "True"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": f"{run_id}-run-{index:08d}",
+            "creationTimestamp": started,
+            "generateName": f"{app}-7d9f8b6c5-",
+            "labels": {"app": app, "pod-template-hash": "7d9f8b6c5", BENCH_LABEL: run_id},
+            "annotations": {"kubectl.kubernetes.io/restartedAt": started},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{app}-7d9f8b6c5",
+                    "uid": f"{run_id}-rs-{index % 500:04d}",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "nodeName": node,
+            "serviceAccountName": "default",
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "priority": 0,
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "securityContext": {},
+            "containers": [
+                {
+                    "name": "app",
+                    "image": f"registry.example.test/{app}:1.4.2",
+                    "imagePullPolicy": "IfNotPresent",
+                    "args": ["--port=8080", "--log-level=info"],
+                    "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+                    "env": [
+                        {"name": "APP", "value": app},
+                        {"name": "REGION", "value": "eu-1"},
+                        {
+                            "name": "POD_IP",
+                            "valueFrom": {
+                                "fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}
+                            },
+                        },
+                    ],
+                    "resources": {
+                        "requests": {"cpu": "500m", "memory": "1Gi"},
+                        "limits": {"cpu": "2", "memory": "2Gi"},
+                    },
+                    "readinessProbe": {
+                        "httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"},
+                        "periodSeconds": 10,
+                        "timeoutSeconds": 1,
+                        "successThreshold": 1,
+                        "failureThreshold": 3,
+                    },
+                    "volumeMounts": [
+                        {
+                            "name": "kube-api-access",
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                            "readOnly": True,
+                        }
+                    ],
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                }
+            ],
+            "tolerations": [
+                {
+                    "key": f"node.kubernetes.io/{why}",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+                for why in ("not-ready", "unreachable")
+            ],
+            "volumes": [
+                {
+                    "name": "kube-api-access",
+                    "projected": {
+                        "defaultMode": 420,
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {
+                                "configMap": {
+                                    "name": "kube-root-ca.crt",
+                                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                                }
+                            },
+                        ],
+                    },
+                }
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "qosClass": "Burstable",
+            "hostIP": "10.1.0.1",
+            "podIP": f"10.{index // 65536 % 256}.{index // 256 % 256}.{index % 256}",
+            "startTime": started,
+            "conditions": [
+                {**ready, "type": kind}
+                for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+            ],
+            "containerStatuses": [
+                {
+                    "name": "app",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "image": f"registry.example.test/{app}:1.4.2",
+                    "imageID": f"registry.example.test/{app}@sha256:{index:064x}",
+                    "containerID": f"containerd://{index:064x}",
+                    "state": {"running": {"startedAt": started}},
+                    "lastState": {},
                 }
             ],
         },
@@ -138,6 +279,45 @@ async def seed(
 
     await bounded((create_node(n) for n in node_names), SEED_CONCURRENCY)
     await bounded((create_pod(i, n) for i, n in enumerate(pod_names)), SEED_CONCURRENCY)
+
+
+def running_names(count: int, run_id: str) -> list[str]:
+    return [f"bench-{run_id}-r{i:06d}" for i in range(count)]
+
+
+async def seed_running(
+    client: KubeClient, names: list[str], node_names: list[str], run_id: str, emulated: bool
+) -> None:
+    """Pods already running on the nodes, round robin. The emulator loads them directly;
+    a cluster gets each created and its status written, as the kubelet would."""
+    pods = (
+        running_pod(name, node_names[i % len(node_names)], i, run_id)
+        for i, name in enumerate(names)
+    )
+    if emulated:
+        batch: list[dict[str, Any]] = []
+        for pod in pods:
+            batch.append(pod)
+            if len(batch) == RUNNING_SEED_BATCH:
+                await client.request_json("POST", "/_emulator/seed/pods", body={"items": batch})
+                batch = []
+        if batch:
+            await client.request_json("POST", "/_emulator/seed/pods", body={"items": batch})
+        return
+
+    def create(pod: dict[str, Any]) -> Callable[[], Awaitable[None]]:
+        async def job() -> None:
+            status = pod.pop("status")
+            del pod["metadata"]["uid"]
+            path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+            created = await client.request_json("POST", path, body=pod)
+            created["status"] = status
+            name = created["metadata"]["name"]
+            await client.request_json("PUT", f"{path}/{name}/status", body=created)
+
+        return job
+
+    await bounded((create(pod) for pod in pods), SEED_CONCURRENCY)
 
 
 async def cleanup(client: KubeClient, node_names: list[str], pod_names: list[str]) -> None:
@@ -217,15 +397,62 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
 
 
+async def drive(
+    run: SchedulerRun,
+    client: KubeClient,
+    args: argparse.Namespace,
+    expected: int,
+    bound_now: Callable[[], Awaitable[int]],
+    emulated: bool,
+) -> tuple[int, float, float, float, int, int]:
+    """Run the scheduler until `expected` pods are bound, then stop it; returns the
+    pods bound, the seconds from start to the last bind, the seconds to the caches'
+    sync, CPU seconds, the feedback backlog at the last bind, and the exit code."""
+    stop = asyncio.Event()
+    cpu0 = cpu_seconds()
+    start = time.perf_counter()
+    task = asyncio.create_task(run.run(stop))
+    synced_at: list[float] = []
+
+    async def note_sync() -> None:
+        await run.informers.wait_synced()
+        synced_at.append(time.perf_counter())
+
+    sync_watch = asyncio.create_task(note_sync())
+    try:
+        bound = 0
+        deadline = start + args.timeout
+        while bound < expected:
+            if task.done():
+                raise RuntimeError(f"the scheduler ended early (exit {task.result()})")
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"only {bound}/{expected} bound after {args.timeout} s")
+            await asyncio.sleep(POLL_SECONDS if emulated else 1.0)
+            bound = await bound_now()
+        seconds = time.perf_counter() - start
+        sync = (synced_at[0] if synced_at else start) - start
+        cpu = cpu_seconds() - cpu0
+        backlog = len(run.writes)
+    finally:
+        sync_watch.cancel()
+        stop.set()
+        code = await task
+        await client.close()
+    return bound, seconds, sync, cpu, backlog, code
+
+
 async def measure(args: argparse.Namespace, kubeconfig: str, emulated: bool) -> dict[str, Any]:
     run_id = f"{os.getpid() % 100000:05d}"
     node_names, pod_names = names(args.nodes, args.pods, args.gang, run_id)
+    running = running_names(args.running_pods, run_id)
     expected = fitting_pods(args.nodes, args.pods, args.gang)
     config = bench_config(args.binding_concurrency)
     seeder = await create_client(kubeconfig, qps=None)
     try:
         began_seeding = time.perf_counter()
-        await seed(seeder, node_names, pod_names, args.gang, config.scheduler_name, run_id)
+        await seed(seeder, node_names, [], args.gang, config.scheduler_name, run_id)
+        await seed_running(seeder, running, node_names, run_id, emulated)
+        await seed(seeder, [], pod_names, args.gang, config.scheduler_name, run_id)
         seeding = time.perf_counter() - began_seeding
         before = (await emulator_counts(seeder))[0] if emulated else Counter[str]()
 
@@ -237,44 +464,30 @@ async def measure(args: argparse.Namespace, kubeconfig: str, emulated: bool) -> 
         client = await create_client(kubeconfig, qps=SCHEDULER_QPS, burst=SCHEDULER_QPS)
         run = SchedulerRun(config, client)
         run.recorder.scheduled_events = cast(ScheduledEvents, args.scheduled_events)
-        stop = asyncio.Event()
-        cpu0 = cpu_seconds()
-        start = time.perf_counter()
-        task = asyncio.create_task(run.run(stop))
-        try:
-            bound = 0
-            deadline = start + args.timeout
-            while bound < expected:
-                if task.done():
-                    raise RuntimeError(f"the scheduler ended early (exit {task.result()})")
-                if time.perf_counter() > deadline:
-                    raise RuntimeError(f"only {bound}/{expected} bound after {args.timeout} s")
-                await asyncio.sleep(POLL_SECONDS if emulated else 1.0)
-                bound = await bound_now()
-            seconds = time.perf_counter() - start
-            cpu = cpu_seconds() - cpu0
-            backlog = len(run.writes)
-        finally:
-            stop.set()
-            code = await task
-            await client.close()
+        async with collector_tuned_for(run.informers):  # as `gang-scheduler run` does
+            measured = await drive(run, client, args, expected, bound_now, emulated)
         # Taken after the stop: the write queue has drained the events of the last gangs.
         after = (await emulator_counts(seeder))[0] if emulated else Counter[str]()
         requests = after - before
         if not emulated:
-            await cleanup(seeder, node_names, pod_names)
-            node_names, pod_names = [], []
+            await cleanup(seeder, node_names, pod_names + running)
+            node_names, pod_names, running = [], [], []
     finally:
-        if not emulated and (node_names or pod_names):
-            await cleanup(seeder, node_names, pod_names)
+        if not emulated and (node_names or pod_names or running):
+            await cleanup(seeder, node_names, pod_names + running)
         await seeder.close()
+    bound, seconds, sync, cpu, backlog, code = measured
     return {
         "pods_per_s": round(bound / seconds, 1),
+        # The same, counted from when the caches had synced (the initial lists are in).
+        "pods_per_s_after_sync": round(bound / max(seconds - sync, 1e-9), 1),
+        "sync_seconds": round(sync, 2),
         "requests_per_pod": round(sum(requests.values()) / bound, 3) if emulated else None,
         "cpu_s_per_1000_pods": round(cpu / bound * 1000, 3),
         "peak_rss_mib": round(peak_rss_mib(), 1),
         "nodes": args.nodes,
         "pods": args.pods,
+        "running_pods": args.running_pods,
         "gang": args.gang,
         "binds": bound,
         "unschedulable_pods": args.pods - expected,
@@ -349,10 +562,13 @@ def table(result: dict[str, Any]) -> str:
     rows = [
         ("nodes x GPUs", f"{result['nodes']} x {GPUS_PER_NODE}"),
         ("pods (gang size)", f"{result['pods']} ({result['gang']})"),
+        ("pods running before the start", str(result["running_pods"])),
         ("bound", str(result["binds"])),
         ("left unschedulable (no room)", str(result["unschedulable_pods"])),
         ("seconds (start to last bind)", f"{result['seconds']:.2f}"),
         ("pods bound per second", f"{result['pods_per_s']:.0f}"),
+        ("caches synced after (s)", f"{result['sync_seconds']:.2f}"),
+        ("pods bound per second after the sync", f"{result['pods_per_s_after_sync']:.0f}"),
         (
             "API requests per bound pod",
             "n/a" if result["requests_per_pod"] is None else f"{result['requests_per_pod']:.3f}",
@@ -372,6 +588,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--gang", type=int, default=8)
+    parser.add_argument(
+        "--running-pods", type=int, default=0, help="pods already running on the nodes (0)"
+    )
     parser.add_argument("--kubeconfig", help="run on this cluster instead of the emulator")
     parser.add_argument(
         "--scheduled-events", choices=("pod", "gang", "off"), default="pod", help="default pod"

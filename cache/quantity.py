@@ -7,6 +7,7 @@ a decimal exponent (e3, E-2).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -62,9 +63,26 @@ def parse_quantity(value: object) -> Fraction:
 
 def to_milli(value: object) -> int:
     """A quantity in thousandths, rounded up as Kubernetes rounds CPU requests."""
+    if type(value) is str:
+        return _milli_of_text(value)
     return math.ceil(parse_quantity(value) * 1000)
 
 
 def to_units(value: object) -> int:
     """A quantity in whole units, rounded up (memory in bytes, device counts)."""
+    if type(value) is str:
+        return _units_of_text(value)
     return math.ceil(parse_quantity(value))
+
+
+# A cluster's pods repeat a few quantity strings ("500m", "1Gi", "1") hundreds of
+# thousands of times, and parsing one through Fraction costs microseconds: the results
+# are kept (a malformed string raises each time; exceptions are not cached).
+@functools.lru_cache(maxsize=4096)
+def _milli_of_text(text: str) -> int:
+    return math.ceil(parse_quantity(text) * 1000)
+
+
+@functools.lru_cache(maxsize=4096)
+def _units_of_text(text: str) -> int:
+    return math.ceil(parse_quantity(text))

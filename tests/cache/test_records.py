@@ -43,6 +43,21 @@ def test_malformed_quantities_raise_quantity_error(bad: object) -> None:
         parse_quantity(bad)
 
 
+@pytest.mark.parametrize("bad", ["", "abc", "4GB", "1e99"])
+def test_remembered_quantities_still_refuse_a_malformed_string_every_time(bad: str) -> None:
+    for _ in range(2):  # the memo of parsed strings keeps results, never failures
+        with pytest.raises(QuantityError):
+            to_milli(bad)
+        with pytest.raises(QuantityError):
+            to_units(bad)
+    assert [to_milli("250m"), to_milli("250m"), to_units("2Ki"), to_units("2Ki")] == [
+        250,
+        250,
+        2048,
+        2048,
+    ]
+
+
 def test_requests_follow_kube_scheduler_rules() -> None:
     spec = {
         "containers": [

@@ -38,7 +38,7 @@ from aiohttp import web
 from tests.kubeapi import errors, strategy, writes
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.pager import Pager
-from tests.kubeapi.resources import ALL_TYPES, NODES, PODGROUPS, PODS, ResourceType
+from tests.kubeapi.resources import ALL_TYPES, NODES, PODGROUPS, PODS, ResourceType, find_type
 from tests.kubeapi.routing import (
     Route,
     discovery_document,
@@ -336,6 +336,19 @@ class KubeApiEmulator:
     def put_node(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.put(NODES, obj)
 
+    async def _seed(self, request: web.Request, plural: str) -> web.StreamResponse:
+        """`POST /_emulator/seed/<plural>` with `{"items": [...]}`: `put` each object, as
+        a restore from a backup would (for benchmarks that need 100,000 running pods
+        without 200,000 creates and kubelet status writes). Not a Kubernetes path and not
+        counted as a request."""
+        rtype = find_type("", "v1", plural)
+        if rtype is None:
+            raise errors.path_not_found()
+        items = (await self._body(request)).get("items") or []
+        for obj in items:
+            self.put(rtype, obj)
+        return json_response(dumps({"seeded": len(items)}), 200)
+
     def put_pod(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.put(PODS, obj)
 
@@ -390,6 +403,8 @@ class KubeApiEmulator:
                 for (v, r, s), n in sorted(self._counts.items())
             ]
             return json_response(dumps({"requests": counts, "binds": len(self.bind_log)}), 200)
+        if parts[:2] == ["_emulator", "seed"] and len(parts) == 3 and request.method == "POST":
+            return await self._seed(request, parts[2])
         if request.method == "GET":
             doc = discovery_document(parts, request.host, self._crd_present, self._started)
             if doc is not None:
