@@ -252,3 +252,37 @@ def test_workloads_request_and_limit_resources(kind: str) -> None:
                 resources = container["resources"]
                 assert resources["requests"]["memory"] and resources["limits"]["memory"]
                 assert resources["requests"]["cpu"] and resources["limits"]["cpu"]
+
+
+def test_the_documented_overlays_render(tmp_path: Path) -> None:
+    """The operator guide's overlays: the node agent on another label, and a replaced
+    configuration (which renames the ConfigMap, so the Deployment rolls)."""
+    (tmp_path / "my-config.yaml").write_text("policy: {name: fgd}\n")
+    path = overlay(
+        tmp_path,
+        "resources: [{deploy}]\n"
+        "configMapGenerator:\n"
+        "  - name: gang-scheduler-config\n"
+        "    namespace: kube-system\n"
+        "    behavior: replace\n"
+        "    files:\n"
+        "      - config.yaml=my-config.yaml\n"
+        "patches:\n"
+        "  - target: {{kind: DaemonSet, name: gang-scheduler-node-agent}}\n"
+        "    patch: |-\n"
+        "      - op: replace\n"
+        "        path: /spec/template/spec/affinity/nodeAffinity/"
+        "requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions/0\n"
+        "        value: {{key: accelerator, operator: In, values: [nvidia]}}\n",
+    )
+    objects = rendered(path)
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.32", strict=True)
+    assert parse_config(scheduler_config_text(objects)).policy.name == "fgd"
+    shipped = one(rendered(), "ConfigMap")["metadata"]["name"]
+    assert one(objects, "ConfigMap")["metadata"]["name"] != shipped
+    pod = one(objects, "DaemonSet")["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {"key": "accelerator", "operator": "In", "values": ["nvidia"]}
+    ]
