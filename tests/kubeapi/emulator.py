@@ -38,6 +38,7 @@ from aiohttp import web
 from tests.kubeapi import errors, strategy, writes
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.pager import Pager
+from tests.kubeapi.rbac import RbacAuthorizer
 from tests.kubeapi.resources import ALL_TYPES, NODES, PODGROUPS, PODS, ResourceType, find_type
 from tests.kubeapi.routing import (
     Route,
@@ -132,6 +133,8 @@ class KubeApiEmulator:
         self._port = 0
         self._started = strategy.timestamp()
         self._timers: set[asyncio.TimerHandle] = set()
+        # None: every request is allowed (no authentication, no authorization).
+        self.authorizer: RbacAuthorizer | None = None
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -422,6 +425,11 @@ class KubeApiEmulator:
         }.get(verb)
         if handler is None or (route.subresource == "binding" and verb != "create"):
             raise errors.method_not_allowed()
+        if self.authorizer is not None:
+            denial = self.authorizer.authorize(verb, route)
+            if denial is not None:
+                self._record(verb, route, denial.code)
+                raise denial
         fault = self._inject(verb, route)
         if fault is not None and not fault.committed:
             self._record(verb, route, fault.status)

@@ -1,0 +1,34 @@
+# syntax=docker/dockerfile:1
+# The gang-scheduler image: the scheduler (`run`, the default) and the node agent
+# (`node-agent`), one image for both. Two stages: the first builds the project's wheel
+# from the packaging inputs only; the second installs that wheel (with the `agent` extra,
+# NVIDIA's NVML bindings) into a slim Python and nothing else: no source tree, no tests,
+# no build tools. Runs as a numeric non-root user, so `runAsNonRoot` can verify it.
+#
+#   docker build -t ghcr.io/gang-scheduler/gang-scheduler:0.1.0 .
+#
+# Needs BuildKit (the default builder of current Docker) for the bind mount below.
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS wheel
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY cache/ cache/
+COPY policies/ policies/
+COPY scheduler/ scheduler/
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="gang-scheduler" \
+      org.opencontainers.image.description="Kubernetes gang scheduler for ML learning tasks: all-or-nothing gangs, fractional GPUs, GPU topology" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    MPLCONFIGDIR=/tmp/matplotlib
+# The wheel is mounted for this step only: it is installed, never copied into a layer.
+RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
+    pip install --no-cache-dir "$(ls /wheels/gang_scheduler-*.whl)[agent]"
+USER 65532:65532
+ENTRYPOINT ["gang-scheduler"]
+CMD ["run"]

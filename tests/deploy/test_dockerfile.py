@@ -1,0 +1,100 @@
+"""The Dockerfile (not built here: no container engine on the test machines) is checked
+for what the image must be: the final stage installs the project's wheel and nothing
+else from the build context, with the `agent` extra the node agent needs; it runs as a
+numeric non-root user (so the pods' runAsNonRoot can verify it, and it matches their
+runAsUser); its entrypoint is the `gang-scheduler` command, whose default is `run`."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+
+from scheduler.cli import build_parser
+from tests.deploy.render import ROOT, one, rendered
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str
+    instructions: list[tuple[str, str]] = field(default_factory=list)
+
+    def all(self, keyword: str) -> list[str]:
+        return [args for kw, args in self.instructions if kw == keyword]
+
+
+def stages() -> list[Stage]:
+    text = (ROOT / "Dockerfile").read_text()
+    logical = re.sub(r"\\\n", " ", text)  # join continuation lines
+    found: list[Stage] = []
+    for line in logical.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keyword, _, args = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            words = args.split()
+            found.append(Stage(words[0], words[2] if len(words) > 2 else ""))
+        elif found:
+            found[-1].instructions.append((keyword, args.strip()))
+    return found
+
+
+def test_the_build_stage_copies_only_the_packaging_inputs() -> None:
+    build, _ = stages()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    copied = set()
+    for args in build.all("COPY"):
+        *sources, _ = shlex.split(args)
+        copied |= {s.rstrip("/") for s in sources}
+    assert copied == {"pyproject.toml", project["project"]["readme"], *packages}
+    (run,) = build.all("RUN")
+    assert "pip wheel" in run and "--no-deps" in run
+
+
+def test_the_final_stage_installs_the_wheel_only_and_runs_as_non_root() -> None:
+    build, final = stages()
+    assert final.base == build.base == "${PYTHON_IMAGE}"
+    assert final.all("COPY") == [] and final.all("ADD") == []
+    (install,) = final.all("RUN")
+    assert f"from={build.name}" in install
+    assert re.search(
+        r'pip install [^"]*"\$\(ls /wheels/gang_scheduler-\*\.whl\)\[agent\]"', install
+    )
+    (user,) = final.all("USER")
+    uid, _, gid = user.partition(":")
+    assert uid.isdigit() and int(uid) > 0 and gid.isdigit() and int(gid) > 0
+    for kind, name in (
+        ("Deployment", "gang-scheduler"),
+        ("DaemonSet", "gang-scheduler-node-agent"),
+    ):
+        pod = one(rendered(), kind, name)["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsUser"] == int(uid)
+
+
+def test_the_entrypoint_is_the_command_and_the_default_is_run() -> None:
+    _, final = stages()
+    (entrypoint,) = final.all("ENTRYPOINT")
+    (command,) = final.all("CMD")
+    assert json.loads(entrypoint) == ["gang-scheduler"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "gang-scheduler" in project["project"]["scripts"]
+    assert build_parser().parse_args(json.loads(command)).handler.__name__ == "_run"
+
+
+def test_the_build_context_is_the_packaging_inputs() -> None:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    rules = [line for line in lines if line and not line.startswith("#")]
+    assert rules[0] == "*"
+    allowed = {r[1:].rstrip("/") for r in rules if r.startswith("!")}
+    build, _ = stages()
+    copied = set()
+    for args in build.all("COPY"):
+        *sources, _ = shlex.split(args)
+        copied |= {s.rstrip("/") for s in sources}
+    assert allowed == copied

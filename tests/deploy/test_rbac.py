@@ -1,0 +1,268 @@
+"""The RBAC of deploy/ is exactly what the code uses, derived from the code's behaviour.
+
+The scheduler and the node agent run end to end against the API emulator with the
+emulator enforcing the rendered Roles and ClusterRoles of their ServiceAccounts (the
+ones the Deployment and the DaemonSet name). The scenarios take every path that writes:
+binds, a bind answered 500 (read back, retried), a gang broken by a 409 (its bound
+member deleted), FailedScheduling created then its count patched, PodScheduled
+conditions, PodGroup status, an event on a PodGroup (its uid read), the Lease created,
+read and renewed; the agent's get and patch of its Node. Then:
+
+- nothing was refused (a verb missing from deploy/ fails the test), and
+- every (role, verb, group, resource, resourceNames) the rules grant was used by some
+  request (a verb granted and never used fails the test).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler.agent.publisher import AgentOptions, serve
+from scheduler.config import config_from_mapping
+from scheduler.kube.client import ApiError, create_client
+from scheduler.kube.runner import run_scheduler
+from tests.agent import DGX_A100, FakeNvml
+from tests.deploy.render import one, rendered, scheduler_config_text
+from tests.factories import node_obj, pod_obj
+from tests.kubeapi import LEASES, PODGROUPS, KubeApiEmulator, write_kubeconfig
+from tests.kubeapi.rbac import Attributes, Policy, RbacAuthorizer, Rule, forbidden
+
+TEST_TIMEOUT = 30.0
+
+
+def account_policy(kind: str, name: str) -> Policy:
+    """The policy of the ServiceAccount the workload `kind/name` runs as."""
+    objects = rendered()
+    workload = one(objects, kind, name)
+    account = workload["spec"]["template"]["spec"]["serviceAccountName"]
+    return Policy.for_service_account(objects, workload["metadata"]["namespace"], account)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def eventually(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def podgroup(name: str, min_member: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": min_member},
+    }
+
+
+def bound(api: KubeApiEmulator, prefix: str) -> int:
+    return sum(
+        1
+        for p in api.pods()
+        if p["spec"].get("nodeName") and p["metadata"]["name"].startswith(prefix)
+    )
+
+
+def deployed_config_with_fast_timings(port: int) -> dict[str, Any]:
+    """The ConfigMap's configuration as deployed (lease name and namespace included),
+    with timings short enough for a test."""
+    config = yaml.safe_load(scheduler_config_text(rendered()))
+    config["http"] = {"address": "127.0.0.1", "port": port}
+    config["leaderElection"].update(
+        leaseDurationSeconds=1.0, renewDeadlineSeconds=0.75, retryPeriodSeconds=0.25
+    )
+    config["timeouts"].update(
+        initialBackoffSeconds=0.1,
+        maxBackoffSeconds=0.3,
+        bindTimeoutSeconds=2.0,
+        maxUnschedulableSeconds=0.3,
+    )
+    config["events"]["aggregationWindowSeconds"] = 0.4
+    config["client"] = {"qps": 1000, "burst": 1000}
+    assert isinstance(config, dict)
+    return config
+
+
+@pytest.mark.asyncio
+async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path) -> None:
+    policy = account_policy("Deployment", "gang-scheduler")
+    authorizer = RbacAuthorizer(policy)
+    config = config_from_mapping(deployed_config_with_fast_timings(free_port()))
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.authorizer = authorizer
+            for i in range(4):
+                api.put_node(node_obj(f"n{i}", gpus=2))
+            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+            stop = asyncio.Event()
+            task = asyncio.create_task(
+                run_scheduler(config, str(kubeconfig), clock=time.monotonic, stop=stop)
+            )
+            try:
+                # A PodGroup gang; its first bind answers 500: read back, then retried.
+                api.put(PODGROUPS, podgroup("train", 2))
+                api.fail_next_binds(1, status=500)
+                for i in range(2):
+                    api.put_pod(pod_obj(f"train-{i}", gang="train", gpus=1))
+                await eventually(lambda: bound(api, "train-") == 2, "train bound")
+                await eventually(
+                    lambda: (
+                        (api.get(PODGROUPS, "default", "train") or {})
+                        .get("status", {})
+                        .get("phase")
+                        == "Scheduled"
+                    ),
+                    "PodGroup status written",
+                )
+                # A gang broken by a 409: its bound member is deleted.
+                api.fail_next_binds(1, status=409, after=1)
+                for i in range(2):
+                    api.put_pod(pod_obj(f"broken-{i}", gang="broken", min_member=2, gpus=1))
+                await eventually(lambda: api.request_count("delete", "pods") >= 1, "undo")
+                # A gang that cannot fit: conditions, FailedScheduling, then its count.
+                for i in range(2):
+                    api.put_pod(pod_obj(f"huge-{i}", gang="huge", min_member=2, gpus=8))
+                await eventually(
+                    lambda: api.request_count("patch", "events") >= 1, "an event's count"
+                )
+                # A PodGroup that is wrong: a Warning on the PodGroup (its uid read).
+                api.put(PODGROUPS, podgroup("bad", 0))
+                api.put_pod(pod_obj("bad-0", gang="bad"))
+                await eventually(
+                    lambda: api.request_count("get", "podgroups") >= 1, "the PodGroup's uid"
+                )
+            finally:
+                stop.set()
+                assert await asyncio.wait_for(task, 10.0) == 0
+            lease = api.get(LEASES, "kube-system", "gang-scheduler")
+            assert lease is not None and not lease["spec"].get("holderIdentity")
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+    assert authorizer.denied == []
+    unused = policy.grants() - authorizer.used
+    assert unused == set(), f"granted but never used: {sorted(map(str, unused))}"
+    # What it used, as (verb, resource) where it was used: nothing was needed beyond.
+    assert {(a.verb, a.resource) for a in authorizer.allowed} == {
+        (g.verb, g.resource) for g in policy.grants()
+    }
+
+
+@pytest.mark.asyncio
+async def test_the_node_agent_runs_under_exactly_the_deployed_rbac(tmp_path: Path) -> None:
+    policy = account_policy("DaemonSet", "gang-scheduler-node-agent")
+    authorizer = RbacAuthorizer(policy)
+    async with KubeApiEmulator() as api:
+        api.authorizer = authorizer
+        node = node_obj("gpu-1")
+        node["metadata"]["annotations"] = {}
+        api.put_node(node)
+        kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+        options = AgentOptions(node_name="gpu-1", kubeconfig=str(kubeconfig), once=True)
+        assert await serve(options, FakeNvml(DGX_A100)) == 0
+        assert api.request_count("patch", "nodes") == 1
+    assert authorizer.denied == []
+    assert policy.grants() == authorizer.used
+
+
+def test_the_roles_have_no_wildcard_no_secrets_and_no_admin_binding() -> None:
+    objects = rendered()
+    for obj in objects:
+        if obj["kind"] in ("Role", "ClusterRole"):
+            assert "aggregationRule" not in obj
+            for rule in obj["rules"]:
+                for key in ("apiGroups", "resources", "verbs", "resourceNames"):
+                    assert "*" not in rule.get(key, []), (obj["metadata"]["name"], key)
+                assert "secrets" not in rule["resources"]
+                assert "nonResourceURLs" not in rule
+        if obj["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            assert obj["roleRef"]["name"] not in ("cluster-admin", "admin", "edit")
+
+
+# --- the authorizer itself --------------------------------------------------------------
+LEASE_ROLE = {
+    "kind": "Role",
+    "metadata": {"name": "leader", "namespace": "kube-system"},
+    "rules": [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["mine"],
+            "verbs": ["get"],
+        },
+    ],
+}
+LEASE_BINDING = {
+    "kind": "RoleBinding",
+    "metadata": {"name": "leader", "namespace": "kube-system"},
+    "roleRef": {"kind": "Role", "name": "leader"},
+    "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "kube-system"}],
+}
+
+
+def test_a_role_binding_grants_in_its_namespace_and_names_only() -> None:
+    policy = Policy.for_service_account([LEASE_ROLE, LEASE_BINDING], "kube-system", "sa")
+    group = "coordination.k8s.io"
+    assert policy.grant_for(Attributes("get", group, "leases", "kube-system", "mine"))
+    assert not policy.grant_for(Attributes("get", group, "leases", "kube-system", "other"))
+    assert not policy.grant_for(Attributes("get", group, "leases", "default", "mine"))
+    assert policy.grant_for(Attributes("create", group, "leases", "kube-system", ""))
+    assert not policy.grant_for(Attributes("list", group, "leases", "kube-system", ""))
+    other = Policy.for_service_account([LEASE_ROLE, LEASE_BINDING], "kube-system", "nobody")
+    assert other.grants() == set()
+
+
+def test_a_subresource_needs_its_own_rule() -> None:
+    rule = Rule(("",), ("pods",), ("create", "get"))
+    assert rule.allows(Attributes("get", "", "pods", "ml", "p"))
+    assert not rule.allows(Attributes("create", "", "pods/binding", "ml", "p"))
+
+
+def test_a_binding_to_a_missing_role_is_an_error() -> None:
+    with pytest.raises(ValueError, match="missing"):
+        Policy.for_service_account([LEASE_BINDING], "kube-system", "sa")
+
+
+@pytest.mark.asyncio
+async def test_a_request_the_rules_do_not_grant_gets_403_as_kube_apiserver_words_it(
+    tmp_path: Path,
+) -> None:
+    policy = Policy.for_service_account([LEASE_ROLE, LEASE_BINDING], "kube-system", "sa")
+    async with KubeApiEmulator() as api:
+        api.authorizer = RbacAuthorizer(policy)
+        api.put(LEASES, {"metadata": {"name": "other", "namespace": "kube-system"}, "spec": {}})
+        client = await create_client(str(write_kubeconfig(api.base_url, tmp_path / "kc")))
+        async with client:
+            with pytest.raises(ApiError) as caught:
+                await client.request_json(
+                    "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/other"
+                )
+        assert caught.value.status == 403
+        assert api.request_count("get", "leases") == 1  # recorded with its 403
+    expected = forbidden(
+        policy.user, Attributes("get", "coordination.k8s.io", "leases", "kube-system", "other")
+    )
+    assert (
+        str(caught.value.message)
+        == expected.body["message"]
+        == (
+            'leases.coordination.k8s.io "other" is forbidden: User '
+            '"system:serviceaccount:kube-system:sa" cannot get resource "leases" in API group '
+            '"coordination.k8s.io" in the namespace "kube-system"'
+        )
+    )
