@@ -246,7 +246,15 @@ class DevicePlugin:
         if self._server is None or not self.socket_path.exists():
             if self._server is not None:
                 log.warning("%s was deleted (kubelet restart?); serving again", self.socket_path)
-            await self._start_server()
+            try:
+                await self._start_server()
+            except (OSError, RuntimeError) as error:  # grpc says RuntimeError for a bad port
+                await self._stop_server()
+                self._note(
+                    f"cannot serve on {self.socket_path}: {error} (is the kubelet's "
+                    "device-plugin directory mounted read-write?); trying again"
+                )
+                return
         kubelet = _socket_identity(self.kubelet_socket)
         if kubelet is None:
             self._note(f"waiting for the kubelet: {self.kubelet_socket} does not exist")

@@ -5,7 +5,10 @@ are read and patched through the real client; NVML is faked at its boundary."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -32,8 +35,8 @@ from scheduler.agent.publisher import AgentOptions, serve
 from scheduler.kube.client import KubeClient
 from tests.agent import PCIE_BOX, FakeNvml, with_gpu
 from tests.agent.kubelet import FakeKubelet, PluginClient, eventually
-from tests.factories import pod_obj
-from tests.kubeapi import KubeApiEmulator, api_client
+from tests.factories import node_obj, pod_obj
+from tests.kubeapi import KubeApiEmulator, api_client, write_kubeconfig
 
 NODE = "gpu-1"
 UUIDS = [gpu.uuid for gpu in PCIE_BOX.gpus]
@@ -415,6 +418,55 @@ async def test_a_coarser_unit_advertises_fewer_share_devices(plugin_dir: Path) -
 
 
 # --- the command -------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_the_node_agent_command_serves_the_plugin_beside_the_publisher(
+    plugin_dir: Path, tmp_path: Path
+) -> None:
+    async with KubeApiEmulator() as emulator:
+        emulator.put_node(node_obj(NODE))
+        emulator.put_pod(vgpu_pod("p", 500, "1:500"))
+        kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
+        kubelet = FakeKubelet(plugin_dir)
+        await kubelet.start()
+        options = AgentOptions(node_name=NODE, kubeconfig=str(kubeconfig), interval=30)
+        config = DevicePluginConfig(node_name="", directory=plugin_dir, watch_interval=0.02)
+        agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), config))
+        client = PluginClient(plugin_dir / SOCKET_NAME)
+        try:
+            await eventually(lambda: len(kubelet.registrations) == 1)
+            [answer] = await client.allocate(ids_of(0, 500))
+            assert answer.envs[VISIBLE_DEVICES_ENV] == UUIDS[1]
+            await eventually(lambda: emulator.request_count("patch", "nodes") == 1)
+        finally:
+            await client.close()
+            os.kill(os.getpid(), signal.SIGTERM)  # serve's handler stops both
+            assert await asyncio.wait_for(agent, 5) == 0
+            await kubelet.stop()
+
+
+@pytest.mark.asyncio
+async def test_an_unusable_directory_is_reported_and_tried_again(
+    plugin_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = plugin_dir / "not-a-directory"
+    blocked.write_text("")
+    async with (
+        KubeApiEmulator() as emulator,
+        KubeClient(await api_client(emulator.base_url)) as kube,
+    ):
+        config = DevicePluginConfig(node_name=NODE, directory=blocked, watch_interval=0.02)
+        plugin = DevicePlugin(FakeNvml(PCIE_BOX), config, KubePodApi(kube))
+        with caplog.at_level(logging.WARNING, "gang_scheduler.device_plugin"):
+            task = asyncio.create_task(plugin.run())
+            try:
+                await eventually(lambda: "cannot serve on" in caplog.text)
+                assert not task.done()
+            finally:
+                plugin.stop()
+                await asyncio.wait_for(task, 5)
+        assert caplog.text.count("cannot serve on") == 1  # once, not at every check
+
+
 @pytest.mark.asyncio
 async def test_serve_refuses_a_unit_that_does_not_divide_a_gpu(
     capsys: pytest.CaptureFixture[str],
