@@ -324,8 +324,22 @@ def _run_timeline(args: argparse.Namespace) -> int:
 # --- node agent --------------------------------------------------------------------------------
 def _node_agent(args: argparse.Namespace) -> int:
     # Imported here: the agent's API client and NVML are needed by no other command.
+    from pathlib import Path
+
     from scheduler.agent.publisher import AgentOptions, run_node_agent
 
+    plugin = None
+    if not args.no_device_plugin:
+        from scheduler.agent.deviceplugin import DevicePluginConfig
+
+        plugin = DevicePluginConfig(
+            node_name="",  # the agent's
+            directory=Path(args.device_plugin_dir),
+            unit=args.vgpu_unit,
+            health_interval=args.health_interval,
+            watch_interval=args.socket_check_interval,
+            schedulers=tuple(args.trusted_scheduler or ("gang-scheduler",)),
+        )
     return run_node_agent(
         AgentOptions(
             node_name=args.node_name,
@@ -333,7 +347,8 @@ def _node_agent(args: argparse.Namespace) -> int:
             interval=args.interval,
             once=args.once,
             dry_run=args.dry_run,
-        )
+        ),
+        device_plugin=plugin,
     )
 
 
@@ -488,6 +503,53 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the JSON merge patch that would be written instead of writing it "
         "(without a node name: the patch for a node with no annotation or labels)",
+    )
+    plugin = agent.add_argument_group(
+        "vGPU device plugin",
+        "nvidia.com/vgpu for the kubelet, honouring gang-scheduler.io/gpu-devices "
+        "(docs/device-plugin.md); not started with --once or --dry-run",
+    )
+    plugin.add_argument(
+        "--no-device-plugin",
+        action="store_true",
+        help="publish the GPU topology only; do not serve nvidia.com/vgpu to the kubelet",
+    )
+    plugin.add_argument(
+        "--device-plugin-dir",
+        metavar="DIR",
+        default="/var/lib/kubelet/device-plugins",
+        help="the kubelet's device-plugin directory, where kubelet.sock is "
+        "(default: /var/lib/kubelet/device-plugins)",
+    )
+    plugin.add_argument(
+        "--vgpu-unit",
+        metavar="MILLI",
+        type=int,
+        default=1,
+        help="milli-GPU per share-device; a divisor of 1000 (default 1: 1000 share-devices "
+        "per GPU, nvidia.com/vgpu counts milli as the scheduler does)",
+    )
+    plugin.add_argument(
+        "--health-interval",
+        metavar="SECONDS",
+        type=float,
+        default=10.0,
+        help="seconds between NVML health checks of the advertised GPUs (default: 10)",
+    )
+    plugin.add_argument(
+        "--socket-check-interval",
+        metavar="SECONDS",
+        type=float,
+        default=1.0,
+        help="seconds between checks that the plugin socket and kubelet.sock are unchanged "
+        "(default: 1)",
+    )
+    plugin.add_argument(
+        "--trusted-scheduler",
+        metavar="NAME",
+        action="append",
+        help="a schedulerName whose gang-scheduler.io/gpu-devices assignments are honoured "
+        "(repeatable; default: gang-scheduler)",
     )
     agent.set_defaults(handler=_node_agent)
     run = commands.add_parser(

@@ -20,6 +20,7 @@ Rules (docs/node-agent.md says the same for operators):
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
@@ -196,9 +197,19 @@ class Discovery:
         ]
 
 
+# The publisher and the device plugin discover from two threads; NVML's init and
+# shutdown are reference-counted, but one pass at a time keeps them simple to reason about.
+_NVML_LOCK = threading.Lock()
+
+
 def discover(backend: NvmlBackend) -> Discovery:
     """One discovery pass: NVML is initialised and shut down again, so that a driver
-    reloaded between passes is picked up."""
+    reloaded between passes is picked up. Passes from several threads run one at a time."""
+    with _NVML_LOCK:
+        return _discover(backend)
+
+
+def _discover(backend: NvmlBackend) -> Discovery:
     try:
         backend.init()
     except NvmlLibraryNotFound as error:

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TextIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 
 import aiohttp
 from tenacity import (
@@ -42,6 +42,9 @@ from cache.gpu import TOPOLOGY_ANNOTATION, GpuInventory, parse_topology
 from scheduler.agent.discovery import Discovery, discover
 from scheduler.agent.nvml import NvmlBackend, PynvmlBackend
 from scheduler.kube.client import ApiError, KubeClient, create_client
+
+if TYPE_CHECKING:
+    from scheduler.agent.deviceplugin import DevicePluginConfig
 
 log = logging.getLogger("gang_scheduler.node_agent")
 
@@ -287,8 +290,14 @@ def _configure_logging() -> None:
         )
 
 
-async def serve(options: AgentOptions, backend: NvmlBackend | None = None) -> int:
-    """`gang-scheduler node-agent`: returns the exit code."""
+async def serve(
+    options: AgentOptions,
+    backend: NvmlBackend | None = None,
+    device_plugin: DevicePluginConfig | None = None,
+) -> int:
+    """`gang-scheduler node-agent`: returns the exit code. With `device_plugin`, the
+    vGPU device plugin (docs/device-plugin.md) runs beside the publisher, except in a
+    single pass or a dry run; its node name, when empty, is the agent's."""
     node_name = options.node_name or os.environ.get(NODE_NAME_ENV) or None
     options = AgentOptions(
         node_name, options.kubeconfig, options.interval, options.once, options.dry_run
@@ -303,6 +312,14 @@ async def serve(options: AgentOptions, backend: NvmlBackend | None = None) -> in
             file=sys.stderr,
         )
         return 2
+    if device_plugin is not None and (options.once or options.dry_run):
+        device_plugin = None  # a single pass or a dry run serves no kubelet
+    if device_plugin is not None:
+        problems = device_plugin.problems()
+        if problems:
+            for problem in problems:
+                print(f"node-agent: {problem}", file=sys.stderr)
+            return 2
     client: KubeClient | None = None
     if node_name is not None:
         try:
@@ -312,18 +329,44 @@ async def serve(options: AgentOptions, backend: NvmlBackend | None = None) -> in
             return 2
     else:
         log.info("no node name: showing the patch for a node without annotation or labels")
-    agent = NodeAgent(
-        backend if backend is not None else PynvmlBackend(),
-        options,
-        KubeNodeApi(client) if client is not None else None,
-    )
+    nvml = backend if backend is not None else PynvmlBackend()
+    agent = NodeAgent(nvml, options, KubeNodeApi(client) if client is not None else None)
+    plugin_task: asyncio.Task[None] | None = None
+    stoppers = [agent.stop]
+    if device_plugin is not None and client is not None and node_name is not None:
+        # Imported here: gRPC is needed by the device plugin only.
+        from dataclasses import replace
+
+        from scheduler.agent.deviceplugin import DevicePlugin, KubePodApi
+
+        plugin = DevicePlugin(
+            nvml,
+            replace(device_plugin, node_name=device_plugin.node_name or node_name),
+            KubePodApi(client),
+        )
+        plugin_task = asyncio.create_task(plugin.run())
+        stoppers.append(plugin.stop)
+
+    def stop() -> None:
+        for stopper in stoppers:
+            stopper()
+
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         with suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signum, agent.stop)
+            loop.add_signal_handler(signum, stop)
     try:
-        return await agent.run()
+        code = await agent.run()
+        stop()
+        if plugin_task is not None:
+            await plugin_task
+        return code
     finally:
+        stop()
+        if plugin_task is not None and not plugin_task.done():
+            plugin_task.cancel()
+            with suppress(asyncio.CancelledError):
+                await plugin_task
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signum)
@@ -331,7 +374,11 @@ async def serve(options: AgentOptions, backend: NvmlBackend | None = None) -> in
             await client.close()
 
 
-def run_node_agent(options: AgentOptions, backend: NvmlBackend | None = None) -> int:
+def run_node_agent(
+    options: AgentOptions,
+    backend: NvmlBackend | None = None,
+    device_plugin: DevicePluginConfig | None = None,
+) -> int:
     """The CLI's entry point: logging to stderr, then `serve` on a fresh event loop."""
     _configure_logging()
-    return asyncio.run(serve(options, backend))
+    return asyncio.run(serve(options, backend, device_plugin))

@@ -1,0 +1,373 @@
+"""Which pod an Allocate call is for, what its container gets, and share-device IDs.
+
+Pure functions, no I/O (the device plugin, `deviceplugin.py`, lists the pods and
+writes the patch). docs/device-plugin.md states the same rules for operators.
+
+Share-devices: every GPU is advertised as `MILLI_PER_GPU / unit` devices with IDs
+`<GPU uuid>::<k>`, each worth `unit` milli (default 1: 1000 per GPU). The kubelet
+counts IDs: a container asking for `nvidia.com/vgpu: r` is given r IDs, whichever it
+likes; only their number matters here, the devices come from the pod's assignment.
+
+The kubelet's Allocate names device IDs, not the pod. The rule that finds the pod:
+1. candidates: pods bound to this node, not terminating, not finished, scheduled by
+   one of the trusted schedulers, asking for `nvidia.com/vgpu` in their containers,
+   with a valid `gang-scheduler.io/gpu-devices` assignment that splits over those
+   containers (below), and with a container not yet marked allocated in
+   `gang-scheduler.io/gpu-allocated`;
+2. a candidate's next container is its first vgpu container (spec order, the order
+   the kubelet admits them in) not yet marked; it matches when its request equals
+   the number of IDs asked for;
+3. among the matches, the pod bound first wins: the PodScheduled=True condition's
+   lastTransitionTime, else creationTimestamp; ties by creationTimestamp, then
+   namespace/name.
+
+Splitting a pod's assignment over its containers: the assignment is per pod (the
+scheduler places the pod's total). The vgpu containers take it in spec order as
+consecutive pieces of one tape laid over the assigned devices (index order): a
+container under 1000 milli must find its piece on one device, a container of whole
+GPUs must get whole devices. Two containers of 300 and 700 share the one device of
+`2:1000`; two of 1000 each get one device of `0:1000,1:1000`. A pod whose split does
+not work out (700 + 700 + 600 over two devices) is refused with that reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from cache.gpu import ASSIGNMENT_ANNOTATION, DeviceShares, format_assignment, parse_assignment
+from cache.pod import parse_time
+from cache.resources import MILLI_PER_GPU, SHARED_GPU, parse_resource_list
+
+ALLOCATED_ANNOTATION = "gang-scheduler.io/gpu-allocated"
+DEFAULT_SCHEDULER_NAMES = ("gang-scheduler",)
+
+# What a container gets (docs/conventions.md lists them).
+VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+SHARE_ENV = "GANG_SCHEDULER_GPU_SHARE_MILLI"
+DEVICES_ENV = "GANG_SCHEDULER_GPU_DEVICES"
+CONTAINER_ENV = "GANG_SCHEDULER_GPU_CONTAINER"
+
+ID_SEPARATOR = "::"
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+# --- share-devices -----------------------------------------------------------------------------
+def valid_unit(unit: int) -> bool:
+    """Whether a GPU splits into whole share-devices of `unit` milli."""
+    return 0 < unit <= MILLI_PER_GPU and MILLI_PER_GPU % unit == 0
+
+
+def share_ids(uuid: str, unit: int) -> list[str]:
+    """The share-device IDs of one GPU: `<uuid>::0` .. `<uuid>::<1000/unit - 1>`."""
+    return [f"{uuid}{ID_SEPARATOR}{k}" for k in range(MILLI_PER_GPU // unit)]
+
+
+def uuid_of(device_id: str) -> str:
+    """The GPU a share-device ID belongs to ("" when the ID is not one of ours)."""
+    uuid, sep, _ = device_id.rpartition(ID_SEPARATOR)
+    return uuid if sep else ""
+
+
+# --- reading a pod -----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ContainerPart:
+    """One vgpu container and its piece of the pod's assignment."""
+
+    name: str
+    request: int  # the container's nvidia.com/vgpu, in share-devices
+    shares: DeviceShares  # (device index, milli)
+
+    @property
+    def milli(self) -> int:
+        return sum(milli for _, milli in self.shares)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    bound_at: float  # epoch seconds; 0.0 when unknown
+    created: float
+    containers: tuple[ContainerPart, ...]
+    allocated: frozenset[str]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def next_container(self) -> ContainerPart | None:
+        for part in self.containers:
+            if part.name not in self.allocated:
+                return part
+        return None
+
+    def order(self) -> tuple[float, float, str]:
+        created = self.created or float("inf")
+        return (self.bound_at or created, created, self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A pod on this node that asks for vgpu but cannot be served, and why."""
+
+    key: str
+    reason: str
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _vgpu_request(container: Mapping[str, object]) -> int:
+    resources = _mapping(container.get("resources"))
+    merged = dict(_mapping(resources.get("limits")))
+    merged.update(_mapping(resources.get("requests")))
+    if SHARED_GPU not in merged:
+        return 0
+    return parse_resource_list({SHARED_GPU: merged[SHARED_GPU]})[SHARED_GPU]
+
+
+def _bind_time(status: Mapping[str, object]) -> float:
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        condition = _mapping(condition)
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime"))
+    return 0.0
+
+
+def split_assignment(
+    shares: DeviceShares, requests: Sequence[tuple[str, int]], unit: int
+) -> tuple[ContainerPart, ...]:
+    """The containers' pieces of a pod's assignment (module docstring); ValueError
+    says why it does not split."""
+    wanted = sum(request for _, request in requests) * unit
+    total = sum(milli for _, milli in shares)
+    if wanted != total:
+        return _refuse(
+            f"{ASSIGNMENT_ANNOTATION} gives {total} milli in all, but the containers ask "
+            f"for {wanted} ({' + '.join(str(r * unit) for _, r in requests)})"
+        )
+    tape = [[index, milli] for index, milli in shares]
+    position = 0
+    parts = []
+    for name, request in requests:
+        need = request * unit
+        taken: list[tuple[int, int]] = []
+        while need > 0:
+            index, left = tape[position]
+            piece = min(left, need)
+            taken.append((index, piece))
+            need -= piece
+            tape[position][1] -= piece
+            if tape[position][1] == 0:
+                position += 1
+        whole = request * unit >= MILLI_PER_GPU
+        if (len(taken) > 1 or whole) and any(milli != MILLI_PER_GPU for _, milli in taken):
+            return _refuse(
+                f"container {name}'s {request * unit} milli do not fall on "
+                + ("whole GPUs" if whole else "one GPU")
+                + f" of {ASSIGNMENT_ANNOTATION}={format_assignment(shares)} "
+                "(the vgpu containers take the assignment in spec order)"
+            )
+        parts.append(ContainerPart(name, request, tuple(taken)))
+    return tuple(parts)
+
+
+def _refuse(reason: str) -> tuple[ContainerPart, ...]:
+    raise ValueError(reason)
+
+
+def read_pod(
+    obj: Mapping[str, object], node: str, unit: int, schedulers: Iterable[str]
+) -> Candidate | Refused | None:
+    """A pod as the Allocate rule sees it: a Candidate, a Refused vgpu pod with its
+    reason, or None when the pod is not a vgpu pod that may start on this node (not
+    bound here, terminating, finished, or asking for no vgpu). Never raises on a
+    user's values."""
+    meta = _mapping(obj.get("metadata"))
+    spec = _mapping(obj.get("spec"))
+    status = _mapping(obj.get("status"))
+    key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+    if str(spec.get("nodeName") or "") != node or meta.get("deletionTimestamp"):
+        return None
+    if str(status.get("phase") or "Pending") in FINISHED_PHASES:
+        return None
+    containers = spec.get("containers")
+    init = spec.get("initContainers")
+    try:
+        requests = [
+            (str(_mapping(c).get("name") or ""), _vgpu_request(_mapping(c)))
+            for c in (containers if isinstance(containers, list) else ())
+        ]
+        init_vgpu = [
+            str(_mapping(c).get("name") or "")
+            for c in (init if isinstance(init, list) else ())
+            if _vgpu_request(_mapping(c))
+        ]
+    except ValueError as error:
+        return Refused(key, str(error))
+    requests = [(name, request) for name, request in requests if request > 0]
+    if not requests and not init_vgpu:
+        return None
+    if init_vgpu:
+        return Refused(
+            key,
+            f"init container {init_vgpu[0]} asks for {SHARED_GPU}; the device plugin serves "
+            "it to regular containers only",
+        )
+    trusted = set(schedulers)
+    scheduler = str(spec.get("schedulerName") or "default-scheduler")
+    if scheduler not in trusted:
+        return Refused(
+            key,
+            f"scheduled by {scheduler!r}, not by {' or '.join(sorted(trusted))}: its "
+            f"{ASSIGNMENT_ANNOTATION} (if any) is not trusted",
+        )
+    annotations = _mapping(meta.get("annotations"))
+    text = annotations.get(ASSIGNMENT_ANNOTATION)
+    if not isinstance(text, str):
+        return Refused(key, f"no {ASSIGNMENT_ANNOTATION} assignment")
+    try:
+        parts = split_assignment(parse_assignment(text), requests, unit)
+    except ValueError as error:
+        return Refused(key, str(error))
+    marked = annotations.get(ALLOCATED_ANNOTATION)
+    allocated = frozenset(
+        name.strip() for name in (marked.split(",") if isinstance(marked, str) else ()) if name
+    )
+    return Candidate(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        bound_at=_bind_time(status),
+        created=parse_time(meta.get("creationTimestamp")),
+        containers=parts,
+        allocated=allocated,
+    )
+
+
+# --- choosing ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Match:
+    pod: Candidate
+    container: ContainerPart
+
+
+@dataclass(frozen=True, slots=True)
+class NoMatch:
+    """Why no pod matched: a message for the kubelet (the pod's event) and the log."""
+
+    message: str
+
+
+def choose(
+    pods: Iterable[Mapping[str, object]],
+    node: str,
+    count: int,
+    unit: int,
+    schedulers: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
+) -> Match | NoMatch:
+    """The container an Allocate of `count` share-devices is for (module docstring)."""
+    schedulers = tuple(schedulers)
+    matches: list[Match] = []
+    refused: list[Refused] = []
+    waiting: list[str] = []
+    for obj in pods:
+        read = read_pod(obj, node, unit, schedulers)
+        if isinstance(read, Refused):
+            refused.append(read)
+        elif isinstance(read, Candidate):
+            part = read.next_container()
+            if part is None:
+                continue
+            if part.request == count:
+                matches.append(Match(read, part))
+            else:
+                waiting.append(f"{read.key} container {part.name} asks for {part.request}")
+    if matches:
+        return min(matches, key=lambda match: match.pod.order())
+    lines = [
+        f"no pod bound to node {node} waits for {count} {SHARED_GPU} share-devices "
+        f"({count * unit} milli) with a valid {ASSIGNMENT_ANNOTATION} assignment"
+    ]
+    lines += [f"{item.key}: {item.reason}" for item in refused[:5]]
+    lines += waiting[:5]
+    return NoMatch("; ".join(lines))
+
+
+# --- what the container gets -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    """A GPU as the plugin last saw it."""
+
+    index: int
+    uuid: str
+    healthy: bool
+    numa: int | None = None
+
+
+def container_env(match: Match, gpus: Mapping[int, GpuState]) -> dict[str, str]:
+    """The environment of the matched container; ValueError when an assigned GPU is
+    not on the node (any more) or unhealthy."""
+    uuids = []
+    for index, _ in match.container.shares:
+        gpu = gpus.get(index)
+        if gpu is None or not gpu.uuid:
+            raise ValueError(
+                f"{match.pod.key}: {ASSIGNMENT_ANNOTATION} names GPU {index}, which this node "
+                "does not have (or whose UUID NVML cannot read)"
+            )
+        if not gpu.healthy:
+            raise ValueError(f"{match.pod.key}: assigned GPU {index} ({gpu.uuid}) is unhealthy")
+        uuids.append(gpu.uuid)
+    shares = match.container.shares
+    return {
+        VISIBLE_DEVICES_ENV: ",".join(uuids),
+        SHARE_ENV: str(shares[0][1]),
+        DEVICES_ENV: format_assignment(shares),
+        CONTAINER_ENV: f"{match.pod.key}/{match.container.name}",
+    }
+
+
+def allocated_patch(match: Match) -> dict[str, object]:
+    """The JSON merge patch marking the container allocated; it names the pod's
+    resourceVersion, so it fails (409) if the pod changed since it was read."""
+    names = sorted({*match.pod.allocated, match.container.name})
+    return {
+        "metadata": {
+            "resourceVersion": match.pod.resource_version,
+            "annotations": {ALLOCATED_ANNOTATION: ",".join(names)},
+        }
+    }
+
+
+def preferred_ids(
+    match: Match,
+    gpus: Mapping[int, GpuState],
+    available: Sequence[str],
+    must_include: Sequence[str],
+    size: int,
+    unit: int,
+) -> list[str]:
+    """Share-device IDs on the GPUs the container was assigned, for
+    GetPreferredAllocation, so that the kubelet's own record (and the pod-resources
+    API) names the right GPUs. Falls back to the kubelet's first choices when the
+    assigned GPUs do not have enough free IDs."""
+    chosen = list(must_include)
+    by_uuid: dict[str, list[str]] = {}
+    for device_id in available:
+        if device_id not in chosen:
+            by_uuid.setdefault(uuid_of(device_id), []).append(device_id)
+    for index, milli in match.container.shares:
+        gpu = gpus.get(index)
+        free = by_uuid.get(gpu.uuid, []) if gpu else []
+        chosen += free[: milli // unit]
+    if len(chosen) >= size:
+        return chosen[:size]
+    rest = [i for i in available if i not in chosen]
+    return (chosen + rest)[:size]

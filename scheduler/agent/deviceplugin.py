@@ -1,0 +1,489 @@
+"""The vGPU device plugin: `nvidia.com/vgpu` for the kubelet, honouring the scheduler's
+GPU assignment (docs/device-plugin.md).
+
+- Serves `v1beta1.DevicePlugin` (grpc.aio, on the agent's event loop) on a unix socket
+  in the kubelet's device-plugin directory and registers it on `kubelet.sock`.
+- ListAndWatch: `1000 / unit` share-devices per GPU (`<uuid>::<k>`), Unhealthy while
+  NVML reports the GPU unhealthy, the GPU's NUMA node as its topology; a new list is
+  sent when health changes (NVML is asked every `health_interval` seconds).
+- Allocate: finds the pod (allocation.choose: the rule and its race are in
+  docs/device-plugin.md), answers with NVIDIA_VISIBLE_DEVICES and the share, and
+  marks the container allocated on the pod; no match is a FAILED_PRECONDITION error
+  with the reason, never a device picked at random.
+- Restarts: every `watch_interval` seconds it checks that its socket still exists
+  and that kubelet.sock is the one it registered with (inode and ctime); otherwise it
+  starts a fresh server and registers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+import grpc.aio
+
+from cache.resources import SHARED_GPU
+from scheduler.agent import kubelet_api as api
+from scheduler.agent.allocation import (
+    DEFAULT_SCHEDULER_NAMES,
+    DEVICES_ENV,
+    VISIBLE_DEVICES_ENV,
+    GpuState,
+    Match,
+    NoMatch,
+    allocated_patch,
+    choose,
+    container_env,
+    preferred_ids,
+    share_ids,
+    valid_unit,
+)
+from scheduler.agent.discovery import Discovery, discover
+from scheduler.agent.nvml import NvmlBackend
+from scheduler.agent.publisher import is_transient
+from scheduler.kube.client import ApiError, KubeClient
+
+log = logging.getLogger("gang_scheduler.device_plugin")
+
+DEFAULT_DIRECTORY = Path("/var/lib/kubelet/device-plugins")
+SOCKET_NAME = "gang-scheduler-vgpu.sock"
+DEFAULT_HEALTH_INTERVAL = 10.0
+DEFAULT_WATCH_INTERVAL = 1.0
+REGISTER_TIMEOUT = 5.0
+MERGE_PATCH = "application/merge-patch+json"
+# Allocate: attempts when the pod changed under the patch (409) or the API failed
+# transiently, and the pause between them.
+ALLOCATE_ATTEMPTS = 3
+ALLOCATE_RETRY_PAUSE = 0.2
+
+JsonObject = dict[str, Any]
+
+
+# --- the pods ----------------------------------------------------------------------------------
+class PodApi(Protocol):
+    """The two calls Allocate makes (RBAC: list and patch on pods)."""
+
+    async def list_pods(self, node: str) -> list[JsonObject]: ...
+
+    async def patch_pod(self, namespace: str, name: str, patch: JsonObject) -> JsonObject: ...
+
+
+class KubePodApi:
+    """PodApi over the scheduler's raw-JSON client: a LIST of the node's pods
+    (field selector spec.nodeName, read from etcd, so a pod bound a moment ago is in
+    it) and a JSON merge patch."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def list_pods(self, node: str) -> list[JsonObject]:
+        listed = await self.client.list_json(
+            "/api/v1/pods", query=[("fieldSelector", f"spec.nodeName={node}")]
+        )
+        return listed.items
+
+    async def patch_pod(self, namespace: str, name: str, patch: JsonObject) -> JsonObject:
+        return await self.client.request_json(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            body=patch,
+            content_type=MERGE_PATCH,
+        )
+
+
+# --- configuration -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DevicePluginConfig:
+    node_name: str
+    directory: Path = DEFAULT_DIRECTORY
+    socket_name: str = SOCKET_NAME
+    resource: str = SHARED_GPU
+    unit: int = 1  # milli per share-device; 1000 / unit share-devices per GPU
+    health_interval: float = DEFAULT_HEALTH_INTERVAL
+    watch_interval: float = DEFAULT_WATCH_INTERVAL
+    schedulers: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES
+
+    def problems(self) -> list[str]:
+        """Deployment mistakes, one line each."""
+        found = []
+        if not valid_unit(self.unit):
+            found.append(f"--vgpu-unit must divide 1000 (1, 2, 4, 5, 8, 10, ...), got {self.unit}")
+        if not self.health_interval > 0 or not self.watch_interval > 0:
+            found.append("--health-interval and --socket-check-interval must be > 0")
+        if not self.schedulers:
+            found.append("at least one --trusted-scheduler is needed")
+        return found
+
+
+class Refusal(Exception):
+    """An Allocate that cannot be served: the gRPC status and the message."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _socket_identity(path: Path) -> tuple[int, int] | None:
+    """What changes when the file is recreated: its inode and its ctime."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_ctime_ns)
+
+
+# --- the plugin --------------------------------------------------------------------------------
+@dataclass
+class DevicePlugin:
+    backend: NvmlBackend
+    config: DevicePluginConfig
+    pods: PodApi
+    gpus: dict[int, GpuState] = field(default_factory=dict)
+    devices: tuple[api.Device, ...] = ()
+    registrations: int = 0  # successful Register calls, for the log and the tests
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    _server: grpc.aio.Server | None = field(default=None, init=False)
+    _generation: int = field(default=0, init=False)  # bumped when a server goes away
+    _version: int = field(default=0, init=False)  # bumped when the device list changes
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition, init=False)
+    _allocate_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    _registered_with: tuple[int, int] | None = field(default=None, init=False)
+    _last_note: str = field(default="", init=False)
+    _pending_notify: asyncio.Task[None] | None = field(default=None, init=False)
+
+    @property
+    def socket_path(self) -> Path:
+        return self.config.directory / self.config.socket_name
+
+    @property
+    def kubelet_socket(self) -> Path:
+        return self.config.directory / api.KUBELET_SOCKET
+
+    # --- the loop ---
+    async def run(self) -> None:
+        """Serve until stopped: health checks and the socket watch side by side."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._health_loop())
+                group.create_task(self._watch_loop())
+        finally:
+            await self._stop_server()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def _pause(self, seconds: float) -> None:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+
+    async def _health_loop(self) -> None:
+        while not self.stopping.is_set():
+            await self.refresh()
+            await self._pause(self.config.health_interval)
+
+    async def _watch_loop(self) -> None:
+        while not self.stopping.is_set():
+            await self.check_sockets()
+            await self._pause(self.config.watch_interval)
+
+    # --- health ---
+    async def refresh(self) -> None:
+        """Ask NVML again; a changed device list goes to every ListAndWatch stream."""
+        discovery = await asyncio.to_thread(discover, self.backend)
+        self.apply_discovery(discovery)
+
+    def apply_discovery(self, discovery: Discovery) -> None:
+        if discovery.found:
+            gpus = {
+                report.index: GpuState(report.index, report.uuid, report.healthy, report.numa)
+                for report in discovery.devices
+            }
+        else:
+            # NVML gone (driver unloaded, library missing): GPUs seen before stay
+            # listed, unhealthy, so that nothing new starts on them.
+            gpus = {i: GpuState(g.index, g.uuid, False, g.numa) for i, g in self.gpus.items()}
+            self._note(f"{discovery.summary()}; no share-devices to advertise")
+        devices = tuple(
+            api.Device(device_id, api.HEALTHY if gpu.healthy else api.UNHEALTHY, gpu.numa)
+            for gpu in sorted(gpus.values(), key=lambda g: g.index)
+            if gpu.uuid
+            for device_id in share_ids(gpu.uuid, self.config.unit)
+        )
+        self.gpus = gpus
+        if devices != self.devices:
+            self.devices = devices
+            self._version += 1
+            unhealthy = [str(gpu.index) for gpu in gpus.values() if not gpu.healthy]
+            log.info(
+                "%s: %d share-devices on %d GPUs%s",
+                self.config.resource,
+                len(devices),
+                len(gpus),
+                f"; GPUs {', '.join(unhealthy)} unhealthy, their shares Unhealthy"
+                if unhealthy
+                else ", all healthy",
+            )
+            self._pending_notify = asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # --- sockets and registration ---
+    async def check_sockets(self) -> None:
+        """Start the server when there is none or its socket was deleted; register when
+        kubelet.sock is new (the kubelet restarted) or never registered with."""
+        if not self.devices:
+            return  # nothing to advertise yet; refresh() says why
+        if self._server is None or not self.socket_path.exists():
+            if self._server is not None:
+                log.warning("%s was deleted (kubelet restart?); serving again", self.socket_path)
+            try:
+                await self._start_server()
+            except (OSError, RuntimeError) as error:  # grpc says RuntimeError for a bad port
+                await self._stop_server()
+                self._note(
+                    f"cannot serve on {self.socket_path}: {error} (is the kubelet's "
+                    "device-plugin directory mounted read-write?); trying again"
+                )
+                return
+        kubelet = _socket_identity(self.kubelet_socket)
+        if kubelet is None:
+            self._note(f"waiting for the kubelet: {self.kubelet_socket} does not exist")
+            return
+        if kubelet != self._registered_with:
+            await self._register(kubelet)
+
+    async def _start_server(self) -> None:
+        await self._stop_server()
+        self.config.directory.mkdir(parents=True, exist_ok=True)
+        with suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((self._handlers(),))
+        server.add_insecure_port(f"unix://{self.socket_path}")
+        await server.start()
+        self._server = server
+        self._registered_with = None  # a new socket must be announced again
+        log.info("serving %s on %s", self.config.resource, self.socket_path)
+
+    async def _stop_server(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._generation += 1
+        await self._notify()  # the server's ListAndWatch streams end
+        await server.stop(0.5)
+
+    async def _register(self, kubelet: tuple[int, int]) -> None:
+        request = api.RegisterRequest(
+            version=api.VERSION,
+            endpoint=self.config.socket_name,
+            resource_name=self.config.resource,
+            options=self.options(),
+        )
+        try:
+            async with grpc.aio.insecure_channel(f"unix://{self.kubelet_socket}") as channel:
+                register = channel.unary_unary(
+                    api.REGISTER_METHOD,
+                    request_serializer=api.encode_register_request,
+                    response_deserializer=api.decode_empty,
+                )
+                await register(request, timeout=REGISTER_TIMEOUT)
+        except grpc.aio.AioRpcError as error:
+            self._note(
+                f"registering {self.config.resource} with the kubelet failed: "
+                f"{error.code().name}: {error.details()}; trying again"
+            )
+            return
+        self._registered_with = kubelet
+        self.registrations += 1
+        self._last_note = ""
+        log.info(
+            "registered %s with the kubelet (%s, endpoint %s)",
+            self.config.resource,
+            self.kubelet_socket,
+            self.config.socket_name,
+        )
+
+    def _note(self, message: str) -> None:
+        """A warning logged when it differs from the last one, not every second."""
+        if message != self._last_note:
+            self._last_note = message
+            log.warning("%s", message)
+
+    # --- the service ---
+    def options(self) -> api.PluginOptions:
+        return api.PluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+
+    def _handlers(self) -> grpc.GenericRpcHandler:
+        return grpc.method_handlers_generic_handler(
+            api.DEVICE_PLUGIN_SERVICE,
+            {
+                "GetDevicePluginOptions": grpc.unary_unary_rpc_method_handler(
+                    self._get_options,
+                    request_deserializer=api.decode_empty,
+                    response_serializer=api.encode_options,
+                ),
+                "ListAndWatch": grpc.unary_stream_rpc_method_handler(
+                    self._list_and_watch,
+                    request_deserializer=api.decode_empty,
+                    response_serializer=api.encode_devices,
+                ),
+                "GetPreferredAllocation": grpc.unary_unary_rpc_method_handler(
+                    self._get_preferred_allocation,
+                    request_deserializer=api.decode_preferred_request,
+                    response_serializer=api.encode_preferred_response,
+                ),
+                "Allocate": grpc.unary_unary_rpc_method_handler(
+                    self._allocate,
+                    request_deserializer=api.decode_allocate_request,
+                    response_serializer=api.encode_allocate_response,
+                ),
+                "PreStartContainer": grpc.unary_unary_rpc_method_handler(
+                    self._pre_start,
+                    request_deserializer=api.decode_prestart_request,
+                    response_serializer=api.encode_prestart_response,
+                ),
+            },
+        )
+
+    async def _get_options(self, _: None, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        return self.options()
+
+    async def _pre_start(self, _: list[str], context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        return None
+
+    async def _list_and_watch(
+        self, _: None, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[tuple[api.Device, ...]]:
+        generation = self._generation
+        seen = -1
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(partial(self._stream_wakes, seen, generation))
+                if self._generation != generation or self.stopping.is_set():
+                    return
+                seen, devices = self._version, self.devices
+            yield devices
+
+    def _stream_wakes(self, seen: int, generation: int) -> bool:
+        changed = self._version != seen or self._generation != generation
+        return changed or self.stopping.is_set()
+
+    async def _get_preferred_allocation(
+        self,
+        requests: list[api.ContainerPreferredRequest],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> list[list[str]]:
+        answers = []
+        for request in requests:
+            fallback = [*request.must_include]
+            fallback += [i for i in request.available if i not in fallback]
+            try:
+                pods = await self.pods.list_pods(self.config.node_name)
+            except Exception as error:  # a preference is optional: fall back, never fail
+                if not (isinstance(error, ApiError) or is_transient(error)):
+                    raise
+                answers.append(fallback[: request.size])
+                continue
+            match = choose(
+                pods, self.config.node_name, request.size, self.config.unit, self.config.schedulers
+            )
+            if isinstance(match, Match):
+                answers.append(
+                    preferred_ids(
+                        match,
+                        self.gpus,
+                        request.available,
+                        request.must_include,
+                        request.size,
+                        self.config.unit,
+                    )
+                )
+            else:
+                answers.append(fallback[: request.size])
+        return answers
+
+    async def _allocate(
+        self, requests: list[list[str]], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> list[api.ContainerAllocation]:
+        answers = []
+        async with self._allocate_lock:  # one match-and-mark at a time
+            for ids in requests:
+                try:
+                    answers.append(await self.allocate_container(ids))
+                except Refusal as refusal:
+                    log.warning("Allocate of %d share-devices refused: %s", len(ids), refusal)
+                    await context.abort(refusal.code, refusal.message)
+        return answers
+
+    async def allocate_container(self, ids: Sequence[str]) -> api.ContainerAllocation:
+        """One container's Allocate: match, answer, mark (with retries on 409 and on
+        transient API errors). Refusal when it cannot be served."""
+        if not ids:
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, "Allocate named no device")
+        known = {device.id for device in self.devices}
+        unknown = [device_id for device_id in ids if device_id not in known]
+        if unknown:
+            raise Refusal(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"unknown share-devices {', '.join(unknown[:3])}: not advertised by this plugin",
+            )
+        last_error = ""
+        for attempt in range(ALLOCATE_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(ALLOCATE_RETRY_PAUSE * attempt)
+            try:
+                pods = await self.pods.list_pods(self.config.node_name)
+            except Exception as error:
+                if not (isinstance(error, ApiError) or is_transient(error)):
+                    raise
+                last_error = f"cannot list the pods of node {self.config.node_name}: {error}"
+                continue
+            match = choose(
+                pods, self.config.node_name, len(ids), self.config.unit, self.config.schedulers
+            )
+            if isinstance(match, NoMatch):
+                raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, match.message)
+            try:
+                env = container_env(match, self.gpus)
+            except ValueError as error:
+                raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, str(error)) from None
+            try:
+                await self.pods.patch_pod(
+                    match.pod.namespace, match.pod.name, allocated_patch(match)
+                )
+            except Exception as error:
+                if not (isinstance(error, ApiError) or is_transient(error)):
+                    raise
+                if isinstance(error, ApiError) and error.status == 404:
+                    last_error = f"{match.pod.key} was deleted meanwhile"
+                    continue
+                if isinstance(error, ApiError) and not (error.status == 409 or is_transient(error)):
+                    raise Refusal(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"cannot mark {match.pod.key} allocated: {error} (the agent needs "
+                        "patch on pods)",
+                    ) from None
+                last_error = f"marking {match.pod.key} allocated failed: {error}"
+                continue
+            log.info(
+                "allocated %s to %s/%s (%s)",
+                env[DEVICES_ENV],
+                match.pod.key,
+                match.container.name,
+                env[VISIBLE_DEVICES_ENV],
+            )
+            return api.ContainerAllocation(envs=env)
+        raise Refusal(
+            grpc.StatusCode.UNAVAILABLE, f"{last_error} (after {ALLOCATE_ATTEMPTS} tries)"
+        )

@@ -1,0 +1,133 @@
+"""The kubelet's side of the device plugin API, for the tests: the Registration service
+on `kubelet.sock` (grpcio, a real unix socket) and a client for the plugin's socket."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from scheduler.agent import kubelet_api as api
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll `check` until it holds; AssertionError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.01)
+
+
+class FakeKubelet:
+    """Serves v1beta1.Registration on <directory>/kubelet.sock and keeps every
+    RegisterRequest; `refuse` answers the next registrations with that error."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.registrations: list[api.RegisterRequest] = []
+        self.attempts = 0  # Register calls, refused ones included
+        self.refuse: str | None = None
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / api.KUBELET_SOCKET
+
+    async def start(self) -> None:
+        async def register(
+            request: api.RegisterRequest, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> None:
+            self.attempts += 1
+            if self.refuse is not None:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, self.refuse)
+            self.registrations.append(request)
+
+        handler = grpc.method_handlers_generic_handler(
+            api.REGISTRATION_SERVICE,
+            {
+                "Register": grpc.unary_unary_rpc_method_handler(
+                    register,
+                    request_deserializer=api.decode_register_request,
+                    response_serializer=api.encode_empty,
+                )
+            },
+        )
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((handler,))
+        server.add_insecure_port(f"unix://{self.socket}")
+        await server.start()
+        self._server = server
+
+    async def stop(self, remove_plugin_sockets: bool = True) -> None:
+        """Stop; as a kubelet does when it restarts, remove the sockets in the directory."""
+        if self._server is not None:
+            await self._server.stop(0)
+            self._server = None
+        self.socket.unlink(missing_ok=True)
+        if remove_plugin_sockets:
+            for path in self.directory.glob("*.sock"):
+                path.unlink(missing_ok=True)
+
+
+class PluginClient:
+    """The kubelet's calls on the plugin's socket."""
+
+    def __init__(self, socket: Path) -> None:
+        self.channel = grpc.aio.insecure_channel(f"unix://{socket}")
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def options(self) -> api.PluginOptions:
+        call = self.channel.unary_unary(
+            f"/{api.DEVICE_PLUGIN_SERVICE}/GetDevicePluginOptions",
+            request_serializer=api.encode_empty,
+            response_deserializer=api.decode_options,
+        )
+        result: api.PluginOptions = await call(None, timeout=5)
+        return result
+
+    async def list_and_watch(self) -> AsyncGenerator[list[api.Device], None]:
+        call = self.channel.unary_stream(
+            f"/{api.DEVICE_PLUGIN_SERVICE}/ListAndWatch",
+            request_serializer=api.encode_empty,
+            response_deserializer=api.decode_devices,
+        )
+        stream = call(None)
+        try:
+            async for devices in stream:
+                yield devices
+        finally:
+            stream.cancel()
+
+    async def allocate(self, *containers: list[str]) -> list[api.ContainerAllocation]:
+        call = self.channel.unary_unary(
+            f"/{api.DEVICE_PLUGIN_SERVICE}/Allocate",
+            request_serializer=api.encode_allocate_request,
+            response_deserializer=api.decode_allocate_response,
+        )
+        result: list[api.ContainerAllocation] = await call(list(containers), timeout=5)
+        return result
+
+    async def preferred(self, *requests: api.ContainerPreferredRequest) -> list[list[str]]:
+        call = self.channel.unary_unary(
+            f"/{api.DEVICE_PLUGIN_SERVICE}/GetPreferredAllocation",
+            request_serializer=api.encode_preferred_request,
+            response_deserializer=api.decode_preferred_response,
+        )
+        result: list[list[str]] = await call(list(requests), timeout=5)
+        return result
+
+    async def pre_start(self, ids: list[str]) -> None:
+        call = self.channel.unary_unary(
+            f"/{api.DEVICE_PLUGIN_SERVICE}/PreStartContainer",
+            request_serializer=api.encode_prestart_request,
+            response_deserializer=api.decode_empty,
+        )
+        await call(ids, timeout=5)

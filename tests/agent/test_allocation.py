@@ -1,0 +1,244 @@
+"""The Allocate rule without sockets: reading pods, splitting an assignment over
+containers, choosing among pods; and the kubelet API's wire format."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cache.gpu import ASSIGNMENT_ANNOTATION
+from scheduler.agent import kubelet_api as api
+from scheduler.agent.allocation import (
+    ALLOCATED_ANNOTATION,
+    Candidate,
+    GpuState,
+    Match,
+    NoMatch,
+    Refused,
+    allocated_patch,
+    choose,
+    preferred_ids,
+    read_pod,
+    share_ids,
+    split_assignment,
+    uuid_of,
+    valid_unit,
+)
+from tests.factories import pod_obj
+
+NODE = "gpu-1"
+SCHEDULERS = ("gang-scheduler",)
+
+
+def pod(
+    name: str = "p", milli: int = 500, assignment: str | None = "0:500", **kwargs: Any
+) -> dict[str, Any]:
+    annotations = kwargs.pop("annotations", {})
+    if assignment is not None:
+        annotations[ASSIGNMENT_ANNOTATION] = assignment
+    kwargs.setdefault("node_name", NODE)
+    return pod_obj(name, vgpu=milli, annotations=annotations, **kwargs)
+
+
+def read(obj: dict[str, Any], unit: int = 1) -> Candidate | Refused | None:
+    return read_pod(obj, NODE, unit, SCHEDULERS)
+
+
+# --- share-devices -----------------------------------------------------------------------------
+def test_share_ids_and_units() -> None:
+    assert share_ids("GPU-x", 250) == ["GPU-x::0", "GPU-x::1", "GPU-x::2", "GPU-x::3"]
+    assert len(share_ids("GPU-x", 1)) == 1000
+    assert uuid_of("GPU-x::17") == "GPU-x" and uuid_of("no-separator") == ""
+    assert [u for u in (1, 3, 10, 300, 1000, 2000, 0) if valid_unit(u)] == [1, 10, 1000]
+
+
+# --- splitting an assignment over containers ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("shares", "requests", "parts"),
+    [
+        (((2, 470),), (("a", 470),), [((2, 470),)]),
+        (((3, 1000),), (("a", 300), ("b", 700)), [((3, 300),), ((3, 700),)]),
+        (((0, 1000), (1, 1000)), (("a", 1000), ("b", 1000)), [((0, 1000),), ((1, 1000),)]),
+        (((0, 1000), (5, 1000)), (("a", 2000),), [((0, 1000), (5, 1000))]),
+        (
+            ((0, 1000), (1, 1000)),
+            (("a", 300), ("b", 700), ("c", 1000)),
+            [((0, 300),), ((0, 700),), ((1, 1000),)],
+        ),
+    ],
+)
+def test_containers_take_the_assignment_in_order(
+    shares: tuple[tuple[int, int], ...],
+    requests: tuple[tuple[str, int], ...],
+    parts: list[tuple[tuple[int, int], ...]],
+) -> None:
+    split = split_assignment(shares, requests, 1)
+    assert [part.shares for part in split] == parts
+    assert [part.name for part in split] == [name for name, _ in requests]
+
+
+@pytest.mark.parametrize(
+    ("shares", "requests", "message"),
+    [
+        (((0, 1000), (1, 1000)), (("a", 700), ("b", 700), ("c", 600)), "container b's 700"),
+        (((0, 500),), (("a", 400),), "gives 500 milli in all, but the containers ask for 400"),
+        (((0, 1000), (1, 1000)), (("a", 500), ("b", 1000), ("c", 500)), "on whole GPUs"),
+    ],
+)
+def test_a_split_that_does_not_work_out_is_refused(
+    shares: tuple[tuple[int, int], ...], requests: tuple[tuple[str, int], ...], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        split_assignment(shares, requests, 1)
+
+
+# --- reading pods ------------------------------------------------------------------------------
+def test_a_bound_vgpu_pod_is_a_candidate() -> None:
+    candidate = read(pod())
+    assert isinstance(candidate, Candidate)
+    assert candidate.key == "default/p" and candidate.allocated == frozenset()
+    part = candidate.next_container()
+    assert part is not None and (part.name, part.request, part.shares) == ("main", 500, ((0, 500),))
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pod(node_name="other-node"),
+        pod(phase="Succeeded"),
+        pod(phase="Failed"),
+        pod_obj("cpu-only", node_name=NODE),
+        pod_obj("whole", gpus=1, node_name=NODE),
+    ],
+)
+def test_pods_that_are_not_for_this_plugin_are_ignored(obj: dict[str, Any]) -> None:
+    assert read(obj) is None
+
+
+def test_a_terminating_pod_is_ignored() -> None:
+    obj = pod()
+    obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+    assert read(obj) is None
+
+
+@pytest.mark.parametrize(
+    ("obj", "reason"),
+    [
+        (pod(assignment=None), f"no {ASSIGNMENT_ANNOTATION} assignment"),
+        (pod(assignment="0:500,0:500"), "repeats a device"),
+        (pod(scheduler="default-scheduler"), "scheduled by 'default-scheduler'"),
+    ],
+)
+def test_vgpu_pods_that_cannot_be_served_say_why(obj: dict[str, Any], reason: str) -> None:
+    refused = read(obj)
+    assert isinstance(refused, Refused) and reason in refused.reason
+
+
+def test_malformed_values_are_a_refusal_not_an_exception() -> None:
+    obj = pod()
+    obj["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/vgpu"] = "lots"
+    refused = read(obj)
+    assert isinstance(refused, Refused) and "nvidia.com/vgpu" in refused.reason
+    broken: dict[str, Any] = {"metadata": "x", "spec": {"nodeName": NODE, "containers": "y"}}
+    assert read(broken) is None
+    obj = pod()
+    obj["spec"]["containers"].append("not a container")
+    assert isinstance(read(obj), Candidate)
+
+
+def test_init_containers_asking_for_vgpu_are_refused() -> None:
+    obj = pod()
+    obj["spec"]["initContainers"] = [
+        {"name": "warmup", "resources": {"limits": {"nvidia.com/vgpu": "100"}}}
+    ]
+    refused = read(obj)
+    assert isinstance(refused, Refused) and "init container warmup" in refused.reason
+
+
+# --- choosing ----------------------------------------------------------------------------------
+def bound(obj: dict[str, Any], when: str) -> dict[str, Any]:
+    obj["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": when}
+    ]
+    return obj
+
+
+def test_the_pod_bound_first_wins_then_the_oldest_then_the_name() -> None:
+    a = bound(pod("a", created="2026-01-01T00:00:01Z"), "2026-01-01T00:03:00Z")
+    b = bound(pod("b", created="2026-01-01T00:00:09Z"), "2026-01-01T00:02:00Z")
+    c = pod("c", created="2026-01-01T00:00:05Z")  # bind time unknown: creation counts
+    d = pod("d", created="2026-01-01T00:00:05Z")
+    order = []
+    pods = [a, b, c, d]
+    for _ in pods:
+        match = choose(pods, NODE, 500, 1)
+        assert isinstance(match, Match)
+        order.append(match.pod.name)
+        target = next(p for p in pods if p["metadata"]["name"] == match.pod.name)
+        target["metadata"]["annotations"][ALLOCATED_ANNOTATION] = "main"
+    assert order == ["c", "d", "b", "a"]
+    assert isinstance(choose(pods, NODE, 500, 1), NoMatch)
+
+
+def test_no_match_names_the_pods_that_were_close() -> None:
+    result = choose([pod("small", 100, "1:100"), pod("bad", 500, "x")], NODE, 500, 1)
+    assert isinstance(result, NoMatch)
+    assert "default/bad: " in result.message
+    assert "default/small container main asks for 100" in result.message
+
+
+def test_the_patch_names_the_resource_version_and_keeps_earlier_containers() -> None:
+    obj = pod(milli=300, assignment="3:1000", resource_version="42")
+    obj["spec"]["containers"].append(
+        {"name": "b", "resources": {"limits": {"nvidia.com/vgpu": "700"}}}
+    )
+    obj["metadata"]["annotations"][ALLOCATED_ANNOTATION] = "main"
+    match = choose([obj], NODE, 700, 1)
+    assert isinstance(match, Match) and match.container.name == "b"
+    assert allocated_patch(match) == {
+        "metadata": {"resourceVersion": "42", "annotations": {ALLOCATED_ANNOTATION: "b,main"}}
+    }
+
+
+def test_preferred_ids_come_from_the_assigned_gpus() -> None:
+    match = choose([pod("p", 4, "1:1000,2:1000")], NODE, 4, 500)  # 4 units of 500
+    assert isinstance(match, Match)
+    gpus = {i: GpuState(i, f"G{i}", True) for i in range(3)}
+    available = [f"G{i}::{k}" for i in range(3) for k in range(2)]
+    assert preferred_ids(match, gpus, available, (), 4, 500) == ["G1::0", "G1::1", "G2::0", "G2::1"]
+    # The kubelet insists on one ID: it stays, the rest still come from the assignment.
+    assert preferred_ids(match, gpus, available, ("G0::1",), 4, 500) == [
+        "G0::1",
+        "G1::0",
+        "G1::1",
+        "G2::0",
+    ]
+
+
+# --- the wire format ---------------------------------------------------------------------------
+def test_register_request_field_numbers_on_the_wire() -> None:
+    data = api.encode_register_request(
+        api.RegisterRequest("v1beta1", "a.sock", "x/y", api.PluginOptions(True, True))
+    )
+    # field 1 (version), 2 (endpoint), 3 (resource_name): length-delimited strings;
+    # field 4 (options): a message holding field 1 and field 2, both true.
+    expected = b"\x0a\x07v1beta1" + b"\x12\x06a.sock" + b"\x1a\x03x/y" + b"\x22\x04\x08\x01\x10\x01"
+    assert data == expected
+    assert api.decode_register_request(expected).options == api.PluginOptions(True, True)
+
+
+def test_device_and_allocate_field_numbers_on_the_wire() -> None:
+    # ListAndWatchResponse.devices = 1; Device.ID = 1, health = 2, topology = 3;
+    # TopologyInfo.nodes = 1; NUMANode.ID = 1 (varint).
+    device = b"\x0a\x01d" + b"\x12\x07Healthy" + b"\x1a\x04\x0a\x02\x08\x05"
+    assert (
+        api.encode_devices([api.Device("d", "Healthy", 5)])
+        == b"\x0a" + bytes([len(device)]) + device
+    )
+    # AllocateRequest.container_requests = 1; ContainerAllocateRequest.devices_ids = 1.
+    request = b"\x0a\x06\x0a\x01a\x0a\x01b"
+    assert api.decode_allocate_request(request) == [["a", "b"]]
+    # ContainerAllocateResponse.envs = 1 is map<string, string>: entries of key 1, value 2.
+    answer = api.encode_allocate_response([api.ContainerAllocation({"K": "V"})])
+    assert answer == b"\x0a\x08\x0a\x06\x0a\x01K\x12\x01V"
