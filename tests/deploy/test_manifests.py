@@ -186,8 +186,21 @@ def test_the_node_agent_runs_on_gpu_nodes_with_arguments_the_cli_accepts() -> No
     assert security["readOnlyRootFilesystem"] is True
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]}
-    assert pod["securityContext"]["runAsNonRoot"] is True
+    # Root (the kubelet's device-plugin directory is root's), with nothing more.
+    assert pod["securityContext"]["runAsUser"] == 0
     assert container["image"] == scheduler_pod()["containers"][0]["image"]
+
+
+def test_the_node_agent_mounts_the_kubelets_device_plugin_directory() -> None:
+    pod = one(rendered(), "DaemonSet", "gang-scheduler-node-agent")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert not args.no_device_plugin
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "device-plugins")
+    assert mount["mountPath"] == str(args.device_plugin_dir).rstrip("/")
+    assert not mount.get("readOnly")
+    volume = next(v for v in pod["volumes"] if v["name"] == "device-plugins")
+    assert volume["hostPath"] == {"path": mount["mountPath"], "type": "Directory"}
 
 
 def overlay(tmp_path: Path, text: str) -> Path:

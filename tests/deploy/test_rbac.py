@@ -6,7 +6,8 @@ ones the Deployment and the DaemonSet name). The scenarios take every path that 
 binds, a bind answered 500 (read back, retried), a gang broken by a 409 (its bound
 member deleted), FailedScheduling created then its count patched, PodScheduled
 conditions, PodGroup status, an event on a PodGroup (its uid read), the Lease created,
-read and renewed; the agent's get and patch of its Node. Then:
+read and renewed; the agent's get and patch of its Node, and its device plugin's list
+of the node's pods and the patch marking the one an Allocate served. Then:
 
 - nothing was refused (a verb missing from deploy/ fails the test), and
 - every (role, verb, group, resource, resourceNames) the rules grant was used by some
@@ -16,7 +17,11 @@ read and renewed; the agent's get and patch of its Node. Then:
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import signal
 import socket
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,11 +30,15 @@ from typing import Any
 import pytest
 import yaml
 
+from cache.gpu import ASSIGNMENT_ANNOTATION
+from scheduler.agent.allocation import VISIBLE_DEVICES_ENV
+from scheduler.agent.deviceplugin import SOCKET_NAME, DevicePluginConfig
 from scheduler.agent.publisher import AgentOptions, serve
 from scheduler.config import config_from_mapping
 from scheduler.kube.client import ApiError, create_client
 from scheduler.kube.runner import run_scheduler
-from tests.agent import DGX_A100, FakeNvml
+from tests.agent import PCIE_BOX, FakeNvml
+from tests.agent.kubelet import FakeKubelet, PluginClient
 from tests.deploy.render import one, rendered, scheduler_config_text
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import LEASES, PODGROUPS, KubeApiEmulator, write_kubeconfig
@@ -164,17 +173,38 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
 
 @pytest.mark.asyncio
 async def test_the_node_agent_runs_under_exactly_the_deployed_rbac(tmp_path: Path) -> None:
+    """The agent command as the DaemonSet runs it: the publisher gets and patches its
+    Node; the device plugin, asked by a (fake) kubelet to Allocate, lists the node's
+    pods and marks the one it serves."""
     policy = account_policy("DaemonSet", "gang-scheduler-node-agent")
     authorizer = RbacAuthorizer(policy)
+    plugin_dir = Path(tempfile.mkdtemp(prefix="dp", dir="/tmp"))  # a socket path is short
     async with KubeApiEmulator() as api:
         api.authorizer = authorizer
         node = node_obj("gpu-1")
         node["metadata"]["annotations"] = {}
         api.put_node(node)
+        notebook = pod_obj("notebook", vgpu=500, node_name="gpu-1")
+        notebook["metadata"]["annotations"] = {ASSIGNMENT_ANNOTATION: "1:500"}
+        api.put_pod(notebook)
         kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
-        options = AgentOptions(node_name="gpu-1", kubeconfig=str(kubeconfig), once=True)
-        assert await serve(options, FakeNvml(DGX_A100)) == 0
-        assert api.request_count("patch", "nodes") == 1
+        kubelet = FakeKubelet(plugin_dir)
+        await kubelet.start()
+        options = AgentOptions(node_name="gpu-1", kubeconfig=str(kubeconfig), interval=30)
+        plugin = DevicePluginConfig(node_name="", directory=plugin_dir, watch_interval=0.02)
+        agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), plugin))
+        client = PluginClient(plugin_dir / SOCKET_NAME)
+        try:
+            await eventually(lambda: len(kubelet.registrations) == 1, "registration")
+            [answer] = await client.allocate([f"{PCIE_BOX.gpus[0].uuid}::{k}" for k in range(500)])
+            assert answer.envs[VISIBLE_DEVICES_ENV] == PCIE_BOX.gpus[1].uuid
+            await eventually(lambda: api.request_count("patch", "nodes") == 1, "node patch")
+        finally:
+            await client.close()
+            os.kill(os.getpid(), signal.SIGTERM)  # serve's handler stops both
+            assert await asyncio.wait_for(agent, 5) == 0
+            await kubelet.stop()
+            shutil.rmtree(plugin_dir, ignore_errors=True)
     assert authorizer.denied == []
     assert policy.grants() == authorizer.used
 
