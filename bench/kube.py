@@ -21,10 +21,10 @@ With `--kubeconfig PATH` the nodes (plain Node objects, no kubelet) and pods are
 on that cluster instead, measured the same way (requests per pod is null there: a real
 API server has no request counter we can read), and deleted again in any case.
 
-The scheduler's client rate limit is set far above what is reached (QPS 100,000), so the
-API server, not the client, is the limit. `--scheduled-events` picks the Normal Scheduled
-events (per pod as shipped, per gang, or off); the config file has no such option, so the
-benchmark sets it on the running scheduler's recorder.
+The scheduler's client rate limits (`client.qps` and the feedback writes' `events.qps`)
+are set far above what is reached (QPS 100,000), so the API server, not the client, is
+the limit. `--scheduled-events` sets `events.scheduled`: the Normal Scheduled events per
+pod (the default), per gang, or off.
 
     .venv/bin/python bench/kube.py --nodes 1000 --pods 10000 --gang 8
     .venv/bin/python bench/kube.py --nodes 1000 --pods 10000 --gang 8 --json
@@ -48,14 +48,13 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION
 from scheduler.config import SchedulerConfig, config_from_mapping
 from scheduler.kube.client import ApiError, KubeClient, create_client
-from scheduler.kube.events import ScheduledEvents
 from scheduler.kube.runner import SchedulerRun, collector_tuned_for
 from scheduler.sim.objects import node_object
 from tests.kubeapi import write_kubeconfig
@@ -375,13 +374,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def bench_config(binding_concurrency: int) -> SchedulerConfig:
+def bench_config(binding_concurrency: int, scheduled_events: str) -> SchedulerConfig:
+    unlimited = {"qps": SCHEDULER_QPS, "burst": SCHEDULER_QPS}
     return config_from_mapping(
         {
             "http": {"address": "127.0.0.1", "port": free_port()},
             "leaderElection": {"enabled": False},
-            "client": {"qps": SCHEDULER_QPS, "burst": SCHEDULER_QPS},
+            "client": unlimited,
             "binding": {"concurrency": binding_concurrency},
+            "events": {**unlimited, "scheduled": scheduled_events},
         }
     )
 
@@ -446,7 +447,7 @@ async def measure(args: argparse.Namespace, kubeconfig: str, emulated: bool) -> 
     node_names, pod_names = names(args.nodes, args.pods, args.gang, run_id)
     running = running_names(args.running_pods, run_id)
     expected = fitting_pods(args.nodes, args.pods, args.gang)
-    config = bench_config(args.binding_concurrency)
+    config = bench_config(args.binding_concurrency, args.scheduled_events)
     seeder = await create_client(kubeconfig, qps=None)
     try:
         began_seeding = time.perf_counter()
@@ -463,7 +464,6 @@ async def measure(args: argparse.Namespace, kubeconfig: str, emulated: bool) -> 
 
         client = await create_client(kubeconfig, qps=SCHEDULER_QPS, burst=SCHEDULER_QPS)
         run = SchedulerRun(config, client)
-        run.recorder.scheduled_events = cast(ScheduledEvents, args.scheduled_events)
         async with collector_tuned_for(run.informers):  # as `gang-scheduler run` does
             measured = await drive(run, client, args, expected, bound_now, emulated)
         # Taken after the stop: the write queue has drained the events of the last gangs.

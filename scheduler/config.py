@@ -49,6 +49,10 @@ from scheduler.yamltext import YamlSyntaxError, load_yaml
 
 BindFailurePolicy = Literal["delete", "keep"]
 BIND_FAILURE_POLICIES: tuple[BindFailurePolicy, ...] = ("delete", "keep")
+ScheduledEvents = Literal["pod", "gang", "off"]
+SCHEDULED_EVENTS: tuple[ScheduledEvents, ...] = ("pod", "gang", "off")
+# How long a gang may stay partially bound before its bound members are deleted.
+DEFAULT_PARTIAL_GRACE = 60.0
 
 # kube-scheduler serves on 10259 (and formerly 10251), the controller manager on 10257,
 # the kubelet on 10250, kube-proxy on 10249/10256. 10269 is free of all of them, so this
@@ -286,6 +290,12 @@ class BindingConfig:
     )
     # Binding requests in flight at once, across all gangs.
     concurrency: int = field(default=64, metadata=_leaf("concurrency", _integer(1)))
+    # A gang found with fewer members bound than its minMember (a crash between binds,
+    # an undo that could not finish) is completed if its rest fits, else its bound
+    # members are deleted once it has been partial this long (docs/kubernetes.md).
+    partial_gang_grace_seconds: float = field(
+        default=DEFAULT_PARTIAL_GRACE, metadata=_leaf("partialGangGraceSeconds", positive_number)
+    )
 
 
 @dataclass(frozen=True)
@@ -304,10 +314,11 @@ class FractionalGpuConfig:
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """Client-side rate limit on API requests, as client-go's QPS and burst."""
+    """Client-side rate limit on API requests (binds, lists and watches, the Lease), as
+    client-go's QPS and burst. Feedback writes have their own budget (`events`)."""
 
-    qps: float = field(default=50.0, metadata=_leaf("qps", positive_number))
-    burst: int = field(default=100, metadata=_leaf("burst", _integer(1)))
+    qps: float = field(default=1000.0, metadata=_leaf("qps", positive_number))
+    burst: int = field(default=2000, metadata=_leaf("burst", _integer(1)))
 
 
 @dataclass(frozen=True)
@@ -344,6 +355,16 @@ class EventsConfig:
     max_per_gang_per_window: int = field(
         default=10, metadata=_leaf("maxPerGangPerWindow", _integer(1))
     )
+    # The Normal `Scheduled` event of a bound gang: one per pod (as kube-scheduler), one
+    # per gang, or none.
+    scheduled: ScheduledEvents = field(
+        default="pod", metadata=_leaf("scheduled", _one_of(SCHEDULED_EVENTS))
+    )
+    # Client-side rate limit of every feedback write (conditions, events, PodGroup
+    # status), apart from `client`, so that they never delay a bind (kube-scheduler too
+    # gives its events a client of their own).
+    qps: float = field(default=50.0, metadata=_leaf("qps", positive_number))
+    burst: int = field(default=100, metadata=_leaf("burst", _integer(1)))
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ from tenacity.stop import stop_base
 from cache.cluster import Placement
 from cache.gpu import ASSIGNMENT_ANNOTATION, format_assignment
 from cache.pod import PodInfo
+from scheduler.config import DEFAULT_PARTIAL_GRACE, BindFailurePolicy
 from scheduler.core import SchedulingCore
 from scheduler.gang import Gang
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
@@ -71,14 +72,12 @@ from scheduler.planner import Plan
 
 log = logging.getLogger(__name__)
 
-OnBindFailure = Literal["delete", "keep"]
 BindState = Literal["bound", "failed", "unknown"]
 RestartDecision = Literal["complete", "delete", "wait"]
 
 DEFAULT_CONCURRENCY = 64
 DEFAULT_BIND_TIMEOUT = 10.0
 DEFAULT_RETRY_JITTER = 0.5
-DEFAULT_PARTIAL_GRACE = 60.0
 # Statuses that say the bind can never succeed as sent.
 PERMANENT_STATUSES = frozenset({400, 403, 404, 409, 422})
 _DELETE_ATTEMPTS = 3
@@ -169,7 +168,7 @@ class GangBindResult:
 class UndoResult:
     """What `undo` did with the members of a broken gang that were bound."""
 
-    policy: OnBindFailure
+    policy: BindFailurePolicy
     deleted: tuple[str, ...] = ()  # pod keys
     kept: tuple[str, ...] = ()  # bound members left in place (policy keep)
     errors: Mapping[str, str] = field(default_factory=dict)  # pod key -> why not deleted
@@ -236,7 +235,7 @@ class GangBinder:
         timeout: float = DEFAULT_BIND_TIMEOUT,
         retry_transient: bool = True,
         retry_jitter: float = DEFAULT_RETRY_JITTER,
-        on_failure: OnBindFailure = "delete",
+        on_failure: BindFailurePolicy = "delete",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if concurrency < 1 or timeout <= 0:
@@ -245,7 +244,7 @@ class GangBinder:
         self.timeout = timeout
         self.retry_transient = retry_transient
         self.retry_jitter = retry_jitter
-        self.on_failure: OnBindFailure = on_failure
+        self.on_failure: BindFailurePolicy = on_failure
         self._clock = clock
         self._slots = asyncio.Semaphore(concurrency)
 

@@ -132,39 +132,67 @@ class ListPage:
     last: bool
 
 
+class _Transport:
+    """The connection to the API server, shared by the KubeClients made from one
+    ApiClient: its configuration, and a session opened on the first request (aiohttp
+    wants a running event loop) that uses the ApiClient's connection pool."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+        self.session: aiohttp.ClientSession | None = None
+        self.proxy: str | None = None
+        self.host = ""
+
+    def open(self) -> aiohttp.ClientSession:
+        if self.session is None:
+            configuration = self.api.configuration
+            pool: aiohttp.ClientSession = self.api.rest_client.pool_manager
+            self.host = str(configuration.host or "")
+            self.proxy = configuration.proxy or environment_proxy(self.host)
+            self.session = aiohttp.ClientSession(
+                connector=pool.connector,
+                connector_owner=False,
+                trust_env=False,
+                # A watch event carries a whole object; etcd allows up to 1.5 MiB.
+                read_bufsize=2**21,
+            )
+        return self.session
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+        await self.api.close()
+
+
 class KubeClient:
     """Raw-JSON access to the API with the configuration of a kubernetes_asyncio ApiClient.
 
-    `limiter` is the client-side rate limit (None: none). The session is opened on the
-    first request (aiohttp wants a running event loop); closing the client closes the
-    ApiClient and its connection pool.
+    `limiter` is the client-side rate limit (None: none). `sharing(limiter)` gives a
+    client on the same connections with a rate budget of its own. Closing the client
+    that was made from the ApiClient closes the ApiClient and its connection pool.
     """
 
     def __init__(self, api: k8s.ApiClient, limiter: TokenBucket | None = None) -> None:
-        self.api = api
+        self._transport = _Transport(api)
         self.limiter = limiter
-        self._session: aiohttp.ClientSession | None = None
-        self._proxy: str | None = None
-        self._host = ""
+        self._owner = True
 
-    def _open_session(self) -> aiohttp.ClientSession:
-        configuration = self.api.configuration
-        pool: aiohttp.ClientSession = self.api.rest_client.pool_manager
-        self._host = str(configuration.host or "")
-        self._proxy = configuration.proxy or environment_proxy(self._host)
-        self._session = aiohttp.ClientSession(
-            connector=pool.connector,
-            connector_owner=False,
-            trust_env=False,
-            # A watch event carries a whole object; etcd allows requests up to 1.5 MiB.
-            read_bufsize=2**21,
-        )
-        return self._session
+    @property
+    def api(self) -> k8s.ApiClient:
+        return self._transport.api
+
+    def sharing(self, limiter: TokenBucket | None) -> KubeClient:
+        """A client on the same connections whose requests take tokens from `limiter`
+        instead; closing it closes nothing."""
+        shared = KubeClient.__new__(KubeClient)
+        shared._transport = self._transport
+        shared.limiter = limiter
+        shared._owner = False
+        return shared
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-        await self.api.close()
+        if self._owner:
+            await self._transport.close()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -194,10 +222,11 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         """Send a request and return the unread response, whatever its status (the
         caller reads it and releases it)."""
-        session = self._session or self._open_session()
+        transport = self._transport
+        session = transport.session or transport.open()
         if self.limiter is not None:
             await self.limiter.acquire()
-        url = self._host + path
+        url = transport.host + path
         if query:
             url += "?" + urlencode(query)
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
@@ -206,8 +235,8 @@ class KubeClient:
             url,
             data=data,
             headers=await self._headers(content_type),
-            proxy=self._proxy,
-            proxy_headers=self.api.configuration.proxy_headers if self._proxy else None,
+            proxy=transport.proxy,
+            proxy_headers=self.api.configuration.proxy_headers if transport.proxy else None,
             timeout=timeout or aiohttp.ClientTimeout(),
         )
 

@@ -44,11 +44,11 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
 
 from cache.gpu import format_assignment
 from cache.pod import PodInfo
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
+from scheduler.config import ScheduledEvents
 from scheduler.gang import Gang, Problem
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
 from scheduler.planner import Plan, Unschedulable
@@ -56,7 +56,6 @@ from scheduler.planner import Plan, Unschedulable
 log = logging.getLogger(__name__)
 
 Write = Callable[[KubeClient], Awaitable[None]]
-ScheduledEvents = Literal["pod", "gang", "off"]
 
 DEFAULT_COMPONENT = "gang-scheduler"
 DEFAULT_WINDOW = 60.0

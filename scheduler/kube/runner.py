@@ -46,7 +46,7 @@ from scheduler.kube.binder import (
     PartialGangs,
     bind_and_settle,
 )
-from scheduler.kube.client import KubeClient, create_client
+from scheduler.kube.client import KubeClient, TokenBucket, create_client
 from scheduler.kube.events import FeedbackRecorder, WriteQueue
 from scheduler.kube.informer import ClusterInformers
 from scheduler.kube.leader import LeaderElector
@@ -138,11 +138,15 @@ class SchedulerRun:
             on_relist=self._relisted,
             on_change=self._wake.set,
         )
-        self.writes = WriteQueue(client)
+        # Feedback writes take tokens from a budget of their own (`events.qps`), so a
+        # flood of conditions for 10,000 pending pods never delays a bind.
+        feedback_budget = TokenBucket(config.events.qps, config.events.burst)
+        self.writes = WriteQueue(client.sharing(feedback_budget))
         self.recorder = FeedbackRecorder(
             self.writes,
             window=config.events.aggregation_window_seconds,
             max_per_gang_per_window=config.events.max_per_gang_per_window,
+            scheduled_events=config.events.scheduled,
             has_podgroup=lambda key: key in self._core.cache.podgroups(),
         )
         self.binder = GangBinder(
@@ -152,7 +156,7 @@ class SchedulerRun:
             on_failure=config.binding.on_bind_failure,
             clock=clock,
         )
-        self.partial = PartialGangs()
+        self.partial = PartialGangs(config.binding.partial_gang_grace_seconds)
         self.elector: LeaderElector | None = None
         election = config.leader_election
         if election.enabled:

@@ -12,7 +12,7 @@ import pytest_asyncio
 from aiohttp import web
 from kubernetes_asyncio import client as k8s
 
-from scheduler.kube.client import USER_AGENT, ApiError, KubeClient, environment_proxy
+from scheduler.kube.client import USER_AGENT, ApiError, KubeClient, TokenBucket, environment_proxy
 
 
 class Recorder:
@@ -129,3 +129,24 @@ def test_the_proxy_comes_from_the_environment_unless_no_proxy_names_the_host(
     assert environment_proxy("https://10.0.0.1:6443") is None
     assert environment_proxy("https://kubernetes.default.svc.cluster.local") is None
     assert environment_proxy("https://api.example.test:6443") == "http://proxy.internal:3128"
+
+
+@pytest.mark.asyncio
+async def test_a_shared_client_spends_its_own_budget_on_the_same_connections(
+    server: tuple[Recorder, str],
+) -> None:
+    recorder, host = server
+    clock = [0.0]
+    main_budget = TokenBucket(qps=1, burst=2, clock=lambda: clock[0])
+    feedback_budget = TokenBucket(qps=1, burst=5, clock=lambda: clock[0])
+    kube = KubeClient(k8s.ApiClient(configured(host)), main_budget)
+    feedback = kube.sharing(feedback_budget)
+    for _ in range(4):
+        await feedback.request_json("POST", "/api/v1/namespaces/ml/events")
+    await feedback.close()  # closes nothing: the owner's connections stay open
+    await kube.request_json("GET", "/api/v1/nodes/a")
+    await kube.close()
+    assert len(recorder.requests) == 5
+    assert feedback_budget.reserve() == 0.0  # 4 of its 5 taken, one left
+    assert main_budget.reserve() == 0.0  # 1 of its 2 taken, one left
+    assert main_budget.reserve() > 0.0

@@ -100,7 +100,8 @@ def test_no_file_empty_file_and_empty_sections_all_give_the_defaults() -> None:
     assert defaults.binding.on_bind_failure == "delete" and defaults.binding.concurrency == 64
     assert defaults.fractional_gpu.resource_name == "nvidia.com/vgpu"
     assert defaults.fractional_gpu.units_per_gpu == 1000
-    assert (defaults.client.qps, defaults.client.burst) == (50, 100)
+    assert defaults.binding.partial_gang_grace_seconds == 60
+    assert (defaults.client.qps, defaults.client.burst) == (1000, 2000)
     le = defaults.leader_election
     assert le.enabled and (le.lease_name, le.lease_namespace) == ("gang-scheduler", "kube-system")
     assert (le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (
@@ -111,6 +112,8 @@ def test_no_file_empty_file_and_empty_sections_all_give_the_defaults() -> None:
     assert defaults.http.port == DEFAULT_HTTP_PORT == 10269
     assert defaults.events.aggregation_window_seconds == 60
     assert defaults.events.max_per_gang_per_window == 10
+    assert defaults.events.scheduled == "pod"
+    assert (defaults.events.qps, defaults.events.burst) == (50, 100)
 
 
 def test_default_profile_is_binpack_with_network_topology() -> None:
@@ -262,6 +265,9 @@ def test_exact_messages(text: str, message: str) -> None:
         ),
         ("binding: {concurrency: 0}", "binding.concurrency", ">= 1, got 0"),
         ("client: {qps: -5}", "client.qps", "> 0, got -5"),
+        ("events: {scheduled: always}", "events.scheduled", "one of pod, gang, off"),
+        ("events: {qps: 0}", "events.qps", "> 0, got 0"),
+        ("binding: {partialGangGraceSeconds: -1}", "binding.partialGangGraceSeconds", "> 0"),
         ("leaderElection: {enabled: maybe}", "leaderElection.enabled", "true or false"),
         (
             "leaderElection: {retryPeriodSeconds: 10}",
