@@ -126,3 +126,13 @@ def dgx_links(count: int = 8) -> list[list[str]]:
 def pcie_two_switch_links() -> list[list[str]]:
     """4 GPUs: 0-1 and 2-3 share a PCIe switch (PIX), the pairs join over SYS."""
     return pcie_links(4)
+
+
+def podgroup_obj(name: str, min_member: int, namespace: str = "default") -> dict[str, Any]:
+    """A PodGroup (scheduling.x-k8s.io/v1alpha1) as the API serves it."""
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member},
+    }

@@ -3,9 +3,7 @@ on `kubelet.sock` (grpcio, a real unix socket) and a client for the plugin's soc
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +11,6 @@ import grpc
 import grpc.aio
 
 from scheduler.agent import kubelet_api as api
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Poll `check` until it holds; AssertionError after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 class FakeKubelet:

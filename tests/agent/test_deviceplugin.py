@@ -34,9 +34,10 @@ from scheduler.agent.deviceplugin import SOCKET_NAME, DevicePlugin, DevicePlugin
 from scheduler.agent.publisher import AgentOptions, serve
 from scheduler.kube.client import KubeClient
 from tests.agent import PCIE_BOX, FakeNvml, with_gpu
-from tests.agent.kubelet import FakeKubelet, PluginClient, eventually
+from tests.agent.kubelet import FakeKubelet, PluginClient
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, api_client, write_kubeconfig
+from tests.waiting import eventually
 
 NODE = "gpu-1"
 UUIDS = [gpu.uuid for gpu in PCIE_BOX.gpus]

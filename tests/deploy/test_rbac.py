@@ -20,10 +20,8 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +38,10 @@ from scheduler.kube.runner import run_scheduler
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.kubelet import FakeKubelet, PluginClient
 from tests.deploy.render import one, rendered, scheduler_config_text
-from tests.factories import node_obj, pod_obj
+from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kubeapi import LEASES, PODGROUPS, KubeApiEmulator, write_kubeconfig
 from tests.kubeapi.rbac import Attributes, Policy, RbacAuthorizer, Rule, forbidden
+from tests.waiting import eventually, free_port
 
 TEST_TIMEOUT = 30.0
 
@@ -53,29 +52,6 @@ def account_policy(kind: str, name: str) -> Policy:
     workload = one(objects, kind, name)
     account = workload["spec"]["template"]["spec"]["serviceAccountName"]
     return Policy.for_service_account(objects, workload["metadata"]["namespace"], account)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-def podgroup(name: str, min_member: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": min_member},
-    }
 
 
 def bound(api: KubeApiEmulator, prefix: str) -> int:
@@ -124,7 +100,7 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
             )
             try:
                 # A PodGroup gang; its first bind answers 500: read back, then retried.
-                api.put(PODGROUPS, podgroup("train", 2))
+                api.put(PODGROUPS, podgroup_obj("train", 2))
                 api.fail_next_binds(1, status=500)
                 for i in range(2):
                     api.put_pod(pod_obj(f"train-{i}", gang="train", gpus=1))
@@ -150,7 +126,7 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                     lambda: api.request_count("patch", "events") >= 1, "an event's count"
                 )
                 # A PodGroup that is wrong: a Warning on the PodGroup (its uid read).
-                api.put(PODGROUPS, podgroup("bad", 0))
+                api.put(PODGROUPS, podgroup_obj("bad", 0))
                 api.put_pod(pod_obj("bad-0", gang="bad"))
                 await eventually(
                     lambda: api.request_count("get", "podgroups") >= 1, "the PodGroup's uid"

@@ -24,7 +24,7 @@ from scheduler.kube.events import (
     podgroup_status,
 )
 from scheduler.planner import Plan, Unschedulable
-from tests.factories import node_obj, pod_obj
+from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kubeapi import EVENTS, PODGROUPS, KubeApiEmulator
 
 SCHEDULER = "gang-scheduler"
@@ -34,15 +34,6 @@ SCHEDULER = "gang-scheduler"
 async def queue(client: KubeClient) -> AsyncIterator[WriteQueue]:
     async with WriteQueue(client) as writes:
         yield writes
-
-
-def podgroup_obj(name: str, min_member: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": min_member},
-    }
 
 
 def seed_gang(api: KubeApiEmulator, size: int, name: str = "train", **kwargs: Any) -> Gang:

@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,9 @@ from scheduler.kube.informer import (
     Informer,
     InformerOptions,
 )
-from tests.factories import node_obj, pod_obj
+from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kubeapi import PODGROUPS, KubeApiEmulator, write_kubeconfig
+from tests.waiting import eventually
 
 FAST = InformerOptions(
     watch_timeout=30.0,
@@ -37,15 +38,6 @@ FAST = InformerOptions(
     healthy_after=10.0,
     crd_recheck=0.3,
 )
-
-
-def podgroup_obj(name: str, min_member: int, namespace: str = "default") -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"minMember": min_member},
-    }
 
 
 def seed(api: KubeApiEmulator, nodes: int = 3, pods: int = 5) -> None:
@@ -75,14 +67,6 @@ def fresh_state(api: KubeApiEmulator) -> dict[str, Any]:
     core.replace_pods(api.pods(), 0.0)
     core.replace_podgroups(api.objects(PODGROUPS) if api.has_crd else [], 0.0)
     return state(core)
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 @dataclasses.dataclass
@@ -155,7 +139,7 @@ async def test_watch_applies_adds_updates_deletes_in_stream_order(tmp_path: Path
             api.put_pod(pod_obj("b"))
             api.delete_pod("default", "a")
             api.put_node(node_obj("n9", gpus=4))
-            await until(lambda: len(seen) == 4 and run.core.cache.node("n9") is not None)
+            await eventually(lambda: len(seen) == 4 and run.core.cache.node("n9") is not None)
             assert [(e, n) for e, n, _ in seen] == [
                 ("ADDED", "a"),
                 ("MODIFIED", "a"),
@@ -178,13 +162,13 @@ async def test_bookmarks_advance_the_resource_version(tmp_path: Path) -> None:
             listed_at = pods.resource_version
             for i in range(3):  # writes of other resources move the global version on
                 api.put_node(node_obj(f"extra-{i}"))
-            await until(lambda: pods.resource_version == str(api.resource_version))
+            await eventually(lambda: pods.resource_version == str(api.resource_version))
             assert int(pods.resource_version) > int(listed_at)
             # A clean end (the server's timeout) resumes from the bookmark: no relist,
             # and what happens next still arrives.
             api.end_watches()
             api.put_pod(pod_obj("after-bookmark"))
-            await until(lambda: run.core.cache.pod("uid-default-after-bookmark") is not None)
+            await eventually(lambda: run.core.cache.pod("uid-default-after-bookmark") is not None)
             assert run.relists["pods"] == 1
             assert state(run.core) == fresh_state(api)
 
@@ -194,19 +178,19 @@ async def test_dropped_watches_relist_and_match_a_fresh_core(tmp_path: Path) -> 
     async with KubeApiEmulator() as api:
         seed(api)
         async with running(tmp_path, api) as run:
-            await until(lambda: api.open_watches() == 3)
+            await eventually(lambda: api.open_watches() == 3)
             assert api.drop_watches() == 3
             # Changes while no watch is open: only a relist can show the deletions.
             api.delete_pod("default", "bound-0")
             api.put_pod(pod_obj("new-while-dropped"))
             api.put_node(node_obj("n1", gpus=8, labels={"zone": "b"}))
             api.delete(PODGROUPS, "default", "g")
-            await until(lambda: min(run.relists.values()) >= 2)
-            await until(lambda: state(run.core) == fresh_state(api))
+            await eventually(lambda: min(run.relists.values()) >= 2)
+            await eventually(lambda: state(run.core) == fresh_state(api))
             # And the new watches carry on.
             api.put_pod(pod_obj("after-recovery"))
             api.put(PODGROUPS, podgroup_obj("h", 3))
-            await until(lambda: state(run.core) == fresh_state(api))
+            await eventually(lambda: state(run.core) == fresh_state(api))
             assert run.core.cache.pod("uid-default-after-recovery") is not None
             assert set(run.core.cache.podgroups()) == {"default/h"}
 
@@ -220,15 +204,15 @@ async def test_gone_resource_version_relists(
         seed(api)
         async with running(tmp_path, api) as run:
             api.put_pod(pod_obj("seen-by-watch"))
-            await until(lambda: run.core.cache.pod("uid-default-seen-by-watch") is not None)
+            await eventually(lambda: run.core.cache.pod("uid-default-seen-by-watch") is not None)
             # Nothing awaits between these lines: the watch ends cleanly, then more
             # changes happen than the server's history keeps, so resuming gets 410.
             api.end_watches()
             for i in range(5):
                 api.put_pod(pod_obj(f"burst-{i}"))
             api.delete_pod("default", "bound-1")
-            await until(lambda: run.relists["pods"] == 2)
-            await until(lambda: state(run.core) == fresh_state(api))
+            await eventually(lambda: run.relists["pods"] == 2)
+            await eventually(lambda: state(run.core) == fresh_state(api))
             assert any("watch expired" in r.message and "410" in r.message for r in caplog.records)
 
 
@@ -247,10 +231,10 @@ async def test_restart_relists_and_keeps_reservations_of_existing_pods(
             cache = run.core.cache
             kept, doomed = "uid-default-pending-0", "uid-default-doomed"
             cache.assume([Placement(kept, "n0"), Placement(doomed, "n1")], now=time.monotonic())
-            await until(lambda: api.open_watches() == 3)
+            await eventually(lambda: api.open_watches() == 3)
             api.restart()
             api.delete_pod("default", "doomed")
-            await until(lambda: run.relists["pods"] == 2)
+            await eventually(lambda: run.relists["pods"] == 2)
             assert cache.is_assumed(kept)
             assert not cache.is_assumed(doomed)
             assert cache.pod(doomed) is None
@@ -278,14 +262,14 @@ async def test_absent_podgroup_crd_leaves_the_scheduler_running(
             # Installed later: found on the next check, then watched.
             api.crd_present(True)
             api.put(PODGROUPS, podgroup_obj("late", 2))
-            await until(lambda: "default/late" in run.core.cache.podgroups())
+            await eventually(lambda: "default/late" in run.core.cache.podgroups())
             api.put(PODGROUPS, podgroup_obj("later", 2))
-            await until(lambda: "default/later" in run.core.cache.podgroups())
+            await eventually(lambda: "default/later" in run.core.cache.podgroups())
             # Removed again: the core forgets every PodGroup and pods still flow.
             api.crd_present(False)
-            await until(lambda: not run.core.cache.podgroups())
+            await eventually(lambda: not run.core.cache.podgroups())
             api.put_pod(pod_obj("p1"))
-            await until(lambda: run.core.cache.pod("uid-default-p1") is not None)
+            await eventually(lambda: run.core.cache.pod("uid-default-p1") is not None)
 
 
 @pytest.mark.asyncio
@@ -303,7 +287,7 @@ async def test_2000_pod_list_and_1000_event_burst_are_fast(tmp_path: Path) -> No
             started = time.monotonic()
             for i in range(1000):
                 api.put_pod(pod_obj(f"burst-{i}", gang=f"g{i // 8}", min_member=8))
-            await until(lambda: len(list(run.core.cache.pods())) == 3000)
+            await eventually(lambda: len(list(run.core.cache.pods())) == 3000)
             burst = time.monotonic() - started
             assert burst < 3.0, f"1,000 events took {burst:.2f} s"
             assert run.relists["pods"] == 1
@@ -322,7 +306,7 @@ async def test_unreachable_server_is_retried_with_backoff(tmp_path: Path) -> Non
             assert state(run.core) == fresh_state(api)
             await api.outage(0.3)
             api.put_pod(pod_obj("after-outage"))
-            await until(lambda: run.core.cache.pod("uid-default-after-outage") is not None)
+            await eventually(lambda: run.core.cache.pod("uid-default-after-outage") is not None)
 
 
 def test_error_event_stops_the_batch_after_applying_what_came_before() -> None:

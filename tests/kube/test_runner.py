@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -26,15 +25,10 @@ from scheduler.kube.binder import MemberOutcome
 from scheduler.kube.runner import failure_reason, run_scheduler
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+from tests.waiting import eventually, free_port
 
 # Every test ends within this, even when the scheduler misbehaves.
 TEST_TIMEOUT = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def fast_config(port: int, *, leader: bool = False) -> SchedulerConfig:
@@ -103,14 +97,6 @@ async def running(
         stop.set()
         code = await asyncio.wait_for(task, 10.0)
     assert code == 0
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def bound(api: KubeApiEmulator, prefix: str = "") -> dict[str, dict[str, Any]]:

@@ -19,13 +19,13 @@ from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import (
     TEST_TIMEOUT,
     bound,
-    eventually,
     running,
     seed_gang,
     start_cli,
     unschedulable_message,
 )
 from tests.kubeapi import EVENTS, LEASES, KubeApiEmulator
+from tests.waiting import eventually
 
 
 def binding_requests(api: KubeApiEmulator) -> Counter[str]:
