@@ -24,8 +24,7 @@ LABEL org.opencontainers.image.title="gang-scheduler" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    MPLCONFIGDIR=/tmp/matplotlib
+    PIP_DISABLE_PIP_VERSION_CHECK=1
 # The wheel is mounted for this step only: it is installed, never copied into a layer.
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
     pip install --no-cache-dir "$(ls /wheels/gang_scheduler-*.whl)[agent]"

@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 $(BIN)/gang-scheduler: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,agent]'
+	$(BIN)/pip install --quiet -e '.[dev,agent,plot]'
 	touch $@
 
 simulate: $(BIN)/gang-scheduler

@@ -169,13 +169,27 @@ def mean_curves(runs: Sequence[PolicyRun]) -> dict[str, list[tuple[int, float]]]
     return curves
 
 
+class PlotUnavailable(ValueError):
+    """Plots need matplotlib, the `plot` extra."""
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot drawing to files only; PlotUnavailable, with how to get it,
+    where matplotlib is not installed (the image ships without it)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotUnavailable("plots need matplotlib: pip install 'gang-scheduler[plot]'") from None
+    matplotlib.use("Agg")  # no display: write files only
+    from matplotlib import pyplot
+
+    return pyplot
+
+
 def plot_allocation(runs: Sequence[PolicyRun], path: Path, title: str) -> None:
     """GPU allocation % against arrived GPU load %, one line per policy (mean over
     seeds), as the paper's figure draws it; written as an image to `path`."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: write files only
-    from matplotlib import pyplot
+    pyplot = _pyplot()
 
     # Left: the whole replay; right: the end, where the policies part (a few points).
     figure, (whole, end) = pyplot.subplots(1, 2, figsize=(12, 5))
@@ -353,10 +367,7 @@ def plot_timeline(runs: Sequence[TimelineRun], path: Path, title: str) -> None:
     """GPU utilization % and tasks waiting against time (hours), one line per run: on
     the left while tasks arrive (where the offered load is the workload's), on the right
     the whole run (the drain of the longest tasks included)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: write files only
-    from matplotlib import pyplot
+    pyplot = _pyplot()
 
     figure, axes = pyplot.subplots(2, 2, figsize=(14, 7), sharey="row")
     try:

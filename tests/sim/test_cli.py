@@ -6,6 +6,7 @@ bin-packing profile under every name), so they check the command, not the polici
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,23 @@ def test_table_and_plot(
     assert code == 0
     assert "ours" in out and "100.00" in out and "GPU alloc % @130%" in out
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_plot_without_matplotlib_says_how_to_get_it(
+    catalogue: StandinCatalogue,
+    trace_files: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    nodes, pods = trace_files
+    plot = tmp_path / "alloc.png"
+    args = ["--nodes", str(nodes), "--pods", str(pods), "--policy", "ours", "--plot", str(plot)]
+    code, _, err = run(args, capsys)
+    assert code == 2 and not plot.exists()
+    assert "plots need matplotlib: pip install 'gang-scheduler[plot]'" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_bundled_default_trace_with_one_policy(
