@@ -87,8 +87,10 @@ def is_older(stored: str, incoming: str) -> bool:
 
 
 class ClusterCache:
-    def __init__(self, assume_ttl: float = DEFAULT_ASSUME_TTL) -> None:
+    def __init__(self, assume_ttl: float = DEFAULT_ASSUME_TTL, share_milli: int = 1) -> None:
         self.assume_ttl = assume_ttl
+        # Milli of a GPU one unit of nvidia.com/vgpu is worth (resources.shares_in_milli).
+        self.share_milli = share_milli
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, PodInfo] = {}
         self._podgroups: dict[str, PodGroupInfo] = {}
@@ -161,7 +163,7 @@ class ClusterCache:
         if event == EventType.DELETED:
             self._remove_node(name)
             return None
-        new = node_from_api(obj)
+        new = node_from_api(obj, self.share_milli)
         if old is not None and _same_offer(old, new):
             old.resource_version = new.resource_version
             return old
@@ -216,7 +218,7 @@ class ClusterCache:
             self._assumed.pop(uid, None)
             self._set_charge(uid, None)
             return None
-        pod = pod_from_api(obj)
+        pod = pod_from_api(obj, self.share_milli)
         self._pods[uid] = pod
         assumed = self._assumed.get(uid)
         if assumed is not None and pod.node_name:

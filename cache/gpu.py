@@ -212,8 +212,9 @@ class GpuRequest:
 NO_GPU = GpuRequest()
 
 
-def gpu_request(requests: dict[str, int]) -> GpuRequest:
-    """A pod's GPU request from its summed requests; ValueError explains a refusal."""
+def gpu_request(requests: dict[str, int], share_milli: int = 1) -> GpuRequest:
+    """A pod's GPU request from its summed requests (shares in milli); ValueError
+    explains a refusal, in the units the pod was written in (`share_milli` milli each)."""
     whole = requests.get(WHOLE_GPU, 0)
     shared = requests.get(SHARED_GPU, 0)
     if whole and shared:
@@ -227,9 +228,10 @@ def gpu_request(requests: dict[str, int]) -> GpuRequest:
     if shared < MILLI_PER_GPU:
         return GpuRequest(1, shared)
     if shared % MILLI_PER_GPU:
+        asked, per_gpu = shared // share_milli, MILLI_PER_GPU // share_milli
         raise ValueError(
-            f"{SHARED_GPU}: {shared} is above {MILLI_PER_GPU} but not a whole multiple of it; "
-            f"a share under {MILLI_PER_GPU} fits on one GPU, larger requests take whole GPUs"
+            f"{SHARED_GPU}: {asked} is above {per_gpu} but not a whole multiple of it; "
+            f"a share under {per_gpu} fits on one GPU, larger requests take whole GPUs"
         )
     return GpuRequest(shared // MILLI_PER_GPU, MILLI_PER_GPU)
 

@@ -145,12 +145,13 @@ def inferred_shares(node: NodeInfo, count: int, milli: int) -> DeviceShares:
     return ((index, milli),)
 
 
-def node_from_api(obj: Mapping[str, Any]) -> NodeInfo:
+def node_from_api(obj: Mapping[str, Any], share_milli: int = 1) -> NodeInfo:
     """Build a NodeInfo (with empty accounting) from a node's JSON; never raises on a
     malformed value: it becomes a problem message and the field falls back (a node
-    whose very structure is broken offers nothing until it is fixed)."""
+    whose very structure is broken offers nothing until it is fixed). `nvidia.com/vgpu`
+    is counted in milli of a GPU, `share_milli` a unit (resources.shares_in_milli)."""
     try:
-        return _parse_node(obj)
+        return _parse_node(obj, share_milli)
     except MALFORMED as error:
         meta = metadata(obj)
         return NodeInfo(
@@ -161,7 +162,7 @@ def node_from_api(obj: Mapping[str, Any]) -> NodeInfo:
         )
 
 
-def _parse_node(obj: Mapping[str, Any]) -> NodeInfo:
+def _parse_node(obj: Mapping[str, Any], share_milli: int) -> NodeInfo:
     meta = metadata(obj)
     spec = mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
@@ -171,7 +172,10 @@ def _parse_node(obj: Mapping[str, Any]) -> NodeInfo:
 
     allocatable: res.Resources = {}
     try:
-        allocatable = res.parse_resource_list(status.get("allocatable") or status.get("capacity"))
+        allocatable = res.shares_in_milli(
+            res.parse_resource_list(status.get("allocatable") or status.get("capacity")),
+            share_milli,
+        )
     except ValueError as error:
         problems.append(f"allocatable: {error}")
 

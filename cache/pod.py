@@ -132,12 +132,13 @@ def pod_requests(spec: Mapping[str, Any]) -> res.Resources:
     return {name: amount for name, amount in total.items() if amount}
 
 
-def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
-    """Build a PodInfo from a pod's JSON. Never raises on a user's values: what cannot
-    be read becomes a problem message on the record (a pod whose very structure is
-    broken keeps only its identity, and is refused with the reason)."""
+def pod_from_api(obj: Mapping[str, Any], share_milli: int = 1) -> PodInfo:
+    """Build a PodInfo from a pod's JSON, `nvidia.com/vgpu` counted in milli of a GPU
+    (`share_milli` milli a unit; resources.shares_in_milli). Never raises on a user's
+    values: what cannot be read becomes a problem message on the record (a pod whose
+    very structure is broken keeps only its identity, and is refused with the reason)."""
     try:
-        return _parse_pod(obj)
+        return _parse_pod(obj, share_milli)
     except MALFORMED as error:
         meta = metadata(obj)
         spec = mapping(mapping(obj).get("spec"))
@@ -151,7 +152,7 @@ def pod_from_api(obj: Mapping[str, Any]) -> PodInfo:
         )
 
 
-def _parse_pod(obj: Mapping[str, Any]) -> PodInfo:
+def _parse_pod(obj: Mapping[str, Any], share_milli: int) -> PodInfo:
     meta = metadata(obj)
     spec = mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
@@ -165,8 +166,8 @@ def _parse_pod(obj: Mapping[str, Any]) -> PodInfo:
     requests: res.Resources = {}
     gpu = NO_GPU
     try:
-        requests = pod_requests(spec)
-        gpu = gpu_request(requests)
+        requests = res.shares_in_milli(pod_requests(spec), share_milli)
+        gpu = gpu_request(requests, share_milli)
     except ValueError as error:
         problems.append(str(error))
 

@@ -25,6 +25,15 @@ GPU_RESOURCES = frozenset({WHOLE_GPU, SHARED_GPU})
 Resources = dict[str, int]
 
 
+def shares_in_milli(resources: Resources, share_milli: int) -> Resources:
+    """`resources` with `nvidia.com/vgpu` counted in milli of a GPU, where one unit of it
+    is worth `share_milli` milli: 1 when a GPU is advertised as 1000 units (the
+    default), 10 when as 100 (a device plugin with a coarser unit). In place."""
+    if share_milli != 1 and SHARED_GPU in resources:
+        resources[SHARED_GPU] *= share_milli
+    return resources
+
+
 def parse_resource_list(raw: Mapping[str, object] | None) -> Resources:
     """A Kubernetes ResourceList (`{"cpu": "500m", "memory": "1Gi"}`) in integer units.
 

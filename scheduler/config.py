@@ -189,6 +189,19 @@ def _label_keys(value: object, path: str) -> tuple[str, ...]:
     return keys
 
 
+def _divisor_of(whole: int) -> Check:
+    def check(value: object, path: str) -> int:
+        number = int(_integer(1, whole)(value, path))
+        if whole % number:
+            raise ConfigError(
+                path,
+                f"must divide {whole} (a unit is a whole number of milli of a GPU), got {number}",
+            )
+        return number
+
+    return check
+
+
 def _fixed(supported: object, why: str) -> Check:
     """A key the cache reads as a constant for now: only its one value is accepted."""
 
@@ -304,11 +317,10 @@ class FractionalGpuConfig:
         default=SHARED_GPU,
         metadata=_leaf("resourceName", _fixed(SHARED_GPU, "the cache counts it by this name")),
     )
+    # Units of the resource one GPU is advertised as: 1000 (a unit is a milli), or a
+    # divisor of 1000 for a device plugin with a coarser unit (100: a unit is 10 milli).
     units_per_gpu: int = field(
-        default=MILLI_PER_GPU,
-        metadata=_leaf(
-            "unitsPerGPU", _fixed(MILLI_PER_GPU, f"the cache counts {MILLI_PER_GPU} milli per GPU")
-        ),
+        default=MILLI_PER_GPU, metadata=_leaf("unitsPerGPU", _divisor_of(MILLI_PER_GPU))
     )
 
 
@@ -520,7 +532,10 @@ def build_core_from(config: SchedulerConfig) -> SchedulingCore:
     return SchedulingCore(
         build_profile_from(config),
         scheduler_name=config.scheduler_name,
-        cache=ClusterCache(assume_ttl=timeouts.assume_ttl_seconds),
+        cache=ClusterCache(
+            assume_ttl=timeouts.assume_ttl_seconds,
+            share_milli=MILLI_PER_GPU // config.fractional_gpu.units_per_gpu,
+        ),
         queue=GangQueue(
             initial_backoff_seconds=timeouts.initial_backoff_seconds,
             max_backoff_seconds=timeouts.max_backoff_seconds,

@@ -218,9 +218,13 @@ def test_config_is_frozen() -> None:
             "leaderElection.leaseDurationSeconds (15), got 15",
         ),
         (
-            "fractionalGPU: {unitsPerGPU: 100}",
-            "config: fractionalGPU.unitsPerGPU: values other than 1000 are not supported "
-            "yet (the cache counts 1000 milli per GPU), got 100",
+            "fractionalGPU: {unitsPerGPU: 300}",
+            "config: fractionalGPU.unitsPerGPU: must divide 1000 (a unit is a whole number "
+            "of milli of a GPU), got 300",
+        ),
+        (
+            "fractionalGPU: {unitsPerGPU: 2000}",
+            "config: fractionalGPU.unitsPerGPU: must be a whole number from 1 to 1000, got 2000",
         ),
         (
             "timeouts: [1, 2]",

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from cache.cluster import EventType
 from policies.profile import build_profile
+from scheduler.config import build_core_from, config_from_mapping
 from scheduler.core import SchedulingCore
 from scheduler.demo import run_demo
 from scheduler.planner import Plan, Unschedulable
@@ -207,3 +208,30 @@ def test_a_given_queue_is_kept_and_attempts_say_when_the_gang_became_ready() -> 
     core.apply_pod(ADDED, pod_obj("solo", gpus=1), 3)
     attempt = core.schedule_next(7)
     assert attempt is not None and attempt.ready_since == 7
+
+
+def test_a_coarser_share_unit_counts_vgpu_in_tenths_of_a_gpu() -> None:
+    """fractionalGPU.unitsPerGPU: 100, for a device plugin advertising 100 units a GPU
+    (--vgpu-unit 10): `nvidia.com/vgpu: 50` is half a GPU, and the assignment the bind
+    writes is in milli, as always."""
+    config = config_from_mapping({"fractionalGPU": {"unitsPerGPU": 100}})
+    core = build_core_from(config)
+    core.apply_node(ADDED, node_obj("n", gpus=2, vgpu=200), 0)
+    assert core.cache.node("n") is not None and len(core.cache.node("n").devices) == 2
+    for name, units in (("a", 50), ("b", 60), ("c", 50), ("odd", 150)):
+        core.apply_pod(ADDED, pod_obj(name, vgpu=units), 0)
+    placed: dict[str, tuple[tuple[int, int], ...]] = {}
+    while (attempt := core.schedule_next(0)) is not None:
+        if isinstance(attempt.result, Plan):
+            (placement,) = attempt.result.placements
+            placed[placement.pod_uid.rsplit("-", 1)[-1]] = placement.shares
+    assert sorted(milli for shares in placed.values() for _, milli in shares) == [500, 500, 600]
+    # 500 + 600 do not share a GPU; the two halves do.
+    (device_b,) = [index for index, _ in placed["b"]]
+    assert device_b not in {index for name in "ac" for index, _ in placed[name]}
+    odd = core.cache.pod("uid-default-odd")
+    assert odd is not None
+    assert odd.problems == (
+        "nvidia.com/vgpu: 150 is above 100 but not a whole multiple of it; a share under "
+        "100 fits on one GPU, larger requests take whole GPUs",
+    )
