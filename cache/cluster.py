@@ -26,7 +26,7 @@ from typing import Any
 from cache.gpu import DeviceShares, GpuRequest
 from cache.jsonobj import metadata, object_uid
 from cache.node import NodeInfo, inferred_shares, node_from_api
-from cache.pod import PodInfo, pod_from_api
+from cache.pod import DEFAULT_GANG_KEYS, GangKeys, PodInfo, pod_from_api
 from cache.podgroup import PodGroupInfo, podgroup_from_api
 from cache.resources import MILLI_PER_GPU
 from cache.snapshot import Snapshot
@@ -87,10 +87,16 @@ def is_older(stored: str, incoming: str) -> bool:
 
 
 class ClusterCache:
-    def __init__(self, assume_ttl: float = DEFAULT_ASSUME_TTL, share_milli: int = 1) -> None:
+    def __init__(
+        self,
+        assume_ttl: float = DEFAULT_ASSUME_TTL,
+        share_milli: int = 1,
+        gang_keys: GangKeys = DEFAULT_GANG_KEYS,
+    ) -> None:
         self.assume_ttl = assume_ttl
         # Milli of a GPU one unit of nvidia.com/vgpu is worth (resources.shares_in_milli).
         self.share_milli = share_milli
+        self.gang_keys = gang_keys
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, PodInfo] = {}
         self._podgroups: dict[str, PodGroupInfo] = {}
@@ -218,7 +224,7 @@ class ClusterCache:
             self._assumed.pop(uid, None)
             self._set_charge(uid, None)
             return None
-        pod = pod_from_api(obj, self.share_milli)
+        pod = pod_from_api(obj, self.share_milli, self.gang_keys)
         self._pods[uid] = pod
         assumed = self._assumed.get(uid)
         if assumed is not None and pod.node_name:

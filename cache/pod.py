@@ -33,6 +33,20 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
+@dataclass(frozen=True)
+class GangKeys:
+    """Where a pod names its gang and the gang's size (the scheduler's `gang.*` options:
+    a cluster still on scheduler-plugins' older `pod-group.scheduling.sigs.k8s.io`
+    label, say)."""
+
+    label: str = GANG_LABEL
+    group_annotation: str = VOLCANO_GANG_ANNOTATION
+    min_member_annotation: str = MIN_MEMBER_ANNOTATION
+
+
+DEFAULT_GANG_KEYS = GangKeys()
+
+
 @dataclass(slots=True)
 class PodInfo:
     uid: str
@@ -132,13 +146,16 @@ def pod_requests(spec: Mapping[str, Any]) -> res.Resources:
     return {name: amount for name, amount in total.items() if amount}
 
 
-def pod_from_api(obj: Mapping[str, Any], share_milli: int = 1) -> PodInfo:
+def pod_from_api(
+    obj: Mapping[str, Any], share_milli: int = 1, keys: GangKeys = DEFAULT_GANG_KEYS
+) -> PodInfo:
     """Build a PodInfo from a pod's JSON, `nvidia.com/vgpu` counted in milli of a GPU
     (`share_milli` milli a unit; resources.shares_in_milli). Never raises on a user's
     values: what cannot be read becomes a problem message on the record (a pod whose
-    very structure is broken keeps only its identity, and is refused with the reason)."""
+    very structure is broken keeps only its identity, and is refused with the reason).
+    `keys` say where the gang and its size are read from."""
     try:
-        return _parse_pod(obj, share_milli)
+        return _parse_pod(obj, share_milli, keys)
     except MALFORMED as error:
         meta = metadata(obj)
         spec = mapping(mapping(obj).get("spec"))
@@ -152,7 +169,7 @@ def pod_from_api(obj: Mapping[str, Any], share_milli: int = 1) -> PodInfo:
         )
 
 
-def _parse_pod(obj: Mapping[str, Any], share_milli: int) -> PodInfo:
+def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodInfo:
     meta = metadata(obj)
     spec = mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
@@ -189,16 +206,16 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int) -> PodInfo:
             problems.append(str(error))
 
     priority = spec.get("priority")
-    gang_name = labels.get(GANG_LABEL) or annotations.get(VOLCANO_GANG_ANNOTATION) or None
+    gang_name = labels.get(keys.label) or annotations.get(keys.group_annotation) or None
     if gang_name is not None and not _GROUP_NAME.match(str(gang_name)):
         # Label values are validated by the API server; an annotation is not, and a
         # name with "/" or ":" could collide with another gang's key.
         problems.append(
-            f"annotation {VOLCANO_GANG_ANNOTATION}: {gang_name!r} is not a valid group name "
+            f"annotation {keys.group_annotation}: {gang_name!r} is not a valid group name "
             "(up to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
         )
         gang_name = None
-    min_member = annotations.get(MIN_MEMBER_ANNOTATION)
+    min_member = annotations.get(keys.min_member_annotation)
     return PodInfo(
         uid=object_uid(obj),
         namespace=str(meta.get("namespace") or "default"),

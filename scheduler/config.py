@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeVar, cast
 
 from cache.cluster import DEFAULT_ASSUME_TTL, ClusterCache
-from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION
+from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION, GangKeys
 from cache.resources import MILLI_PER_GPU, SHARED_GPU
 from policies.profile import (
     DEFAULT_CANDIDATE_LIMIT,
@@ -228,24 +228,20 @@ def _nested(key: str) -> dict[str, object]:
     return {"yaml": key, "section": True}
 
 
-_CACHE_CONSTANT = "the cache reads it as a constant"
-
-
 @dataclass(frozen=True)
-class GangKeys:
+class GangKeysConfig:
     """Where gang membership and size are read from (docs/conventions.md)."""
 
-    label: str = field(
-        default=GANG_LABEL, metadata=_leaf("label", _fixed(GANG_LABEL, _CACHE_CONSTANT))
-    )
+    label: str = field(default=GANG_LABEL, metadata=_leaf("label", _text))
     volcano_annotation: str = field(
-        default=VOLCANO_GANG_ANNOTATION,
-        metadata=_leaf("volcanoAnnotation", _fixed(VOLCANO_GANG_ANNOTATION, _CACHE_CONSTANT)),
+        default=VOLCANO_GANG_ANNOTATION, metadata=_leaf("volcanoAnnotation", _text)
     )
     min_member_annotation: str = field(
-        default=MIN_MEMBER_ANNOTATION,
-        metadata=_leaf("minMemberAnnotation", _fixed(MIN_MEMBER_ANNOTATION, _CACHE_CONSTANT)),
+        default=MIN_MEMBER_ANNOTATION, metadata=_leaf("minMemberAnnotation", _text)
     )
+
+    def keys(self) -> GangKeys:
+        return GangKeys(self.label, self.volcano_annotation, self.min_member_annotation)
 
 
 @dataclass(frozen=True)
@@ -384,7 +380,7 @@ class SchedulerConfig:
     scheduler_name: str = field(
         default=DEFAULT_SCHEDULER_NAME, metadata=_leaf("schedulerName", _text)
     )
-    gang: GangKeys = field(default_factory=GangKeys, metadata=_nested("gang"))
+    gang: GangKeysConfig = field(default_factory=GangKeysConfig, metadata=_nested("gang"))
     policy: PolicyConfig = field(default_factory=PolicyConfig, metadata=_nested("policy"))
     topology: TopologyConfig = field(default_factory=TopologyConfig, metadata=_nested("topology"))
     timeouts: Timeouts = field(default_factory=Timeouts, metadata=_nested("timeouts"))
@@ -535,6 +531,7 @@ def build_core_from(config: SchedulerConfig) -> SchedulingCore:
         cache=ClusterCache(
             assume_ttl=timeouts.assume_ttl_seconds,
             share_milli=MILLI_PER_GPU // config.fractional_gpu.units_per_gpu,
+            gang_keys=config.gang.keys(),
         ),
         queue=GangQueue(
             initial_backoff_seconds=timeouts.initial_backoff_seconds,

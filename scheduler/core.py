@@ -74,7 +74,8 @@ class SchedulingCore:
         self.cache = cache if cache is not None else ClusterCache()
         self.queue = queue if queue is not None else GangQueue()
         self.planner = Planner(profile, explain=explain_failures)
-        self.index = GangIndex(scheduler_name)
+        # Gang problems name the keys the cache reads pods with.
+        self.index = GangIndex(scheduler_name, self.cache.gang_keys)
         self.snapshot = Snapshot()
         self.gangs: dict[str, Gang] = {}
         self.problems: list[Problem] = []

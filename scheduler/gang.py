@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
-from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, TERMINAL_PHASES, PodInfo
+from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
 from cache.podgroup import PodGroupInfo
 
 ProblemKind = Literal["Pod", "PodGroup"]
@@ -171,6 +171,7 @@ def assemble_gangs(
     pods: Iterable[PodInfo],
     podgroups: Mapping[str, PodGroupInfo],
     scheduler_name: str,
+    keys: GangKeys = DEFAULT_GANG_KEYS,
 ) -> GangSet:
     """All gangs with at least one pending member of ours, and their problems.
 
@@ -194,7 +195,7 @@ def assemble_gangs(
     for key, group in groups.items():
         if key not in with_pending:
             continue
-        gang = build_gang(key, group.values(), podgroups.get(key), scheduler_name)
+        gang = build_gang(key, group.values(), podgroups.get(key), scheduler_name, keys)
         if gang is not None:
             result.gangs[key] = gang
             result.problems.extend(gang.problems)
@@ -206,6 +207,7 @@ def build_gang(
     members: Iterable[PodInfo],
     podgroup: PodGroupInfo | None,
     scheduler_name: str,
+    keys: GangKeys = DEFAULT_GANG_KEYS,
 ) -> Gang | None:
     """The gang `key` from the pods that carry that key; None when none of them is
     pending for us (nothing to schedule). Pods that are neither pending nor bound are
@@ -234,9 +236,9 @@ def build_gang(
         created=min(pod.created for pod in everyone),
     )
     if named is None:
-        _size_single(gang)
+        _size_single(gang, keys)
     else:
-        _size_gang(gang, podgroup)
+        _size_gang(gang, podgroup, keys)
     for pod in pending:
         if pod.problems:
             gang.problems.append(
@@ -254,7 +256,7 @@ def _age_order(pod: PodInfo) -> tuple[float, str]:
     return (pod.created, pod.name)
 
 
-def _size_single(gang: Gang) -> None:
+def _size_single(gang: Gang, keys: GangKeys) -> None:
     """A pod in no gang is scheduled alone; a size annotation on it is a mistake
     worth telling (the pod-group label was probably forgotten)."""
     gang.size_source = "single"
@@ -269,14 +271,14 @@ def _size_single(gang: Gang) -> None:
             "Pod",
             pod.key,
             "InvalidMinMember" if malformed else "MinMemberWithoutGang",
-            f"pod {pod.key} has annotation {MIN_MEMBER_ANNOTATION}={text!r}"
+            f"pod {pod.key} has annotation {keys.min_member_annotation}={text!r}"
             + (", which is not a positive whole number," if malformed else "")
-            + f" but no {GANG_LABEL} label, so it belongs to no gang; it is scheduled alone",
+            + f" but no {keys.label} label, so it belongs to no gang; it is scheduled alone",
         )
     )
 
 
-def _size_gang(gang: Gang, podgroup: PodGroupInfo | None) -> None:
+def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> None:
     """min_member, size_source and the problems found on the way (see module doc)."""
     # value -> pods that carry it, in member order; malformed texts kept aside.
     values: dict[int, list[str]] = {}
@@ -305,7 +307,8 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None) -> None:
         gang.min_member = max(values)
         gang.size_source = "annotation"
         if len(values) > 1:
-            gang_problems.append(("ConflictingMinMember", _conflict_message(gang, values)))
+            conflict = _conflict_message(gang, values, keys)
+            gang_problems.append(("ConflictingMinMember", conflict))
     else:
         gang.min_member = max(1, gang.existing)
         gang.size_source = "default"
@@ -313,7 +316,7 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None) -> None:
             (
                 "GangSizeUnknown",
                 f"gang {gang.key} has no size: no PodGroup {gang.key} with a valid "
-                f"spec.minMember and no valid {MIN_MEMBER_ANNOTATION} annotation on its "
+                f"spec.minMember and no valid {keys.min_member_annotation} annotation on its "
                 "pods, so the members that exist when it is scheduled are taken as the "
                 "whole gang; create the PodGroup or set the annotation so that it waits "
                 "for all its members",
@@ -342,7 +345,7 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None) -> None:
                 "Pod",
                 pod.key,
                 "InvalidMinMember",
-                f"pod {pod.key} has annotation {MIN_MEMBER_ANNOTATION}={text!r}, which is "
+                f"pod {pod.key} has annotation {keys.min_member_annotation}={text!r}, which is "
                 f"not a positive whole number; it is ignored and {instead}",
             )
         )
@@ -359,7 +362,7 @@ def _size_explanation(gang: Gang) -> str:
     return "the members that exist are taken as the whole gang"
 
 
-def _conflict_message(gang: Gang, values: Mapping[int, list[str]]) -> str:
+def _conflict_message(gang: Gang, values: Mapping[int, list[str]], keys: GangKeys) -> str:
     parts = []
     for value in sorted(values):
         pods = values[value]
@@ -367,7 +370,7 @@ def _conflict_message(gang: Gang, values: Mapping[int, list[str]]) -> str:
         more = f" and {len(pods) - _NAMES_SHOWN} more" if len(pods) > _NAMES_SHOWN else ""
         parts.append(f"{value} on {shown}{more}")
     return (
-        f"members of gang {gang.key} disagree on annotation {MIN_MEMBER_ANNOTATION} "
+        f"members of gang {gang.key} disagree on annotation {keys.min_member_annotation} "
         f"({'; '.join(parts)}); using the largest, {gang.min_member}"
     )
 
@@ -378,8 +381,9 @@ class GangIndex:
     pods and PodGroups, plus the keys rebuilt since the last call (for the queue's
     GANG_CHANGED hints)."""
 
-    def __init__(self, scheduler_name: str) -> None:
+    def __init__(self, scheduler_name: str, keys: GangKeys = DEFAULT_GANG_KEYS) -> None:
         self._scheduler_name = scheduler_name
+        self._keys = keys
         self._members: dict[str, dict[str, PodInfo]] = {}  # gang key -> pod key -> pod
         self._gang_of: dict[str, str] = {}  # pod key -> gang key
         self._podgroups: dict[str, PodGroupInfo] = {}
@@ -420,7 +424,7 @@ class GangIndex:
             gang = None
             if group:
                 gang = build_gang(
-                    key, group.values(), self._podgroups.get(key), self._scheduler_name
+                    key, group.values(), self._podgroups.get(key), self._scheduler_name, self._keys
                 )
             if gang is None:
                 self._gangs.pop(key, None)

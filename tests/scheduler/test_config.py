@@ -284,9 +284,13 @@ def test_exact_messages(text: str, message: str) -> None:
         ("events: {maxPerGangPerWindow: 0}", "events.maxPerGangPerWindow", ">= 1"),
         ("events: {aggregationWindowSeconds: -1}", "events.aggregationWindowSeconds", "> 0"),
         ("fractionalGPU: {resourceName: aliyun.com/gpu-mem}", "fractionalGPU.resourceName", ""),
-        ("gang: {label: volcano.sh/job-name}", "gang.label", "not supported"),
-        ("gang: {volcanoAnnotation: x}", "gang.volcanoAnnotation", "not supported"),
-        ("gang: {minMemberAnnotation: x}", "gang.minMemberAnnotation", "not supported"),
+        ("gang: {label: ''}", "gang.label", "non-empty string"),
+        ("gang: {volcanoAnnotation: 7}", "gang.volcanoAnnotation", "non-empty string"),
+        (
+            "fractionalGPU: {resourceName: example.com/gpu}",
+            "fractionalGPU.resourceName",
+            "not supported",
+        ),
     ],
 )
 def test_each_mistake_names_its_field(text: str, path: str, problem: str) -> None:

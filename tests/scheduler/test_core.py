@@ -235,3 +235,37 @@ def test_a_coarser_share_unit_counts_vgpu_in_tenths_of_a_gpu() -> None:
         "nvidia.com/vgpu: 150 is above 100 but not a whole multiple of it; a share under "
         "100 fits on one GPU, larger requests take whole GPUs",
     )
+
+
+def test_configured_gang_keys_group_and_size_pods_and_name_themselves_in_problems() -> None:
+    """gang.label and gang.minMemberAnnotation of a cluster still on scheduler-plugins'
+    older label: its pods form gangs, and the default keys mean nothing there."""
+    config = config_from_mapping(
+        {
+            "gang": {
+                "label": "pod-group.scheduling.sigs.k8s.io",
+                "minMemberAnnotation": "example.com/gang-size",
+            }
+        }
+    )
+    core = build_core_from(config)
+    core.apply_node(ADDED, node_obj("n", gpus=4), 0)
+    for i in range(2):
+        member = pod_obj(f"old-{i}", gpus=1)
+        member["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] = "legacy"
+        member["metadata"]["annotations"] = {"example.com/gang-size": "3"}
+        core.apply_pod(ADDED, member, 0)
+    # The default label is not read: this pod is a gang of its own, and its size
+    # annotation without the configured label is pointed out with the configured names.
+    plain = pod_obj("plain", gpus=1, gang="legacy")
+    plain["metadata"]["annotations"] = {"example.com/gang-size": "2"}
+    core.apply_pod(ADDED, plain, 0)
+    core.refresh(0)
+    legacy = core.gangs["default/legacy"]
+    assert legacy.min_member == 3 and len(legacy.pending) == 2 and not legacy.ready
+    assert core.gangs["default/pod:plain"].min_member == 1
+    (problem,) = [p for p in core.problems if p.key == "default/plain"]
+    assert problem.message == (
+        "pod default/plain has annotation example.com/gang-size='2' but no "
+        "pod-group.scheduling.sigs.k8s.io label, so it belongs to no gang; it is scheduled alone"
+    )
