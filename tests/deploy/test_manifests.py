@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
+from cache.resources import MILLI_PER_GPU
+from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
 from scheduler.cli import build_parser
 from scheduler.config import SchedulerConfig, option_paths, parse_config
 from tests.deploy.render import DEPLOY, one, rendered, scheduler_config_text
@@ -299,3 +301,15 @@ def test_the_documented_overlays_render(tmp_path: Path) -> None:
     assert terms["nodeSelectorTerms"][0]["matchExpressions"] == [
         {"key": "accelerator", "operator": "In", "values": ["nvidia"]}
     ]
+
+
+def test_the_node_agent_counts_shares_and_trusts_the_scheduler_as_the_configmap_says() -> None:
+    """The device plugin's unit and trusted schedulers agree with the scheduler's
+    configuration, or the two would count nvidia.com/vgpu differently (device-plugin.md)."""
+    objects = rendered()
+    config = parse_config(scheduler_config_text(objects))
+    agent = one(objects, "DaemonSet", "gang-scheduler-node-agent")
+    (container,) = agent["spec"]["template"]["spec"]["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert MILLI_PER_GPU // args.vgpu_unit == config.fractional_gpu.units_per_gpu
+    assert config.scheduler_name in (args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES)
