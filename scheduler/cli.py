@@ -330,6 +330,7 @@ def _node_agent(args: argparse.Namespace) -> int:
 
     plugin = None
     if not args.no_device_plugin:
+        from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
         from scheduler.agent.deviceplugin import DevicePluginConfig
 
         plugin = DevicePluginConfig(
@@ -338,7 +339,7 @@ def _node_agent(args: argparse.Namespace) -> int:
             unit=args.vgpu_unit,
             health_interval=args.health_interval,
             watch_interval=args.socket_check_interval,
-            schedulers=tuple(args.trusted_scheduler or ("gang-scheduler",)),
+            schedulers=tuple(args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES),
         )
     return run_node_agent(
         AgentOptions(

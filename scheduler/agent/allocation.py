@@ -36,7 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cache.gpu import ASSIGNMENT_ANNOTATION, DeviceShares, format_assignment, parse_assignment
-from cache.pod import parse_time
+from cache.jsonobj import mapping
+from cache.pod import DEFAULT_SCHEDULER, parse_time
 from cache.resources import MILLI_PER_GPU, SHARED_GPU, parse_resource_list
 
 ALLOCATED_ANNOTATION = "gang-scheduler.io/gpu-allocated"
@@ -117,14 +118,10 @@ class Refused:
     reason: str
 
 
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _vgpu_request(container: Mapping[str, object]) -> int:
-    resources = _mapping(container.get("resources"))
-    merged = dict(_mapping(resources.get("limits")))
-    merged.update(_mapping(resources.get("requests")))
+    resources = mapping(container.get("resources"))
+    merged = dict(mapping(resources.get("limits")))
+    merged.update(mapping(resources.get("requests")))
     if SHARED_GPU not in merged:
         return 0
     return parse_resource_list({SHARED_GPU: merged[SHARED_GPU]})[SHARED_GPU]
@@ -133,7 +130,7 @@ def _vgpu_request(container: Mapping[str, object]) -> int:
 def _bind_time(status: Mapping[str, object]) -> float:
     conditions = status.get("conditions")
     for condition in conditions if isinstance(conditions, list) else ():
-        condition = _mapping(condition)
+        condition = mapping(condition)
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
             return parse_time(condition.get("lastTransitionTime"))
     return 0.0
@@ -188,9 +185,9 @@ def read_pod(
     reason, or None when the pod is not a vgpu pod that may start on this node (not
     bound here, terminating, finished, or asking for no vgpu). Never raises on a
     user's values."""
-    meta = _mapping(obj.get("metadata"))
-    spec = _mapping(obj.get("spec"))
-    status = _mapping(obj.get("status"))
+    meta = mapping(obj.get("metadata"))
+    spec = mapping(obj.get("spec"))
+    status = mapping(obj.get("status"))
     key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
     if str(spec.get("nodeName") or "") != node or meta.get("deletionTimestamp"):
         return None
@@ -200,13 +197,13 @@ def read_pod(
     init = spec.get("initContainers")
     try:
         requests = [
-            (str(_mapping(c).get("name") or ""), _vgpu_request(_mapping(c)))
+            (str(mapping(c).get("name") or ""), _vgpu_request(mapping(c)))
             for c in (containers if isinstance(containers, list) else ())
         ]
         init_vgpu = [
-            str(_mapping(c).get("name") or "")
+            str(mapping(c).get("name") or "")
             for c in (init if isinstance(init, list) else ())
-            if _vgpu_request(_mapping(c))
+            if _vgpu_request(mapping(c))
         ]
     except ValueError as error:
         return Refused(key, str(error))
@@ -220,14 +217,14 @@ def read_pod(
             "it to regular containers only",
         )
     trusted = set(schedulers)
-    scheduler = str(spec.get("schedulerName") or "default-scheduler")
+    scheduler = str(spec.get("schedulerName") or DEFAULT_SCHEDULER)
     if scheduler not in trusted:
         return Refused(
             key,
             f"scheduled by {scheduler!r}, not by {' or '.join(sorted(trusted))}: its "
             f"{ASSIGNMENT_ANNOTATION} (if any) is not trusted",
         )
-    annotations = _mapping(meta.get("annotations"))
+    annotations = mapping(meta.get("annotations"))
     text = annotations.get(ASSIGNMENT_ANNOTATION)
     if not isinstance(text, str):
         return Refused(key, f"no {ASSIGNMENT_ANNOTATION} assignment")
