@@ -13,6 +13,7 @@ from policies.filters.node_affinity import NodeAffinity
 from policies.filters.node_unschedulable import NodeUnschedulable
 from policies.filters.resource_fit import ResourceFit
 from policies.filters.taint_toleration import TaintToleration
+from policies.filters.volume_binding import VolumeBinding
 from policies.interface import Filter
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "NodeUnschedulable",
     "ResourceFit",
     "TaintToleration",
+    "VolumeBinding",
     "default_filters",
 ]
 
@@ -34,4 +36,5 @@ def default_filters() -> list[Filter]:
         NodeAffinity(),
         ResourceFit(),
         GpuFit(),
+        VolumeBinding(),
     ]
