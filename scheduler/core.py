@@ -81,7 +81,7 @@ class SchedulingCore:
         self.snapshot = Snapshot()
         self.gangs: dict[str, Gang] = {}
         self.problems: list[Problem] = []
-        # Claims, PVs, StorageClasses and CSINodes (scheduler/kube/informer.py feeds
+        # Claims, PVs and StorageClasses (scheduler/kube/informer.py feeds
         # them; the simulator has none), and the static PVs each planned gang holds.
         self.volumes = VolumeCache()
         self._held_volumes: dict[str, list[tuple[str, str]]] = {}
@@ -127,8 +127,8 @@ class SchedulingCore:
     def apply_volume_object(
         self, kind: str, event: EventType | str, obj: Mapping[str, Any], now: float
     ) -> None:
-        """A claim, PV, StorageClass or CSINode event (kind: the VolumeCache store:
-        claims, volumes, classes, csinodes). A change may let a waiting gang fit."""
+        """A claim, PV or StorageClass event (kind: the VolumeCache store: claims,
+        volumes, classes). A change may let a waiting gang fit."""
         generation = self.volumes.generation
         _VOLUME_APPLY[kind](self.volumes, str(event), obj)
         if self.volumes.generation != generation:
@@ -338,5 +338,4 @@ _VOLUME_APPLY: dict[str, Callable[[VolumeCache, str, Mapping[str, Any]], object]
     "claims": VolumeCache.apply_claim,
     "volumes": VolumeCache.apply_volume,
     "classes": VolumeCache.apply_class,
-    "csinodes": VolumeCache.apply_csinode,
 }
