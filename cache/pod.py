@@ -78,6 +78,9 @@ class PodInfo:
     # What the pod's claims allow, resolved against the cluster's volumes just before
     # the pod is planned (policies.filters.volume_binding); () for a pod without claims.
     volume_needs: tuple[VolumeNeed, ...] = ()
+    # Nodes where this pod's CSI volumes would exceed the driver's attach limit
+    # (policies.filters.node_volume_limits), resolved with its claims.
+    volume_limited: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:
@@ -107,6 +110,7 @@ class PodInfo:
             self.required_affinity,
             self.tolerations,
             self.volume_needs,
+            self.volume_limited,
         )
 
 

@@ -1,6 +1,6 @@
 """Slim records of the storage objects a placement depends on, and their store.
 
-PersistentVolumeClaims, PersistentVolumes and StorageClasses, read from the
+PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, read from the
 API's JSON as kube-scheduler's VolumeBinding plugin reads them (field names follow
 core/v1 and storage.k8s.io/v1). `VolumeCache` holds them, fed by watch events like the
 ClusterCache (an event older than what is stored, by decimal resourceVersion, is
@@ -160,6 +160,7 @@ class VolumeInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False
     csi_driver: str = ""
+    csi_handle: str = ""
     problems: tuple[str, ...] = ()
 
 
@@ -182,6 +183,16 @@ class ClassInfo:
     @property
     def provisions(self) -> bool:
         return bool(self.provisioner) and self.provisioner != NO_PROVISIONER
+
+
+@dataclass(frozen=True, slots=True)
+class CSINodeInfo:
+    """A CSINode: per CSI driver, how many of its volumes the node can attach
+    (`spec.drivers[].allocatable.count`; a driver that reports none has no limit)."""
+
+    name: str
+    resource_version: str = ""
+    limits: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +298,7 @@ def volume_from_api(obj: Mapping[str, Any]) -> VolumeInfo:
         labels={str(k): str(v) for k, v in mapping(meta.get("labels")).items()},
         deleting=bool(meta.get("deletionTimestamp")),
         csi_driver=str(mapping(spec.get("csi")).get("driver") or ""),
+        csi_handle=str(mapping(spec.get("csi")).get("volumeHandle") or ""),
         problems=tuple(problems),
     )
 
@@ -328,7 +340,22 @@ def class_from_api(obj: Mapping[str, Any]) -> ClassInfo:
     )
 
 
-_R = TypeVar("_R", ClaimInfo, VolumeInfo, ClassInfo)
+def csinode_from_api(obj: Mapping[str, Any]) -> CSINodeInfo:
+    meta = metadata(obj)
+    limits: dict[str, int] = {}
+    for driver in mapping(mapping(obj).get("spec")).get("drivers") or ():
+        driver = mapping(driver)
+        count = mapping(driver.get("allocatable")).get("count")
+        if isinstance(count, int) and not isinstance(count, bool):
+            limits[str(driver.get("name") or "")] = count
+    return CSINodeInfo(
+        name=str(meta.get("name") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        limits=limits,
+    )
+
+
+_R = TypeVar("_R", ClaimInfo, VolumeInfo, ClassInfo, CSINodeInfo)
 
 
 # --- the store --------------------------------------------------------------------------
@@ -337,12 +364,13 @@ def _older(stored: str, incoming: str) -> bool:
 
 
 class VolumeCache:
-    """Claims (by "ns/name"), volumes and classes (by name)."""
+    """Claims (by "ns/name"), volumes, classes and CSINodes (by name)."""
 
     def __init__(self) -> None:
         self.claims: dict[str, ClaimInfo] = {}
         self.volumes: dict[str, VolumeInfo] = {}
         self.classes: dict[str, ClassInfo] = {}
+        self.csinodes: dict[str, CSINodeInfo] = {}
         self.generation = 0
         # PV -> claim key: static PVs a plan chose whose bind is in flight, so that no
         # other claim is given them before the PV's own event shows its claimRef.
@@ -381,6 +409,10 @@ class VolumeCache:
         klass = class_from_api(obj)
         return self._apply(self.classes, klass.name, klass, event)
 
+    def apply_csinode(self, event: str, obj: Mapping[str, Any]) -> CSINodeInfo | None:
+        csinode = csinode_from_api(obj)
+        return self._apply(self.csinodes, csinode.name, csinode, event)
+
     def _apply(self, store: dict[str, _R], key: str, record: _R, event: str) -> _R | None:
         old = store.get(key)
         if old is not None and _older(old.resource_version, record.resource_version):
@@ -395,7 +427,8 @@ class VolumeCache:
         return record
 
     def forget(self, kind: str, keys: Iterable[str]) -> None:
-        """Drop records a relist no longer has (kind: claims, volumes, classes)."""
+        """Drop records a relist no longer has (kind: claims, volumes, classes,
+        csinodes)."""
         store: dict[str, Any] = getattr(self, kind)
         for key in list(keys):
             if store.pop(key, None) is not None:

@@ -22,6 +22,7 @@ from cache.jsonobj import metadata, object_uid
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
+from policies.filters.node_volume_limits import attached_volumes, pod_csi_volumes
 from policies.filters.volume_binding import claim_users, claims_with_single_user, resolve_members
 from policies.profile import Profile
 from policies.scores.fragmentation import OnlineWorkload
@@ -81,7 +82,7 @@ class SchedulingCore:
         self.snapshot = Snapshot()
         self.gangs: dict[str, Gang] = {}
         self.problems: list[Problem] = []
-        # Claims, PVs and StorageClasses (scheduler/kube/informer.py feeds
+        # Claims, PVs, StorageClasses and CSINodes (scheduler/kube/informer.py feeds
         # them; the simulator has none), and the static PVs each planned gang holds.
         self.volumes = VolumeCache()
         self._held_volumes: dict[str, list[tuple[str, str]]] = {}
@@ -127,8 +128,8 @@ class SchedulingCore:
     def apply_volume_object(
         self, kind: str, event: EventType | str, obj: Mapping[str, Any], now: float
     ) -> None:
-        """A claim, PV or StorageClass event (kind: the VolumeCache store: claims,
-        volumes, classes). A change may let a waiting gang fit."""
+        """A claim, PV, StorageClass or CSINode event (kind: the VolumeCache store:
+        claims, volumes, classes, csinodes). A change may let a waiting gang fit."""
         generation = self.volumes.generation
         _VOLUME_APPLY[kind](self.volumes, str(event), obj)
         if self.volumes.generation != generation:
@@ -267,9 +268,16 @@ class SchedulingCore:
             return self.planner.plan(gang, self.snapshot)
         keys = claims_with_single_user(gang.pending, self.volumes)
         users = claim_users(self._placed_pods(), keys) if keys else {}
-        members, options = resolve_members(gang.pending, self.volumes, users)
+        limits = None
+        if self.volumes.csinodes:
+            drivers = {
+                d for pod in gang.pending for d in pod_csi_volumes(pod, self.volumes).values()
+            }
+            if drivers:
+                limits = attached_volumes(drivers, self.volumes, self.cache.pods_on)
+        members, volumes = resolve_members(gang.pending, self.volumes, users, limits)
         view = dataclasses.replace(gang, pending=members)
-        return self.planner.plan(view, self.snapshot, options)
+        return self.planner.plan(view, self.snapshot, volumes)
 
     def _placed_pods(self) -> Iterable[PodInfo]:
         """Pods on a node or planned onto one, not finished: those holding a claim."""
@@ -338,4 +346,5 @@ _VOLUME_APPLY: dict[str, Callable[[VolumeCache, str, Mapping[str, Any]], object]
     "claims": VolumeCache.apply_claim,
     "volumes": VolumeCache.apply_volume,
     "classes": VolumeCache.apply_class,
+    "csinodes": VolumeCache.apply_csinode,
 }

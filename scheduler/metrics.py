@@ -33,7 +33,13 @@ AttemptResult = Literal["scheduled", "unschedulable", "error"]
 # connection.
 BindFailureReason = Literal["conflict", "not_found", "timeout", "rejected", "server_error"]
 Resource = Literal[
-    "pods", "nodes", "podgroups", "persistentvolumeclaims", "persistentvolumes", "storageclasses"
+    "pods",
+    "nodes",
+    "podgroups",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "storageclasses",
+    "csinodes",
 ]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)

@@ -40,7 +40,7 @@ from policies.diagnosis import FilterMemo, first_failure, summarize
 from policies.filters.volume_binding import (
     BIND_CONFLICT,
     ClaimChoice,
-    ClaimOptions,
+    GangVolumes,
     VolumeAssignment,
 )
 from policies.gpu_models import allowed_models
@@ -119,8 +119,6 @@ class _Attempt:
     volumes: VolumeAssignment | None = None
 
 
-# A member's unbound WaitForFirstConsumer claims, by pod uid (volume_binding.resolve_pod).
-VolumeOptions = Mapping[str, tuple[ClaimOptions, ...]]
 # How many nodes a member is offered before its claims are declared unservable.
 _VOLUME_TRIES = 64
 
@@ -158,11 +156,12 @@ class Planner:
         self._ranked_snapshot: Snapshot | None = None
 
     def plan(
-        self, gang: PlannableGang, snapshot: Snapshot, volumes: VolumeOptions | None = None
+        self, gang: PlannableGang, snapshot: Snapshot, volumes: GangVolumes | None = None
     ) -> PlanResult:
-        """`volumes`: the members' unbound claims; each attempt then gives them PVs or
-        provisioning on the proposed nodes, never one PV to two members."""
-        return _GangPlanning(self, gang, snapshot, volumes or {}).run()
+        """`volumes`: the members' unbound claims and attach-limited CSI volumes; each
+        attempt then gives the claims PVs or provisioning on the proposed nodes, never
+        one PV to two members, and never attaches more than a node's limit."""
+        return _GangPlanning(self, gang, snapshot, volumes or GangVolumes()).run()
 
     @property
     def exhaustive(self) -> bool:
@@ -237,7 +236,7 @@ class _GangPlanning:
         planner: Planner,
         gang: PlannableGang,
         snapshot: Snapshot,
-        volumes: VolumeOptions,
+        volumes: GangVolumes,
     ) -> None:
         self.planner = planner
         self.volumes = volumes
@@ -363,7 +362,7 @@ class _GangPlanning:
         for pod in order:
             shape = self.shape_of[pod.uid]
             found = pick(pod, shape, view, context, allowed)
-            if found is not None and volumes is not None and pod.uid in self.volumes:
+            if found is not None and volumes is not None and self.volumes.concerns(pod.uid):
                 found = self._with_volumes(pod, shape, view, context, allowed, pick, found, volumes)
             if found is None:
                 attempt.failed[pod.uid] = ""
@@ -526,11 +525,13 @@ class _GangPlanning:
                 reason = memo.first_failure(node)
             if reason is not None:
                 reasons[reason] += 1
-        if not reasons and uid in self.volumes:
-            # Every node passes, but the PVs that match went to other members.
+        if not reasons and self.volumes.concerns(uid):
+            # Every node passes alone, but the PVs that match (or the attach limits)
+            # went to other members.
             return (
-                f"0/{nodes} nodes are available: {nodes} {BIND_CONFLICT} (the matching "
-                f"PersistentVolumes were taken by other members of gang {self.gang.key})"
+                f"0/{nodes} nodes are available: {nodes} {BIND_CONFLICT} or exceed max "
+                f"volume count (the matching PersistentVolumes or the nodes' volume "
+                f"attach limits were taken by other members of gang {self.gang.key})"
             )
         if not reasons:
             # Every node passes the filters: the gang's own members took the room, or

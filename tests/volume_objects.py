@@ -1,4 +1,4 @@
-"""Builders of storage objects (PVC, PV, StorageClass) as the API serves them."""
+"""Builders of storage objects (PVC, PV, StorageClass, CSINode) as the API serves them."""
 
 from __future__ import annotations
 
@@ -129,6 +129,20 @@ def storage_class_obj(
             {"matchLabelExpressions": [{"key": ZONE, "values": list(zones)}]}
         ]
     return obj
+
+
+def csinode_obj(name: str, limits: Mapping[str, int]) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {
+            "drivers": [
+                {"name": driver, "nodeID": name, "allocatable": {"count": count}}
+                for driver, count in limits.items()
+            ]
+        },
+    }
 
 
 def with_claims(pod: dict[str, Any], *claims: str, ephemeral: Sequence[str] = ()) -> dict[str, Any]:

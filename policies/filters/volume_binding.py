@@ -45,6 +45,7 @@ from cache.volumes import (
     VolumeNeed,
 )
 from policies.filters.node_affinity import terms_match
+from policies.filters.node_volume_limits import NodeVolumeUse, overflowing_nodes, pod_csi_volumes
 
 NODE_CONFLICT = "node(s) had volume node affinity conflict"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
@@ -222,19 +223,55 @@ class ClaimChoice:
     volume: str = ""
 
 
+@dataclass(frozen=True)
+class GangVolumes:
+    """What a gang's members need of volumes beyond one node's filters, for the
+    planner: their unbound claims, and their CSI volumes where attach limits apply."""
+
+    options: Mapping[str, tuple[ClaimOptions, ...]] = field(default_factory=dict)  # uid ->
+    attachments: Mapping[str, Mapping[str, str]] = field(
+        default_factory=dict
+    )  # uid -> key -> driver
+    limits: Mapping[str, NodeVolumeUse] = field(default_factory=dict)  # node -> use
+
+    def concerns(self, uid: str) -> bool:
+        """Whether the member's node must be admitted by a VolumeAssignment."""
+        return uid in self.options or (bool(self.limits) and uid in self.attachments)
+
+    def __bool__(self) -> bool:
+        return bool(self.options) or bool(self.limits and self.attachments)
+
+
 @dataclass
 class VolumeAssignment:
-    """The unbound claims of one planning attempt: `admit` gives a member's claims a
-    PV or provisioning on the proposed node, or says no; a PV goes to one claim, and a
-    claim several members mount is served once."""
+    """The volumes of one planning attempt: `admit` gives a member's unbound claims a
+    PV or provisioning on the proposed node, and checks the node's attach limits with
+    the volumes the gang's members placed there already; or says no. A PV goes to one
+    claim, and a claim several members mount is served once."""
 
-    options: Mapping[str, tuple[ClaimOptions, ...]]  # pod uid -> its unbound claims
+    gang: GangVolumes
     taken: dict[str, str] = field(default_factory=dict)  # PV -> claim key
     chosen: dict[str, ClaimChoice] = field(default_factory=dict)  # claim key -> choice
     by_pod: dict[str, tuple[ClaimChoice, ...]] = field(default_factory=dict)
+    # node -> driver -> CSI volume keys the gang's members attach there
+    attached: dict[str, dict[str, set[str]]] = field(default_factory=dict)
 
     def admit(self, pod: PodInfo, node: NodeInfo) -> bool:
-        claims = self.options.get(pod.uid, ())
+        new_volumes = self.gang.attachments.get(pod.uid, {})
+        use = self.gang.limits.get(node.name)
+        added = self.attached.get(node.name)
+        if use is not None and new_volumes and use.overflows(new_volumes, added):
+            return False
+        if not self._claims(pod, node):
+            return False
+        if use is not None and new_volumes:
+            here = self.attached.setdefault(node.name, {})
+            for key, driver in new_volumes.items():
+                here.setdefault(driver, set()).add(key)
+        return True
+
+    def _claims(self, pod: PodInfo, node: NodeInfo) -> bool:
+        claims = self.gang.options.get(pod.uid, ())
         if not claims:
             return True
         new: list[ClaimChoice] = []
@@ -308,14 +345,18 @@ def resolve_members(
     pending: Sequence[PodInfo],
     volumes: VolumeCache,
     users: Mapping[str, Sequence[str]],
-) -> tuple[list[PodInfo], dict[str, tuple[ClaimOptions, ...]]]:
+    limits: Mapping[str, NodeVolumeUse] | None = None,
+) -> tuple[list[PodInfo], GangVolumes]:
     """A gang's pending members with their claims resolved: each member carries its
-    `volume_needs`, or a problem (the reason it waits) and is set aside by the planner;
-    plus the unbound claims to give PVs to, by pod uid. `users`: pods outside the gang
-    (bound or planned) using ReadWriteOncePod claims. Among the members, the first (in
-    the given order) to mount a ReadWriteOncePod claim keeps it; the others wait."""
+    `volume_needs` and `volume_limited`, or a problem (the reason it waits) and is set
+    aside by the planner; plus what the planner must assign across members. `users`:
+    pods outside the gang (bound or planned) using ReadWriteOncePod claims; `limits`:
+    the attach limits and attached volumes of nodes (node_volume_limits). Among the
+    members, the first (in the given order) to mount a ReadWriteOncePod claim keeps it;
+    the others wait."""
     members: list[PodInfo] = []
     options: dict[str, tuple[ClaimOptions, ...]] = {}
+    attachments: dict[str, dict[str, str]] = {}
     taken: dict[str, list[str]] = {key: list(uids) for key, uids in users.items()}
     for pod in pending:
         if not pod.claims or pod.problems:
@@ -330,7 +371,13 @@ def resolve_members(
             claim = volumes.claims.get(key)
             if claim is not None and READ_WRITE_ONCE_POD in claim.access_modes:
                 taken.setdefault(key, []).append(pod.uid)
-        members.append(replace(pod, volume_needs=resolution.needs))
+        limited: frozenset[str] = frozenset()
+        if limits:
+            csi = pod_csi_volumes(pod, volumes)
+            if csi:
+                attachments[pod.uid] = csi
+                limited = overflowing_nodes(csi, limits)
+        members.append(replace(pod, volume_needs=resolution.needs, volume_limited=limited))
         if resolution.unbound:
             options[pod.uid] = resolution.unbound
-    return members, options
+    return members, GangVolumes(options, attachments, limits or {})

@@ -1,7 +1,7 @@
 """Informers: list, then watch, and feed every change to the scheduling core.
 
 One `Informer` per resource (pods of all namespaces, nodes, PodGroups, and the claims,
-PVs and StorageClasses a pod's volumes need). Its loop:
+PVs, StorageClasses and CSINodes a pod's volumes need). Its loop:
 
 1. LIST (paged) and hand each page to the core's reconciliation (`relist_*`) as it
    arrives: what the list lacks is gone at the end, reservations of pods that still
@@ -86,6 +86,7 @@ VOLUME_KINDS = {
     "claims": ResourceKind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims"),
     "volumes": ResourceKind("persistentvolumes", "/api/v1/persistentvolumes"),
     "classes": ResourceKind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses"),
+    "csinodes": ResourceKind("csinodes", "/apis/storage.k8s.io/v1/csinodes"),
 }
 
 

@@ -87,6 +87,7 @@ ONE_LIST_EACH = Counter(
         "persistentvolumeclaims": 1,
         "persistentvolumes": 1,
         "storageclasses": 1,
+        "csinodes": 1,
     }
 )
 

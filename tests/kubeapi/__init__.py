@@ -11,6 +11,7 @@ See emulator.py for what is served and what is a guess.
 from tests.kubeapi.emulator import BindRecord, KubeApiEmulator, RequestRecord
 from tests.kubeapi.kubeconfig import api_client, kubeconfig_dict, write_kubeconfig
 from tests.kubeapi.resources import (
+    CSI_NODES,
     EVENTS,
     EVENTS_V1,
     LEASES,
@@ -23,6 +24,7 @@ from tests.kubeapi.resources import (
 )
 
 __all__ = [
+    "CSI_NODES",
     "EVENTS",
     "EVENTS_V1",
     "LEASES",

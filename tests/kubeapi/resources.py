@@ -207,7 +207,7 @@ PODGROUPS = ResourceType(
 # Storage (pkg/registry/core/persistentvolume{,claim}, pkg/registry/storage/*): core/v1
 # claims (namespaced) and volumes (cluster-scoped), both with a status subresource, both
 # updatable without a resourceVersion and not created on update; storage.k8s.io/v1
-# StorageClasses, cluster-scoped, no status. EMULATOR GUESS: only the
+# StorageClasses and CSINodes, cluster-scoped, no status. EMULATOR GUESS: only the
 # metadata field selectors (the real claims and volumes also accept a legacy `name`).
 PERSISTENT_VOLUME_CLAIMS = ResourceType(
     CORE,
@@ -230,7 +230,8 @@ PERSISTENT_VOLUMES = ResourceType(
 STORAGE_CLASSES = ResourceType(
     "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short_names=("sc",)
 )
-VOLUME_TYPES = (PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES)
+CSI_NODES = ResourceType("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False)
+VOLUME_TYPES = (PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, CSI_NODES)
 
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,

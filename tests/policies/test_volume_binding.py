@@ -30,6 +30,7 @@ from tests.factories import make_node, node_obj, pod_obj
 from tests.volume_objects import (
     HOSTNAME,
     ZONE,
+    csinode_obj,
     pv_obj,
     pvc_obj,
     storage_class_obj,
@@ -195,6 +196,7 @@ KINDS = {
     "PersistentVolumeClaim": "claims",
     "PersistentVolume": "volumes",
     "StorageClass": "classes",
+    "CSINode": "csinodes",
 }
 
 
@@ -286,3 +288,55 @@ def test_a_claim_two_members_share_is_served_once() -> None:
     choices = {c.claim.key: c for cs in result.volumes.values() for c in cs}
     assert list(choices) == ["default/shared"]
     assert choices["default/shared"].volume == ""  # provisioned, node chosen once
+
+
+# --- NodeVolumeLimits (CSI) -----------------------------------------------------------
+EBS = "ebs.csi.aws.com"
+
+
+def csi_pv(name: str) -> dict[str, Any]:
+    volume = pv_obj(name, storage_class="gp3")
+    volume["spec"]["csi"] = {"driver": EBS, "volumeHandle": f"vol-{name}"}
+    return volume
+
+
+def test_a_node_at_its_csi_attach_limit_takes_no_new_volume_of_that_driver() -> None:
+    core = core_with(
+        csinode_obj("a1", {EBS: 1}),
+        csinode_obj("a2", {EBS: 2}),
+        csi_pv("old"),
+        pvc_obj("old", storage_class="gp3", volume_name="old"),
+        with_claims(pod_obj("running", node_name="a1", phase="Running"), "old"),
+        csi_pv("new"),
+        pvc_obj("new", storage_class="gp3", volume_name="new"),
+        with_claims(pod_obj("p", node_selector={HOSTNAME: "a1"}), "new"),
+    )
+    result = plan(core)
+    assert isinstance(result, Unschedulable)
+    assert "1 node(s) exceed max volume count" in result.message
+    # The same volume mounted again needs no new attachment: a1 takes it.
+    core.apply_pod("ADDED", with_claims(pod_obj("again", node_selector={HOSTNAME: "a1"}), "old"), 0)
+    core.apply_pod("DELETED", pod_obj("p"), 0)
+    again = core.schedule_next(100)
+    assert again is not None and isinstance(again.result, Plan)
+    assert again.result.placements[0].node == "a1"
+
+
+def test_a_gang_never_attaches_more_than_a_nodes_limit_between_its_members() -> None:
+    def gang(size: int) -> SchedulingCore:
+        return core_with(
+            storage_class_obj("gp3", provisioner=EBS),
+            *[csinode_obj(node.name, {EBS: 1}) for node in NODES],
+            *[pvc_obj(f"d-{i}", storage_class="gp3") for i in range(size)],
+            *[
+                with_claims(pod_obj(f"w-{i}", gang="g", min_member=size), f"d-{i}")
+                for i in range(size)
+            ],
+        )
+
+    result = plan(gang(3))
+    assert isinstance(result, Plan)
+    assert sorted(p.node for p in result.placements) == ["a1", "a2", "b1"]
+    result = plan(gang(4))
+    assert isinstance(result, Unschedulable)
+    assert "exceed max volume count" in result.message
