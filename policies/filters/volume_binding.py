@@ -228,11 +228,12 @@ class GangVolumes:
     """What a gang's members need of volumes beyond one node's filters, for the
     planner: their unbound claims, and their CSI volumes where attach limits apply."""
 
-    options: Mapping[str, tuple[ClaimOptions, ...]] = field(default_factory=dict)  # uid ->
-    attachments: Mapping[str, Mapping[str, str]] = field(
-        default_factory=dict
-    )  # uid -> key -> driver
-    limits: Mapping[str, NodeVolumeUse] = field(default_factory=dict)  # node -> use
+    # pod uid -> its unbound WaitForFirstConsumer claims
+    options: Mapping[str, tuple[ClaimOptions, ...]] = field(default_factory=dict)
+    # pod uid -> its CSI volumes (key -> driver) where some node limits the driver
+    attachments: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # node -> its attach limits and the volumes attached there
+    limits: Mapping[str, NodeVolumeUse] = field(default_factory=dict)
 
     def concerns(self, uid: str) -> bool:
         """Whether the member's node must be admitted by a VolumeAssignment."""
