@@ -17,13 +17,22 @@ from scheduler.kube.runner import run_scheduler
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import bound, fast_config, unschedulable_message
 from tests.kubeapi import (
+    CSI_NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
     KubeApiEmulator,
     write_kubeconfig,
 )
-from tests.volume_objects import HOSTNAME, ZONE, pv_obj, pvc_obj, storage_class_obj, with_claims
+from tests.volume_objects import (
+    HOSTNAME,
+    ZONE,
+    csinode_obj,
+    pv_obj,
+    pvc_obj,
+    storage_class_obj,
+    with_claims,
+)
 from tests.waiting import eventually, free_port
 
 TEST_TIMEOUT = 20.0
@@ -240,5 +249,39 @@ async def test_a_static_local_pv_is_bound_to_its_claim_before_the_pod(tmp_path: 
                 if (r.verb, r.subresource) in (("patch", ""), ("create", "binding"))
             ]
             assert order == ["persistentvolumes", "pods"]
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_csi_attach_limits_from_csinodes_keep_a_full_node_out(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            nodes(api)
+            driver = "ebs.csi.aws.com"
+            api.put(STORAGE_CLASSES, storage_class_obj("gp3", provisioner=driver, mode="Immediate"))
+            for i in range(4):
+                api.put(CSI_NODES, csinode_obj(f"n{i}", {driver: 1}))
+            # n0..n2 each have one EBS volume attached already (limit 1).
+            for i in range(3):
+                volume = pv_obj(f"old-{i}", storage_class="gp3")
+                volume["spec"]["csi"] = {"driver": driver, "volumeHandle": f"vol-old-{i}"}
+                api.put(PERSISTENT_VOLUMES, volume)
+                api.put(
+                    PERSISTENT_VOLUME_CLAIMS,
+                    pvc_obj(f"old-{i}", storage_class="gp3", volume_name=f"old-{i}"),
+                )
+                running_pod = pod_obj(f"old-{i}", node_name=f"n{i}", phase="Running")
+                api.put_pod(with_claims(running_pod, f"old-{i}"))
+            new = pv_obj("new", storage_class="gp3")
+            new["spec"]["csi"] = {"driver": driver, "volumeHandle": "vol-new"}
+            api.put(PERSISTENT_VOLUMES, new)
+            api.put(
+                PERSISTENT_VOLUME_CLAIMS, pvc_obj("new", storage_class="gp3", volume_name="new")
+            )
+            api.put_pod(with_claims(pod_obj("job"), "new"))
+            async with running(api, tmp_path):
+                await eventually(lambda: "job" in bound(api), "bound")
+            assert bound(api)["job"]["spec"]["nodeName"] == "n3"
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
