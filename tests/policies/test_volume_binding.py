@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cache.pod import pod_from_api
 from cache.volumes import VolumeCache
@@ -340,3 +342,46 @@ def test_a_gang_never_attaches_more_than_a_nodes_limit_between_its_members() -> 
     result = plan(gang(4))
     assert isinstance(result, Unschedulable)
     assert "exceed max volume count" in result.message
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pvs=st.lists(st.integers(0, 2), min_size=3, max_size=3),
+    size=st.integers(1, 5),
+    shared=st.booleans(),
+)
+def test_no_plan_gives_a_pv_twice_or_puts_a_member_away_from_its_pv(
+    pvs: list[int], size: int, shared: bool
+) -> None:
+    """Whatever the local PVs per node, a plan gives each claim one PV of its member's
+    node, never one PV to two claims; and a gang is placed whenever every member can
+    have its own PV."""
+    objs: list[dict[str, Any]] = [LOCAL_WFFC]
+    for node, count in zip(NODES, pvs, strict=True):
+        objs += [pv_obj(f"pv-{node.name}-{i}", node=node.name) for i in range(count)]
+    objs += [pvc_obj(f"data-{i}") for i in range(size)]
+    if shared:
+        objs.append(pvc_obj("shared", storage_class="nfs", modes=["ReadWriteMany"]))
+        objs.append(storage_class_obj("nfs", provisioner="nfs.csi.k8s.io"))
+    objs += [
+        with_claims(
+            pod_obj(f"w-{i}", gang="g", min_member=size),
+            f"data-{i}",
+            *(["shared"] if shared else []),
+        )
+        for i in range(size)
+    ]
+    result = plan(core_with(*objs))
+    if sum(pvs) < size:
+        assert isinstance(result, Unschedulable)
+        return
+    assert isinstance(result, Plan)
+    nodes = {p.pod_uid: p.node for p in result.placements}
+    given_to: dict[str, str] = {}
+    for uid, choices in result.volumes.items():
+        for choice in choices:
+            if choice.claim.name == "shared":
+                continue
+            assert choice.volume.startswith(f"pv-{nodes[uid]}-")
+            assert given_to.setdefault(choice.volume, choice.claim.key) == choice.claim.key
+    assert len(given_to) == size
