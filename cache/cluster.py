@@ -151,6 +151,13 @@ class ClusterCache:
             ):
                 yield pod
 
+    def pods_on(self, node: str) -> Iterator[PodInfo]:
+        """The pods charged to a node: bound there, or planned there (assumed)."""
+        for uid in self._on_node.get(node, ()):
+            pod = self._pods.get(uid)
+            if pod is not None:
+                yield pod
+
     def charged_shares(self, uid: str) -> DeviceShares | None:
         """The GPU shares the cache charges for a pod (None when it takes nothing)."""
         charge = self._charges.get(uid)

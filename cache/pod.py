@@ -24,6 +24,7 @@ from cache.terms import (
     parse_required_affinity,
     parse_tolerations,
 )
+from cache.volumes import PodClaim, VolumeNeed, pod_claims
 
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -71,6 +72,15 @@ class PodInfo:
     # Why this pod cannot be scheduled as written (malformed request, refused GPU
     # shape, ...). A pending pod with problems is refused with these messages.
     problems: tuple[str, ...] = ()
+    # The PersistentVolumeClaims the pod mounts, in its namespace (cache.volumes.
+    # pod_claims): named ones and those of its generic ephemeral volumes.
+    claims: tuple[PodClaim, ...] = ()
+    # What the pod's claims allow, resolved against the cluster's volumes just before
+    # the pod is planned (policies.filters.volume_binding); () for a pod without claims.
+    volume_needs: tuple[VolumeNeed, ...] = ()
+    # Nodes where this pod's CSI volumes would exceed the driver's attach limit
+    # (policies.filters.node_volume_limits), resolved with its claims.
+    volume_limited: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:
@@ -99,6 +109,8 @@ class PodInfo:
             tuple(sorted(self.node_selector.items())),
             self.required_affinity,
             self.tolerations,
+            self.volume_needs,
+            self.volume_limited,
         )
 
 
@@ -216,6 +228,11 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         )
         gang_name = None
     min_member = annotations.get(keys.min_member_annotation)
+    claims: tuple[PodClaim, ...] = ()
+    try:
+        claims = pod_claims(str(meta.get("name") or ""), spec.get("volumes"))
+    except ValueError as error:
+        problems.append(str(error))
     return PodInfo(
         uid=object_uid(obj),
         namespace=str(meta.get("namespace") or "default"),
@@ -237,4 +254,5 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         min_member_text=str(min_member) if min_member is not None else None,
         assignment=assignment,
         problems=tuple(problems),
+        claims=claims,
     )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,6 +37,12 @@ from cache.resources import CPU
 from cache.snapshot import PlanningView, Snapshot
 from policies.capacity import copies_that_fit
 from policies.diagnosis import FilterMemo, first_failure, summarize
+from policies.filters.volume_binding import (
+    BIND_CONFLICT,
+    ClaimChoice,
+    GangVolumes,
+    VolumeAssignment,
+)
 from policies.gpu_models import allowed_models
 from policies.interface import GangContext
 from policies.profile import Profile
@@ -67,6 +73,8 @@ class Plan:
     left_out: dict[str, str] = field(default_factory=dict)
     score: float = 0.0
     attempt: str = ""
+    # pod uid -> what PreBind writes for its unbound WaitForFirstConsumer claims.
+    volumes: Mapping[str, tuple[ClaimChoice, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,11 @@ class _Attempt:
     failed: dict[str, str]  # uid -> reason phrase
     score: float
     view: PlanningView
+    volumes: VolumeAssignment | None = None
+
+
+# How many nodes a member is offered before its claims are declared unservable.
+_VOLUME_TRIES = 64
 
 
 class _Ranking:
@@ -142,8 +155,13 @@ class Planner:
         self._rankings: OrderedDict[Hashable, _Ranking] = OrderedDict()
         self._ranked_snapshot: Snapshot | None = None
 
-    def plan(self, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
-        return _GangPlanning(self, gang, snapshot).run()
+    def plan(
+        self, gang: PlannableGang, snapshot: Snapshot, volumes: GangVolumes | None = None
+    ) -> PlanResult:
+        """`volumes`: the members' unbound claims and attach-limited CSI volumes; each
+        attempt then gives the claims PVs or provisioning on the proposed nodes, never
+        one PV to two members, and never attaches more than a node's limit."""
+        return _GangPlanning(self, gang, snapshot, volumes or GangVolumes()).run()
 
     @property
     def exhaustive(self) -> bool:
@@ -213,8 +231,15 @@ def _size_key(pod: PodInfo) -> tuple[int, int]:
 
 
 class _GangPlanning:
-    def __init__(self, planner: Planner, gang: PlannableGang, snapshot: Snapshot) -> None:
+    def __init__(
+        self,
+        planner: Planner,
+        gang: PlannableGang,
+        snapshot: Snapshot,
+        volumes: GangVolumes,
+    ) -> None:
         self.planner = planner
+        self.volumes = volumes
         self.profile = planner.profile
         self.memo = planner.memo
         self.gang = gang
@@ -263,6 +288,7 @@ class _GangPlanning:
                 },
                 score=best.score,
                 attempt=best.name,
+                volumes=dict(best.volumes.by_pod) if best.volumes is not None else {},
             )
         return self._unschedulable(needed, best)
 
@@ -331,10 +357,13 @@ class _GangPlanning:
     ) -> _Attempt:
         view = PlanningView(self.snapshot, self.versions)
         context = GangContext()
-        attempt = _Attempt(name, [], {}, 0.0, view)
+        volumes = VolumeAssignment(self.volumes) if self.volumes else None
+        attempt = _Attempt(name, [], {}, 0.0, view, volumes)
         for pod in order:
             shape = self.shape_of[pod.uid]
             found = pick(pod, shape, view, context, allowed)
+            if found is not None and volumes is not None and self.volumes.concerns(pod.uid):
+                found = self._with_volumes(pod, shape, view, context, allowed, pick, found, volumes)
             if found is None:
                 attempt.failed[pod.uid] = ""
                 continue
@@ -344,6 +373,35 @@ class _GangPlanning:
             attempt.placements.append(Placement(pod.uid, node_name, choice.shares))
             attempt.score += choice.score
         return attempt
+
+    def _with_volumes(
+        self,
+        pod: PodInfo,
+        shape: _Shape,
+        view: PlanningView,
+        context: GangContext,
+        allowed: frozenset[str] | None,
+        pick: Callable[
+            [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
+            tuple[str, _Choice] | None,
+        ],
+        found: tuple[str, _Choice],
+        volumes: VolumeAssignment,
+    ) -> tuple[str, _Choice] | None:
+        """The picked node if the member's unbound claims can be served there (a PV no
+        other member took, or provisioning); else the next best node that can."""
+        pool = allowed if allowed is not None else frozenset(shape.candidates)
+        pool |= frozenset(n for n in view.changed_nodes() if allowed is None or n in allowed)
+        for _ in range(_VOLUME_TRIES):
+            name = found[0]
+            if volumes.admit(pod, view.node(name)):
+                return found
+            pool -= {name}
+            picked = pick(pod, shape, view, context, pool)
+            if picked is None:
+                return None
+            found = picked
+        return None
 
     def _feasible(
         self, shape: _Shape, view: PlanningView, allowed: frozenset[str] | None
@@ -467,6 +525,14 @@ class _GangPlanning:
                 reason = memo.first_failure(node)
             if reason is not None:
                 reasons[reason] += 1
+        if not reasons and self.volumes.concerns(uid):
+            # Every node passes alone, but the PVs that match (or the attach limits)
+            # went to other members.
+            return (
+                f"0/{nodes} nodes are available: {nodes} {BIND_CONFLICT} or exceed max "
+                f"volume count (the matching PersistentVolumes or the nodes' volume "
+                f"attach limits were taken by other members of gang {self.gang.key})"
+            )
         if not reasons:
             # Every node passes the filters: the gang's own members took the room, or
             # the candidate bound left the rest unseen.

@@ -11,8 +11,10 @@ from policies.filters.gpu_fit import GpuFit
 from policies.filters.gpu_type import GpuType
 from policies.filters.node_affinity import NodeAffinity
 from policies.filters.node_unschedulable import NodeUnschedulable
+from policies.filters.node_volume_limits import NodeVolumeLimits
 from policies.filters.resource_fit import ResourceFit
 from policies.filters.taint_toleration import TaintToleration
+from policies.filters.volume_binding import VolumeBinding
 from policies.interface import Filter
 
 __all__ = [
@@ -20,8 +22,10 @@ __all__ = [
     "GpuType",
     "NodeAffinity",
     "NodeUnschedulable",
+    "NodeVolumeLimits",
     "ResourceFit",
     "TaintToleration",
+    "VolumeBinding",
     "default_filters",
 ]
 
@@ -34,4 +38,6 @@ def default_filters() -> list[Filter]:
         NodeAffinity(),
         ResourceFit(),
         GpuFit(),
+        NodeVolumeLimits(),
+        VolumeBinding(),
     ]

@@ -50,6 +50,7 @@ from scheduler.kube.client import KubeClient, TokenBucket, create_client
 from scheduler.kube.events import FeedbackRecorder, WriteQueue
 from scheduler.kube.informer import ClusterInformers
 from scheduler.kube.leader import LeaderElector
+from scheduler.kube.volumes import VolumePrebinder
 from scheduler.metrics import BindFailureReason, Resource, SchedulerMetrics
 from scheduler.planner import Plan
 
@@ -157,6 +158,7 @@ class SchedulerRun:
             clock=clock,
         )
         self.partial = PartialGangs(config.binding.partial_gang_grace_seconds)
+        self.volumes = VolumePrebinder(client, timeout=config.timeouts.bind_timeout_seconds)
         self.elector: LeaderElector | None = None
         election = config.leader_election
         if election.enabled:
@@ -367,7 +369,13 @@ class SchedulerRun:
     async def _bind(self, gang: Gang, plan: Plan, ready_since: float | None) -> None:
         try:
             result, undo = await bind_and_settle(
-                self._core, self.binder, gang, plan, clock=self._clock, partial=self.partial
+                self._core,
+                self.binder,
+                gang,
+                plan,
+                clock=self._clock,
+                partial=self.partial,
+                volumes=self.volumes,
             )
         except Exception:
             # A bug, not an API failure (those are results): the reservations stay

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.kubeapi import errors
-from tests.kubeapi.resources import PODS, ResourceType
+from tests.kubeapi.resources import PERSISTENT_VOLUME_CLAIMS, PODS, ResourceType
 
 # EMULATOR GUESS (partial defaulting): only the pod defaults a scheduler reads.
 POD_SPEC_DEFAULTS: dict[str, Any] = {
@@ -169,6 +169,8 @@ def prepare_update(
             new.pop("status", None)
     if rtype is PODS:
         _check_pod_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
+    if rtype is PERSISTENT_VOLUME_CLAIMS:
+        _check_claim_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
     return new
 
 
@@ -210,6 +212,26 @@ def _check_pod_spec_update(name: str, old: dict[str, Any], new: dict[str, Any]) 
     new_gates = new_view.pop("schedulingGates", None) or []
     if old_view != new_view or any(g not in old_gates for g in new_gates):
         raise errors.invalid(PODS, name, _POD_IMMUTABLE_MESSAGE)
+
+
+def _check_claim_spec_update(name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """ValidatePersistentVolumeClaimUpdate: the spec is immutable but for the storage
+    request (expansion), and volumeName may be set once (the PV controller binds)."""
+
+    def comparable(spec: dict[str, Any]) -> dict[str, Any]:
+        view = {k: v for k, v in spec.items() if k not in ("resources", "volumeName")}
+        limits = (spec.get("resources") or {}).get("limits")
+        view["resources.limits"] = limits
+        return view
+
+    renamed = old.get("volumeName") and new.get("volumeName") != old.get("volumeName")
+    if comparable(old) != comparable(new) or renamed:
+        raise errors.invalid(
+            PERSISTENT_VOLUME_CLAIMS,
+            name,
+            "spec: Forbidden: spec is immutable after creation except resources.requests and "
+            "volumeAttributesClassName for bound claims",
+        )
 
 
 def same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:

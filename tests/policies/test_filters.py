@@ -90,6 +90,8 @@ def test_default_filters_run_in_kube_scheduler_order() -> None:
         "NodeAffinity",
         "ResourceFit",
         "GpuFit",
+        "NodeVolumeLimits",
+        "VolumeBinding",
     ]
     names = [f.name for f in default_filters()]
     assert len(set(names)) == len(names)
