@@ -18,12 +18,15 @@ from cache.gpu import (
     parse_assignment,
 )
 from cache.jsonobj import MALFORMED, mapping, metadata, object_uid
+from cache.ports import HostPort, parse_host_ports
+from cache.preferences import PreferredTerm, parse_preferred_affinity
 from cache.terms import (
     SelectorTerm,
     Toleration,
     parse_required_affinity,
     parse_tolerations,
 )
+from cache.unsupported import unsupported_fields
 
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -71,6 +74,10 @@ class PodInfo:
     # Why this pod cannot be scheduled as written (malformed request, refused GPU
     # shape, ...). A pending pod with problems is refused with these messages.
     problems: tuple[str, ...] = ()
+    # Host ports of the regular containers (cache.ports; hostNetwork implies them).
+    host_ports: tuple[HostPort, ...] = ()
+    # preferredDuringSchedulingIgnoredDuringExecution node affinity, weight above 0.
+    preferred_affinity: tuple[PreferredTerm, ...] = ()
 
     @property
     def key(self) -> str:
@@ -99,6 +106,8 @@ class PodInfo:
             tuple(sorted(self.node_selector.items())),
             self.required_affinity,
             self.tolerations,
+            self.host_ports,
+            self.preferred_affinity,
         )
 
 
@@ -142,8 +151,25 @@ def pod_requests(spec: Mapping[str, Any]) -> res.Resources:
             init_peak = res.maximum(init_peak, phase)
     res.add(running, sidecars)
     total = res.maximum(running, init_peak)
+    total.update(_pod_level_requests(spec))
     res.add(total, res.parse_resource_list(spec.get("overhead")))
     return {name: amount for name, amount in total.items() if amount}
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    return name in (res.CPU, res.MEMORY) or name.startswith("hugepages-")
+
+
+def _pod_level_requests(spec: Mapping[str, Any]) -> res.Resources:
+    """Pod-level `spec.resources` (PodLevelResources): for cpu, memory and hugepages
+    the pod's own request replaces its containers' sum, as kube-scheduler computes it
+    (component-helpers resource.PodRequests). A limit with no request is the request,
+    as the API server defaults it."""
+    level = spec.get("resources") or {}
+    merged = dict(level.get("limits") or {})
+    merged.update(level.get("requests") or {})
+    wanted = {name: value for name, value in merged.items() if _is_pod_level_resource(name)}
+    return res.parse_resource_list(wanted)
 
 
 def pod_from_api(
@@ -195,6 +221,14 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         tolerations = parse_tolerations(spec.get("tolerations"))
     except ValueError as error:
         problems.append(str(error))
+    preferred: tuple[PreferredTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    try:
+        preferred = parse_preferred_affinity(spec.get("affinity"))
+        host_ports = parse_host_ports(spec)
+    except ValueError as error:
+        problems.append(str(error))
+    problems.extend(unsupported_fields(spec))
 
     assignment = None
     # A value written before the pod was bound came from a user, not from a
@@ -237,4 +271,6 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         min_member_text=str(min_member) if min_member is not None else None,
         assignment=assignment,
         problems=tuple(problems),
+        host_ports=host_ports,
+        preferred_affinity=preferred,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from policies.filters.gpu_fit import GpuFit
 from policies.filters.gpu_type import GpuType
 from policies.filters.node_affinity import NodeAffinity
+from policies.filters.node_ports import NodePorts
 from policies.filters.node_unschedulable import NodeUnschedulable
 from policies.filters.resource_fit import ResourceFit
 from policies.filters.taint_toleration import TaintToleration
@@ -19,6 +20,7 @@ __all__ = [
     "GpuFit",
     "GpuType",
     "NodeAffinity",
+    "NodePorts",
     "NodeUnschedulable",
     "ResourceFit",
     "TaintToleration",
@@ -32,6 +34,7 @@ def default_filters() -> list[Filter]:
         TaintToleration(),
         GpuType(),
         NodeAffinity(),
+        NodePorts(),
         ResourceFit(),
         GpuFit(),
     ]
