@@ -228,7 +228,6 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         host_ports = parse_host_ports(spec)
     except ValueError as error:
         problems.append(str(error))
-    problems.extend(unsupported_fields(spec))
 
     assignment = None
     # A value written before the pod was bound came from a user, not from a
@@ -249,6 +248,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             "(up to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
         )
         gang_name = None
+    problems.extend(unsupported_fields(spec, in_gang=gang_name is not None))
     min_member = annotations.get(keys.min_member_annotation)
     return PodInfo(
         uid=object_uid(obj),

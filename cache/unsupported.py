@@ -20,9 +20,24 @@ DRA_MESSAGE = (
 )
 
 
-def unsupported_fields(spec: Mapping[str, Any]) -> list[str]:
-    """A message for every field of `spec` this scheduler refuses, in spec order."""
+# Kubernetes' own gang fields: `schedulingGroup` (1.36, PodGroup scheduling.k8s.io/
+# v1alpha2) and `workloadRef` (1.35's Workload API). Not read yet: a pod naming its gang
+# only there would be placed alone, a partial gang by another name.
+NATIVE_GANG_FIELDS = ("schedulingGroup", "workloadRef")
+
+
+def unsupported_fields(spec: Mapping[str, Any], in_gang: bool = False) -> list[str]:
+    """A message for every field of `spec` this scheduler refuses, in spec order.
+    `in_gang`: the pod names its gang in a way this scheduler reads (label or
+    annotation), so a native gang field beside it is redundant, not refused."""
     problems: list[str] = []
+    for name in NATIVE_GANG_FIELDS:
+        if spec.get(name) and not in_gang:
+            problems.append(
+                f"spec.{name} (Kubernetes native gang scheduling) is not read by this "
+                "scheduler yet, and the pod would be placed alone; name its gang with the "
+                "pod-group label as well (docs/conventions.md)"
+            )
     if spec.get("resourceClaims"):
         problems.append(DRA_MESSAGE)
     else:

@@ -59,6 +59,25 @@ def test_unsupported_fields_are_problems_naming_the_field(
     assert any(named in problem for problem in pod.problems)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("schedulingGroup", {"podGroupName": "train"}),
+        ("workloadRef", {"name": "train", "podGroup": "workers"}),
+    ],
+)
+def test_a_native_gang_the_scheduler_cannot_read_is_refused_unless_labelled(
+    field: str, value: object
+) -> None:
+    alone = pod_obj("p")
+    alone["spec"][field] = value
+    [problem] = pod_from_api(alone).problems
+    assert f"spec.{field}" in problem
+    labelled = pod_obj("p", gang="train")
+    labelled["spec"][field] = value
+    assert pod_from_api(labelled).problems == ()
+
+
 def test_a_container_claim_alone_is_refused_too() -> None:
     obj = pod_obj("p")
     obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
