@@ -36,7 +36,7 @@ def parse_host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     for container in spec.get("containers") or ():
         for raw in container.get("ports") or ():
             number = raw.get("hostPort")
-            if number is None and host_network:
+            if not number and host_network:
                 number = raw.get("containerPort")
             if number is None or number == 0:
                 continue

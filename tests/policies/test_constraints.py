@@ -108,6 +108,12 @@ def test_host_network_pods_hold_their_container_ports() -> None:
     assert NodePorts().filter(pod_from_api(wanted), node_with(running_pod("o", port(8080))))
 
 
+def test_a_zero_host_port_on_the_host_network_is_the_container_port() -> None:
+    old = running_pod("old", {"containerPort": 8080, "hostPort": 0})
+    old["spec"]["hostNetwork"] = True
+    assert NodePorts().filter(pending(port(8080)), node_with(old)) == REASON
+
+
 def test_a_finished_pod_frees_its_port_and_a_double_booking_keeps_it() -> None:
     cache = ClusterCache()
     cache.apply_node(EventType.ADDED, node_obj("n"))
