@@ -149,6 +149,14 @@ def test_snapshots_carry_ports_and_planning_views_leave_them_alone() -> None:
     assert NodePorts().filter(want, snapshot.nodes["n"]) is None
 
 
+def test_copies_of_a_pod_with_host_ports_fit_once_per_node() -> None:
+    from policies.capacity import copies_that_fit
+
+    assert copies_that_fit(pending(), node_with()) > 1
+    assert copies_that_fit(pending(port(8080)), node_with()) == 1
+    assert copies_that_fit(pending(port(8080)), node_with(running_pod("a", port(8080)))) == 0
+
+
 def test_a_malformed_host_port_is_a_problem_not_a_crash() -> None:
     pod = pending({"containerPort": 80, "hostPort": "eighty"})
     assert any("hostPort" in problem for problem in pod.problems)
