@@ -69,15 +69,15 @@ class PodInfo:
     required_affinity: tuple[SelectorTerm, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
     gang_name: str | None = None
+    # Host ports of the regular containers (cache.ports; hostNetwork implies them).
+    host_ports: tuple[HostPort, ...] = ()
+    # preferredDuringSchedulingIgnoredDuringExecution node affinity, weight above 0.
+    preferred_affinity: tuple[PreferredTerm, ...] = ()
     min_member_text: str | None = None
     assignment: DeviceShares | None = None
     # Why this pod cannot be scheduled as written (malformed request, refused GPU
     # shape, ...). A pending pod with problems is refused with these messages.
     problems: tuple[str, ...] = ()
-    # Host ports of the regular containers (cache.ports; hostNetwork implies them).
-    host_ports: tuple[HostPort, ...] = ()
-    # preferredDuringSchedulingIgnoredDuringExecution node affinity, weight above 0.
-    preferred_affinity: tuple[PreferredTerm, ...] = ()
 
     @property
     def key(self) -> str:
@@ -102,12 +102,12 @@ class PodInfo:
         """Equal for pods that any placement treats alike (members of one template)."""
         return (
             tuple(sorted(self.requests.items())),
+            self.host_ports,
+            self.preferred_affinity,
             self.gpu,
             tuple(sorted(self.node_selector.items())),
             self.required_affinity,
             self.tolerations,
-            self.host_ports,
-            self.preferred_affinity,
         )
 
 
@@ -214,18 +214,19 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
     except ValueError as error:
         problems.append(str(error))
 
-    affinity = None
-    tolerations: tuple[Toleration, ...] = ()
-    try:
-        affinity = parse_required_affinity(spec.get("affinity"))
-        tolerations = parse_tolerations(spec.get("tolerations"))
-    except ValueError as error:
-        problems.append(str(error))
     preferred: tuple[PreferredTerm, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     try:
         preferred = parse_preferred_affinity(spec.get("affinity"))
         host_ports = parse_host_ports(spec)
+    except ValueError as error:
+        problems.append(str(error))
+
+    affinity = None
+    tolerations: tuple[Toleration, ...] = ()
+    try:
+        affinity = parse_required_affinity(spec.get("affinity"))
+        tolerations = parse_tolerations(spec.get("tolerations"))
     except ValueError as error:
         problems.append(str(error))
 
@@ -267,10 +268,10 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
         required_affinity=affinity,
         tolerations=tolerations,
+        host_ports=host_ports,
+        preferred_affinity=preferred,
         gang_name=str(gang_name) if gang_name else None,
         min_member_text=str(min_member) if min_member is not None else None,
         assignment=assignment,
         problems=tuple(problems),
-        host_ports=host_ports,
-        preferred_affinity=preferred,
     )
