@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from cache import resources as res
+from cache import unsupported
 from cache.gpu import (
     ASSIGNMENT_ANNOTATION,
     NO_GPU,
@@ -26,7 +27,6 @@ from cache.terms import (
     parse_required_affinity,
     parse_tolerations,
 )
-from cache.unsupported import unsupported_fields
 
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -249,7 +249,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             "(up to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
         )
         gang_name = None
-    problems.extend(unsupported_fields(spec, in_gang=gang_name is not None))
+    problems.extend(unsupported.unsupported_fields(spec, in_gang=gang_name is not None))
     min_member = annotations.get(keys.min_member_annotation)
     return PodInfo(
         uid=object_uid(obj),
