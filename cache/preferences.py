@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# A preference is a node selector term: parsed by the same rules as a required one.
 from cache.terms import SelectorTerm, _parse_requirement
 
 _MAX_WEIGHT = 100
