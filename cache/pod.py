@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from cache import resources as res
+from cache import unsupported
 from cache.gpu import (
     ASSIGNMENT_ANNOTATION,
     NO_GPU,
@@ -18,6 +19,8 @@ from cache.gpu import (
     parse_assignment,
 )
 from cache.jsonobj import MALFORMED, mapping, metadata, object_uid
+from cache.ports import HostPort, parse_host_ports
+from cache.preferences import PreferredTerm, parse_preferred_affinity
 from cache.terms import (
     SelectorTerm,
     Toleration,
@@ -67,6 +70,10 @@ class PodInfo:
     required_affinity: tuple[SelectorTerm, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
     gang_name: str | None = None
+    # Host ports of the regular containers (cache.ports; hostNetwork implies them).
+    host_ports: tuple[HostPort, ...] = ()
+    # preferredDuringSchedulingIgnoredDuringExecution node affinity, weight above 0.
+    preferred_affinity: tuple[PreferredTerm, ...] = ()
     min_member_text: str | None = None
     assignment: DeviceShares | None = None
     # Why this pod cannot be scheduled as written (malformed request, refused GPU
@@ -105,6 +112,8 @@ class PodInfo:
         """Equal for pods that any placement treats alike (members of one template)."""
         return (
             tuple(sorted(self.requests.items())),
+            self.host_ports,
+            self.preferred_affinity,
             self.gpu,
             tuple(sorted(self.node_selector.items())),
             self.required_affinity,
@@ -154,8 +163,25 @@ def pod_requests(spec: Mapping[str, Any]) -> res.Resources:
             init_peak = res.maximum(init_peak, phase)
     res.add(running, sidecars)
     total = res.maximum(running, init_peak)
+    total.update(_pod_level_requests(spec))
     res.add(total, res.parse_resource_list(spec.get("overhead")))
     return {name: amount for name, amount in total.items() if amount}
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    return name in (res.CPU, res.MEMORY) or name.startswith("hugepages-")
+
+
+def _pod_level_requests(spec: Mapping[str, Any]) -> res.Resources:
+    """Pod-level `spec.resources` (PodLevelResources): for cpu, memory and hugepages
+    the pod's own request replaces its containers' sum, as kube-scheduler computes it
+    (component-helpers resource.PodRequests). A limit with no request is the request,
+    as the API server defaults it."""
+    level = spec.get("resources") or {}
+    merged = dict(level.get("limits") or {})
+    merged.update(level.get("requests") or {})
+    wanted = {name: value for name, value in merged.items() if _is_pod_level_resource(name)}
+    return res.parse_resource_list(wanted)
 
 
 def pod_from_api(
@@ -200,6 +226,14 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
     except ValueError as error:
         problems.append(str(error))
 
+    preferred: tuple[PreferredTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    try:
+        preferred = parse_preferred_affinity(spec.get("affinity"))
+        host_ports = parse_host_ports(spec)
+    except ValueError as error:
+        problems.append(str(error))
+
     affinity = None
     tolerations: tuple[Toleration, ...] = ()
     try:
@@ -227,6 +261,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             "(up to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
         )
         gang_name = None
+    problems.extend(unsupported.unsupported_fields(spec, in_gang=gang_name is not None))
     min_member = annotations.get(keys.min_member_annotation)
     claims: tuple[PodClaim, ...] = ()
     try:
@@ -250,6 +285,8 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
         required_affinity=affinity,
         tolerations=tolerations,
+        host_ports=host_ports,
+        preferred_affinity=preferred,
         gang_name=str(gang_name) if gang_name else None,
         min_member_text=str(min_member) if min_member is not None else None,
         assignment=assignment,

@@ -368,7 +368,7 @@ class _GangPlanning:
                 attempt.failed[pod.uid] = ""
                 continue
             node_name, choice = found
-            view.place(node_name, pod.requests, choice.shares)
+            view.place(node_name, pod.requests, choice.shares, pod.host_ports)
             context.record(view.node(node_name), self.profile.topology_keys)
             attempt.placements.append(Placement(pod.uid, node_name, choice.shares))
             attempt.score += choice.score

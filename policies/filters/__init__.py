@@ -10,6 +10,7 @@ from __future__ import annotations
 from policies.filters.gpu_fit import GpuFit
 from policies.filters.gpu_type import GpuType
 from policies.filters.node_affinity import NodeAffinity
+from policies.filters.node_ports import NodePorts
 from policies.filters.node_unschedulable import NodeUnschedulable
 from policies.filters.node_volume_limits import NodeVolumeLimits
 from policies.filters.resource_fit import ResourceFit
@@ -21,6 +22,7 @@ __all__ = [
     "GpuFit",
     "GpuType",
     "NodeAffinity",
+    "NodePorts",
     "NodeUnschedulable",
     "NodeVolumeLimits",
     "ResourceFit",
@@ -36,6 +38,7 @@ def default_filters() -> list[Filter]:
         TaintToleration(),
         GpuType(),
         NodeAffinity(),
+        NodePorts(),
         ResourceFit(),
         GpuFit(),
         NodeVolumeLimits(),

@@ -96,6 +96,18 @@ def check_type(rtype: ResourceType, body: Any) -> dict[str, Any]:
     return body
 
 
+def _default_host_network_ports(spec: dict[str, Any]) -> None:
+    """core/v1 SetDefaults_PodSpec: on the host network, a port without a hostPort (or
+    with 0) gets its containerPort, in containers and init containers alike."""
+    if spec.get("hostNetwork") is not True:
+        return
+    for kind in ("containers", "initContainers"):
+        for container in spec.get(kind) or []:
+            for port in container.get("ports") or []:
+                if not port.get("hostPort"):
+                    port["hostPort"] = port.get("containerPort")
+
+
 def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dict[str, Any]:
     obj = copy.deepcopy(check_type(rtype, body))
     meta = obj.setdefault("metadata", {})
@@ -132,6 +144,7 @@ def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dic
             spec.setdefault(key, value)
         if "priorityClassName" not in spec:
             spec.setdefault("priority", 0)
+        _default_host_network_ports(spec)
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
     elif rtype.custom and rtype.has_status:
         obj.pop("status", None)

@@ -88,6 +88,7 @@ def test_default_filters_run_in_kube_scheduler_order() -> None:
         "TaintToleration",
         "GpuType",
         "NodeAffinity",
+        "NodePorts",
         "ResourceFit",
         "GpuFit",
         "NodeVolumeLimits",

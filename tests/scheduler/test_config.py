@@ -12,6 +12,8 @@ from policies.scores.gpu_topology import GpuTopology
 from policies.scores.least_allocated import LeastAllocated
 from policies.scores.most_allocated import MostAllocated
 from policies.scores.network_topology import NetworkTopology
+from policies.scores.node_affinity import PreferredNodeAffinity
+from policies.scores.taint_toleration import PreferNoScheduleTaints
 from scheduler.config import (
     DEFAULT_HTTP_PORT,
     ConfigError,
@@ -121,6 +123,8 @@ def test_default_profile_is_binpack_with_network_topology() -> None:
     assert [(type(s), w) for s, w in profile.node_scores] == [
         (MostAllocated, 1.0),
         (GpuTopology, 1.0),
+        (PreferredNodeAffinity, 2.0),
+        (PreferNoScheduleTaints, 3.0),
     ]
     assert [(type(s), w) for s, w in profile.gang_scores] == [(NetworkTopology, 1.0)]
     assert profile.candidate_limit == 128
@@ -151,11 +155,18 @@ def test_full_example_reads_every_option(tmp_path: Path) -> None:
     assert (config.http.address, config.http.port) == ("127.0.0.1", 9100)
     assert config.events.max_per_gang_per_window == 3
     # Explicit weights are laid over the named policy's.
-    assert config.policy.effective_weights == {"least-allocated": 1.0, "gpu-topology": 2.5}
+    assert config.policy.effective_weights == {
+        "least-allocated": 1.0,
+        "gpu-topology": 2.5,
+        "node-affinity": 2.0,
+        "taint-toleration": 3.0,
+    }
     profile = build_profile_from(config)
     assert [(type(s), w) for s, w in profile.node_scores] == [
         (LeastAllocated, 1.0),
         (GpuTopology, 2.5),
+        (PreferredNodeAffinity, 2.0),
+        (PreferNoScheduleTaints, 3.0),
     ]
     assert profile.gang_scores[0][1] == 3.0
     assert profile.topology_keys == config.topology.keys
@@ -165,7 +176,11 @@ def test_full_example_reads_every_option(tmp_path: Path) -> None:
 def test_a_zero_weight_turns_a_score_off() -> None:
     config = parse_config("policy: {weights: {most-allocated: 0}}\ntopology: {networkWeight: 0}")
     profile = build_profile_from(config)
-    assert [type(s) for s, _ in profile.node_scores] == [GpuTopology]
+    assert [type(s) for s, _ in profile.node_scores] == [
+        GpuTopology,
+        PreferredNodeAffinity,
+        PreferNoScheduleTaints,
+    ]
     assert profile.gang_scores == ()
 
 
