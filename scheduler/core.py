@@ -38,6 +38,8 @@ class Attempt:
     result: Plan | Unschedulable
     # When the gang first became ready and entered the queue (for gang wait time).
     ready_since: float | None = None
+    # Which attempt this was for the gang (1 for the first), as logged.
+    number: int = 1
 
 
 @dataclass
@@ -217,6 +219,7 @@ class SchedulingCore:
             return self.schedule_next(now)
         self.cache.update_snapshot(self.snapshot)
         ready_since = self.queue.ready_since(key)
+        number = self.queue.attempts(key) + 1
         result = self.planner.plan(gang, self.snapshot)
         if isinstance(result, Plan):
             self.cache.assume(result.placements, now)
@@ -225,7 +228,7 @@ class SchedulingCore:
             self.queue.done(key)
         else:
             self.queue.failed(key, now, result.message)
-        return Attempt(gang, result, ready_since)
+        return Attempt(gang, result, ready_since, number)
 
     # --- outcomes of binding ----------------------------------------------------------
     def bound(self, placement: Placement) -> None:
