@@ -396,12 +396,14 @@ class SchedulerRun:
             gang = self._core.gangs.get(key)
             if decision != "delete" or gang is None or not gang.bound:
                 continue
-            log.warning(
-                "gang %s stayed partial (%d/%d bound) past the grace period: deleting "
-                "its bound members",
-                key,
-                len(gang.bound),
-                gang.min_member,
+            log_event(
+                log,
+                "gang stayed partial past its grace period: deleting its bound members",
+                logging.WARNING,
+                gang=key,
+                bound=len(gang.bound),
+                members=gang.min_member,
+                grace=self.partial.grace_for(gang),
             )
             task = asyncio.create_task(self._delete_partial(gang), name=f"undo-{key}")
             self._deleting.add(task)
