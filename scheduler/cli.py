@@ -571,7 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="schedule pods on a Kubernetes cluster (the scheduler Deployment)",
         description="Watch pods, nodes and PodGroups, and bind gangs all-or-nothing onto "
-        "nodes and GPUs; serve /metrics, /healthz, /readyz and /debug/gangs. With leader "
+        "nodes and GPUs; serve /metrics, /healthz, /readyz (and /debug/gangs on loopback). "
+        "What stops it from starting is one line on stderr and exit status 2. With leader "
         "election (the default) only the replica holding the Lease schedules. SIGTERM "
         "stops it cleanly. See docs/kubernetes.md.",
     )

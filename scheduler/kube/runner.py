@@ -4,8 +4,8 @@ What runs, all on one event loop (the core is single-threaded; nothing else touc
 between two awaits, so no lock is needed):
 
 - the informers (pods, nodes, PodGroups) feeding the core; every change wakes the loop;
-- the HTTP server (`/metrics`, `/healthz`, `/readyz`, `/debug/gangs`), reading the
-  core through `SchedulerRun` (the `StatusSource`);
+- the HTTP servers (`/metrics`, `/healthz`, `/readyz`; `/debug/gangs` on loopback),
+  reading the core through `SchedulerRun` (the `StatusSource`);
 - the `WriteQueue` workers writing conditions, events and PodGroup status;
 - the `LeaderElector` when leader election is enabled: only the leader schedules, and
   losing the lease stops scheduling at once (the elector's default callback exits the
