@@ -17,7 +17,8 @@ class StartupError(Exception):
 
 def os_error_text(error: OSError) -> str:
     """The system's words for an OSError's errno ("Address already in use"; asyncio
-    rewords bind errors into a sentence of its own), else its text."""
-    if error.errno:
+    rewords bind errors into a sentence of its own), else its text. A name that does
+    not resolve (socket.gaierror, a negative EAI_* code) keeps its own words."""
+    if error.errno and error.errno > 0:
         return os.strerror(error.errno)
     return error.strerror or str(error) or type(error).__name__

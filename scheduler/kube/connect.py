@@ -121,6 +121,8 @@ async def server_version(
         )
     except ApiError as error:
         raise StartupError(f"the API server at {url} ({credentials}) answered {error}") from None
+    except ConfigException as error:  # a credential plugin or token refresh failed
+        raise StartupError(f"{credentials}: {error}") from None
     except TimeoutError:
         raise StartupError(
             f"cannot reach the API server at {url} ({credentials}): no answer in {timeout:g} s"

@@ -205,6 +205,26 @@ async def test_a_debug_port_in_use(tmp_path: Path) -> None:
     assert_one_line(code, lines, f"cannot listen on 127.0.0.1:{port}: Address already in use")
 
 
+@pytest.mark.parametrize(
+    ("address", "fragment"),
+    [
+        ("203.0.113.7", "cannot listen on 203.0.113.7:"),  # TEST-NET-3: not this host's
+        ("no-such-host.invalid", "cannot listen on no-such-host.invalid:"),
+    ],
+)
+async def test_an_address_that_cannot_be_listened_on(
+    tmp_path: Path, address: str, fragment: str
+) -> None:
+    async with KubeApiEmulator() as api:
+        kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+        config = tmp_path / "config.yaml"
+        config.write_text(f"http: {{address: {address}}}\nleaderElection: {{enabled: false}}\n")
+        code, lines = await run_cli("--kubeconfig", str(kubeconfig), "--config", str(config))
+    lines = [line for line in lines if not _is_log(line)]
+    assert_one_line(code, lines, fragment)
+    assert "Unknown error" not in lines[0]
+
+
 def _is_log(line: str) -> bool:
     """A start-up log line (the connection and configuration were logged before the
     listeners were opened)."""
