@@ -41,6 +41,8 @@ class Attempt:
     result: Plan | Unschedulable
     # When the gang first became ready and entered the queue (for gang wait time).
     ready_since: float | None = None
+    # Which attempt this was for the gang (1 for the first), as logged.
+    number: int = 1
 
 
 @dataclass
@@ -251,6 +253,7 @@ class SchedulingCore:
             return self.schedule_next(now)
         self.cache.update_snapshot(self.snapshot)
         ready_since = self.queue.ready_since(key)
+        number = self.queue.attempts(key) + 1
         result = self._plan(gang)
         if isinstance(result, Plan):
             self._hold_volumes(result)
@@ -260,7 +263,7 @@ class SchedulingCore:
             self.queue.done(key)
         else:
             self.queue.failed(key, now, result.message)
-        return Attempt(gang, result, ready_since)
+        return Attempt(gang, result, ready_since, number)
 
     def _plan(self, gang: Gang) -> Plan | Unschedulable:
         """Plan the gang with its members' claims resolved against the volumes."""

@@ -634,7 +634,7 @@ class PartialGangs:
             decision = restart_decision(
                 gang,
                 now,
-                self.grace,
+                self.grace_for(gang),
                 partial_since=self._since[key],
                 placeable=self._placeable.get(key),
             )
@@ -646,3 +646,12 @@ class PartialGangs:
     def _drop(self, key: str) -> None:
         self._since.pop(key, None)
         self._placeable.pop(key, None)
+
+    def grace_for(self, gang: Gang) -> float:
+        """How long this gang may stay partial: its PodGroup's scheduleTimeoutSeconds
+        (what scheduler-plugins' coscheduling lets a gang's members hold their room while
+        the rest is missing, its Permit wait), but never longer than the operator's
+        binding.partialGangGraceSeconds: a tenant may ask for its GPUs to be released
+        sooner, not held longer (docs/decisions.md)."""
+        timeout = gang.timeout_seconds
+        return self.grace if timeout is None else min(float(timeout), self.grace)

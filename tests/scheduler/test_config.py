@@ -296,6 +296,13 @@ def test_exact_messages(text: str, message: str) -> None:
         ("leaderElection: {leaseDurationSeconds: -15}", "leaderElection.leaseDurationSeconds", ""),
         ("http: {port: 0}", "http.port", "from 1 to 65535, got 0"),
         ("http: {port: true}", "http.port", "got true"),
+        # /debug/gangs names every tenant's gangs: loopback only (docs/security-endpoints.md)
+        ("http: {debugAddress: 0.0.0.0}", "http.debugAddress", "must be a loopback address"),
+        ("http: {debugAddress: 10.0.0.7}", "http.debugAddress", "kubectl port-forward"),
+        ("http: {debugAddress: '::'}", "http.debugAddress", "loopback"),
+        ("http: {debugAddress: example.com}", "http.debugAddress", "loopback"),
+        ("http: {debugPort: 70000}", "http.debugPort", "from 0 to 65535"),
+        ("http: {port: 9000, debugPort: 9000}", "http.debugPort", "must differ from http.port"),
         ("events: {maxPerGangPerWindow: 0}", "events.maxPerGangPerWindow", ">= 1"),
         ("events: {aggregationWindowSeconds: -1}", "events.aggregationWindowSeconds", "> 0"),
         ("fractionalGPU: {resourceName: aliyun.com/gpu-mem}", "fractionalGPU.resourceName", ""),
@@ -366,3 +373,10 @@ def test_docs_list_every_option_with_its_default() -> None:
     assert "`10269`" in rows["http.port"]
     assert f"`{defaults.policy.candidate_limit}`" in rows["policy.candidateLimit"]
     assert "`delete`" in rows["binding.onBindFailure"]
+
+
+def test_the_debug_listener_takes_loopback_addresses_only() -> None:
+    for address in ("127.0.0.1", "127.0.0.53", "::1", "localhost"):
+        http = parse_config(f"http: {{debugAddress: '{address}', debugPort: 10270}}").http
+        assert (http.debug_address, http.debug_port) == (address, 10270)
+    assert SchedulerConfig().http.debug_port == 0  # no debug listener unless configured
