@@ -96,7 +96,7 @@ class SchedulingCore:
         pod = self.cache.apply_pod(event, obj)
         if pod is None:
             if before is not None:
-                self.index.delete_pod(before.key)
+                self.index.delete_pod(before.uid)
         else:
             self._show(pod)
             if (

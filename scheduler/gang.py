@@ -176,7 +176,9 @@ def assemble_gangs(
     """All gangs with at least one pending member of ours, and their problems.
 
     One pass groups the pods that matter (pending ones of ours, and bound ones that
-    belong to a named gang); a pod listed twice counts once (the last copy wins).
+    belong to a named gang); a pod listed twice (same uid) counts once (the last copy
+    wins). Pods are told apart by uid, not name: a pod deleted and recreated under its
+    name is another pod.
     """
     groups: dict[str, dict[str, PodInfo]] = {}
     with_pending: set[str] = set()
@@ -188,7 +190,7 @@ def assemble_gangs(
         group = groups.get(key)
         if group is None:
             group = groups[key] = {}
-        group[pod.key] = pod
+        group[pod.uid] = pod
         if pending:
             with_pending.add(key)
     result = GangSet()
@@ -384,27 +386,30 @@ class GangIndex:
     def __init__(self, scheduler_name: str, keys: GangKeys = DEFAULT_GANG_KEYS) -> None:
         self._scheduler_name = scheduler_name
         self._keys = keys
-        self._members: dict[str, dict[str, PodInfo]] = {}  # gang key -> pod key -> pod
-        self._gang_of: dict[str, str] = {}  # pod key -> gang key
+        # Pods by uid, as the cache keeps them: a member deleted and recreated under its
+        # name (StatefulSet, JobSet, a rollback) is two pods, and the late delete of the
+        # old one must not remove the new one.
+        self._members: dict[str, dict[str, PodInfo]] = {}  # gang key -> pod uid -> pod
+        self._gang_of: dict[str, str] = {}  # pod uid -> gang key
         self._podgroups: dict[str, PodGroupInfo] = {}
         self._gangs: dict[str, Gang] = {}
         self._dirty: set[str] = set()
 
     def upsert_pod(self, pod: PodInfo) -> None:
-        self.delete_pod(pod.key)
+        self.delete_pod(pod.uid)
         if not (is_pending_member(pod, self._scheduler_name) or _is_bound_in_named_gang(pod)):
             return
         key = pod.gang_key
-        self._members.setdefault(key, {})[pod.key] = pod
-        self._gang_of[pod.key] = key
+        self._members.setdefault(key, {})[pod.uid] = pod
+        self._gang_of[pod.uid] = key
         self._dirty.add(key)
 
-    def delete_pod(self, pod_key: str) -> None:
-        key = self._gang_of.pop(pod_key, None)
+    def delete_pod(self, uid: str) -> None:
+        key = self._gang_of.pop(uid, None)
         if key is None:
             return
         group = self._members[key]
-        del group[pod_key]
+        del group[uid]
         if not group:
             del self._members[key]
         self._dirty.add(key)

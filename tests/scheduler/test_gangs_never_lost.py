@@ -1,0 +1,57 @@
+"""Gangs are never lost or stuck: recreated pods, partial gangs without a pending
+member, scheduling gates, head-of-line requeues and per-object memory (issue 10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cache.cluster import EventType
+from policies.profile import build_profile
+from scheduler.core import SchedulingCore
+from scheduler.planner import Plan
+from tests.factories import node_obj, pod_obj
+
+ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED
+
+
+def core_with(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> SchedulingCore:
+    core = SchedulingCore(build_profile())
+    for node in nodes:
+        core.apply_node(ADDED, node, 0)
+    for pod in pods:
+        core.apply_pod(ADDED, pod, 0)
+    return core
+
+
+def member(name: str, uid: str, *, size: int = 2, rv: str = "1", **extra: Any) -> dict[str, Any]:
+    return pod_obj(name, gang="g", min_member=size, gpus=1, uid=uid, resource_version=rv, **extra)
+
+
+# --- 1. a pod recreated under the same name -------------------------------------------
+def test_a_member_recreated_under_its_name_during_a_watch_outage_is_still_scheduled() -> None:
+    # g-0 (uid a) is bound and running; the watch breaks; the scheduler's rollback (or
+    # a StatefulSet) deletes it and its controller recreates it, pending, with uid b.
+    core = core_with(
+        [node_obj("n", gpus=4)],
+        [member("g-0", "a", node_name="n", phase="Running"), member("g-1", "c")],
+    )
+    core.replace_pods([member("g-0", "b", rv="5"), member("g-1", "c")], 1)
+    assert core.cache.pod("a") is None and core.cache.pod("b") is not None
+    core.refresh(1)
+    gang = core.gangs.get("default/g")
+    assert gang is not None
+    assert sorted(pod.uid for pod in gang.pending) == ["b", "c"]
+    attempt = core.schedule_next(1)
+    assert attempt is not None and isinstance(attempt.result, Plan)
+    assert sorted(p.pod_uid for p in attempt.result.placements) == ["b", "c"]
+
+
+def test_a_late_delete_of_the_old_uid_does_not_drop_its_successor() -> None:
+    # The successor's ADDED reached the core before the predecessor's DELETED (a relist
+    # page applied before the reconciliation removed the old one).
+    core = core_with([node_obj("n", gpus=4)], [member("g-0", "a"), member("g-1", "c")])
+    core.apply_pod(MODIFIED, member("g-0", "b", rv="5"), 1)
+    core.apply_pod(DELETED, member("g-0", "a", rv="6"), 1)
+    attempt = core.schedule_next(1)
+    assert attempt is not None and isinstance(attempt.result, Plan)
+    assert sorted(p.pod_uid for p in attempt.result.placements) == ["b", "c"]
