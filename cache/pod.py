@@ -71,6 +71,9 @@ class PodInfo:
     # Why this pod cannot be scheduled as written (malformed request, refused GPU
     # shape, ...). A pending pod with problems is refused with these messages.
     problems: tuple[str, ...] = ()
+    # spec.schedulingGates by name: while any is left the pod is not ready to be
+    # scheduled, and the API server refuses its binding.
+    scheduling_gates: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -216,6 +219,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         )
         gang_name = None
     min_member = annotations.get(keys.min_member_annotation)
+    gates = spec.get("schedulingGates") or ()
     return PodInfo(
         uid=object_uid(obj),
         namespace=str(meta.get("namespace") or "default"),
@@ -237,4 +241,13 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         min_member_text=str(min_member) if min_member is not None else None,
         assignment=assignment,
         problems=tuple(problems),
+        scheduling_gates=_gate_names(gates),
     )
+
+
+def _gate_names(gates: object) -> tuple[str, ...]:
+    """Names of spec.schedulingGates; a gate we cannot read still gates the pod (the
+    API server would refuse its binding all the same)."""
+    if not isinstance(gates, list | tuple):
+        return ("(unreadable)",) if gates else ()
+    return tuple(str(mapping(gate).get("name") or "(unnamed)") for gate in gates)

@@ -60,6 +60,20 @@ _WHOLE_NUMBER = re.compile(r"[ \t]*([0-9]+)[ \t]*")
 _NAMES_SHOWN = 3
 
 
+def gate_message(pod: PodInfo) -> str:
+    """What a gated pod's PodScheduled condition says (kube-scheduler's SchedulingGated
+    message, with the gates named)."""
+    return (
+        "Scheduling is blocked due to non-empty scheduling gates: "
+        + ", ".join(pod.scheduling_gates[:_NAMES_SHOWN])
+        + (
+            f" and {len(pod.scheduling_gates) - _NAMES_SHOWN} more"
+            if len(pod.scheduling_gates) > _NAMES_SHOWN
+            else ""
+        )
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """Something a user wrote that we cannot follow, and what we did instead."""
@@ -86,8 +100,14 @@ class Gang:
 
     @property
     def placeable(self) -> list[PodInfo]:
-        """Pending members that could be placed (no problems with their spec)."""
-        return [pod for pod in self.pending if not pod.problems]
+        """Pending members that could be placed: no problems with their spec and no
+        scheduling gate left (the API server refuses to bind a gated pod)."""
+        return [pod for pod in self.pending if not pod.problems and not pod.scheduling_gates]
+
+    @property
+    def gated(self) -> list[PodInfo]:
+        """Pending members that wait for their scheduling gates to be removed."""
+        return [pod for pod in self.pending if pod.scheduling_gates and not pod.problems]
 
     @property
     def existing(self) -> int:
@@ -118,6 +138,16 @@ class Gang:
             return (
                 f"waiting for {self.missing} more member{plural}: "
                 f"{self.existing}/{self.min_member} exist"
+            )
+        gated = self.gated
+        if gated:
+            names = sorted({gate for pod in gated for gate in pod.scheduling_gates})
+            shown = ", ".join(names[:_NAMES_SHOWN])
+            more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+            verb = "member waits" if len(gated) == 1 else "members wait"
+            return (
+                f"{len(gated)} {verb} for scheduling gates to be removed ({shown}{more}): "
+                f"{len(self.bound) + len(self.placeable)}/{self.min_member} schedulable"
             )
         refused = len(self.pending) - len(self.placeable)
         if refused:

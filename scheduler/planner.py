@@ -40,6 +40,7 @@ from policies.diagnosis import FilterMemo, first_failure, summarize
 from policies.gpu_models import allowed_models
 from policies.interface import GangContext
 from policies.profile import Profile
+from scheduler.gang import gate_message
 
 
 class PlannableGang(Protocol):
@@ -226,6 +227,9 @@ class _GangPlanning:
         for pod in gang.pending:
             if pod.problems:
                 self.refused[pod.uid] = "; ".join(pod.problems)
+                continue
+            if pod.scheduling_gates:  # the API server refuses to bind a gated pod
+                self.refused[pod.uid] = gate_message(pod)
                 continue
             self.members.append(pod)
             signature = pod.placement_signature()

@@ -49,7 +49,7 @@ from cache.gpu import format_assignment
 from cache.pod import PodInfo
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from scheduler.config import ScheduledEvents
-from scheduler.gang import Gang, Problem
+from scheduler.gang import Gang, Problem, gate_message
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
 from scheduler.planner import Plan, Unschedulable
 
@@ -321,10 +321,12 @@ class FeedbackRecorder:
         self._not_scheduled(gang, messages, result.message, now)
 
     def waiting(self, gang: Gang, message: str, now: float) -> None:
-        """The gang is not ready (members missing or refused): its pods say why."""
-        self._not_scheduled(
-            gang, dict.fromkeys((p.uid for p in gang.pending), message), message, now
-        )
+        """The gang is not ready (members missing, refused or gated): its pods say why;
+        a gated pod says which gates hold it (reason SchedulingGated)."""
+        messages = {
+            pod.uid: gate_message(pod) if pod.scheduling_gates else message for pod in gang.pending
+        }
+        self._not_scheduled(gang, messages, message, now)
 
     def bind_failed(self, gang: Gang, message: str, now: float) -> None:
         """A bind broke the gang: one Warning event on the gang (not per pod)."""
@@ -490,7 +492,8 @@ class FeedbackRecorder:
         condition: JsonObject = {
             "type": "PodScheduled",
             "status": "False",
-            "reason": "Unschedulable",
+            # As kube-scheduler: a gated pod is not unschedulable, it is not ready yet.
+            "reason": "SchedulingGated" if pod.scheduling_gates else "Unschedulable",
             "message": message,
         }
         if first:

@@ -721,3 +721,27 @@ async def test_patch_formats() -> None:
         "c": "3",
     }
     assert base["metadata"]["labels"] == {"a": "1", "b": "2"}  # inputs are untouched
+
+
+# ------------------------------------------------- checks the real API server makes
+async def test_binding_a_pod_with_scheduling_gates_conflicts_until_they_are_removed(
+    api: KubeApiEmulator, core: client.CoreV1Api
+) -> None:
+    body = new_pod("gated")
+    body["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    await core.create_namespaced_pod("default", body)
+    with pytest.raises(ApiException) as raised:
+        await core.create_namespaced_pod_binding("gated", "default", binding("gated", "n1"))
+    assert raised.value.status == 409
+    status = status_of(raised.value)
+    # BindingREST.setPodHostAndAnnotations, wrapped by assignPod in NewConflict.
+    assert status["reason"] == "Conflict"
+    assert status["message"] == (
+        'Operation cannot be fulfilled on pods/binding "gated": '
+        "pod gated has non-empty .spec.schedulingGates"
+    )
+    assert stored_pod(api, "gated")["spec"].get("nodeName") is None
+    await core.patch_namespaced_pod(
+        "gated", "default", [{"op": "remove", "path": "/spec/schedulingGates"}]
+    )
+    assert await bind(core, "gated", "n1") == 201

@@ -181,6 +181,10 @@ def bind(store: Store, namespace: str, name: str, body: Any) -> StoredObject:
     if assigned:
         why = f'pod {name} is already assigned to node "{assigned}"'
         raise errors.conflict(PODS, name, why, qualified="pods/binding")
+    if (current.obj.get("spec") or {}).get("schedulingGates"):
+        # setPodHostAndAnnotations: "Reject binding to a scheduling un-ready Pod."
+        why = f"pod {name} has non-empty .spec.schedulingGates"
+        raise errors.conflict(PODS, name, why, qualified="pods/binding")
     # The API does not check that the node exists (BindingREST never reads nodes): a pod
     # bound to a missing node stays bound until the pod garbage collector removes it.
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}

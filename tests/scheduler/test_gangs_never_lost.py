@@ -55,3 +55,36 @@ def test_a_late_delete_of_the_old_uid_does_not_drop_its_successor() -> None:
     attempt = core.schedule_next(1)
     assert attempt is not None and isinstance(attempt.result, Plan)
     assert sorted(p.pod_uid for p in attempt.result.placements) == ["b", "c"]
+
+
+# --- 3. scheduling gates ---------------------------------------------------------------
+def gated(obj: dict[str, Any], *gates: str) -> dict[str, Any]:
+    obj["spec"]["schedulingGates"] = [{"name": gate} for gate in gates]
+    return obj
+
+
+def test_a_gang_with_a_gated_member_it_needs_waits_and_says_so_then_binds() -> None:
+    core = core_with(
+        [node_obj("n", gpus=4)],
+        [member("g-0", "a"), gated(member("g-1", "b"), "example.com/quota")],
+    )
+    assert core.schedule_next(0) is None  # not ready: nothing is planned
+    waiting = dict((gang.key, message) for gang, message in core.waiting())
+    assert waiting["default/g"] == (
+        "1 member waits for scheduling gates to be removed (example.com/quota): 1/2 schedulable"
+    )
+    # The gate is removed (an update that only takes gates away): the gang is ready.
+    core.apply_pod(MODIFIED, member("g-1", "b", rv="2"), 1)
+    attempt = core.schedule_next(1)
+    assert attempt is not None and isinstance(attempt.result, Plan)
+    assert sorted(p.pod_uid for p in attempt.result.placements) == ["a", "b"]
+
+
+def test_a_gated_member_beyond_min_member_is_never_planned() -> None:
+    core = core_with(
+        [node_obj("n", gpus=4)],
+        [member("g-0", "a", size=1), gated(member("g-1", "b", size=1), "hold")],
+    )
+    attempt = core.schedule_next(0)
+    assert attempt is not None and isinstance(attempt.result, Plan)
+    assert [p.pod_uid for p in attempt.result.placements] == ["a"]

@@ -1,0 +1,58 @@
+"""Gangs never get lost or stuck, end to end against the API emulator (issue 10):
+scheduling gates, head-of-line requeues."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.factories import node_obj, pod_obj
+from tests.kube.test_runner import TEST_TIMEOUT, bound, running
+from tests.kubeapi import KubeApiEmulator
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.asyncio
+
+
+def condition(pod: dict[str, Any] | None) -> dict[str, Any]:
+    for entry in (pod or {}).get("status", {}).get("conditions", []):
+        if entry.get("type") == "PodScheduled":
+            return dict(entry)
+    return {}
+
+
+async def test_a_gated_member_holds_its_gang_without_a_bind_until_the_gate_goes(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=4))
+            api.put_pod(pod_obj("g-0", gang="g", min_member=2, gpus=1))
+            gated = pod_obj("g-1", gang="g", min_member=2, gpus=1)
+            gated["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+            api.put_pod(gated)
+            async with running(api, tmp_path):
+                await eventually(
+                    lambda: (
+                        condition(api.get_pod("default", "g-1")).get("reason") == "SchedulingGated"
+                    ),
+                    "the gated pod says it is gated",
+                )
+                assert condition(api.get_pod("default", "g-1"))["message"] == (
+                    "Scheduling is blocked due to non-empty scheduling gates: example.com/quota"
+                )
+                held = condition(api.get_pod("default", "g-0"))
+                assert held["reason"] == "Unschedulable"
+                assert "waits for scheduling gates to be removed" in held["message"]
+                assert api.request_count("create", "pods", "binding") == 0
+                # The gate's owner removes it: the whole gang binds, once.
+                del gated["spec"]["schedulingGates"]
+                api.put_pod(gated)
+                await eventually(lambda: len(bound(api)) == 2, "the gang bound")
+            assert api.request_count("create", "pods", "binding") == 2
+            assert api.request_count("delete", "pods") == 0
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
