@@ -21,6 +21,7 @@ from cache.cluster import ClusterCache, EventType, Placement
 from cache.jsonobj import metadata, object_uid
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
+from policies.capacity import copies_that_fit
 from policies.profile import Profile
 from policies.scores.fragmentation import OnlineWorkload
 from scheduler.gang import Gang, GangIndex, Problem
@@ -106,8 +107,10 @@ class SchedulingCore:
             ):
                 # Fragmentation scores learn the expected workload from arrivals.
                 self.profile.workload.observe(pod)
-        if held and (pod is None or not pod.consumes_resources):
-            self.queue.cluster_changed(now, ClusterChange.POD_DELETED)
+        if held and before is not None and (pod is None or not pod.consumes_resources):
+            self.queue.cluster_changed(
+                now, ClusterChange.POD_DELETED, could_help=self._helped_by_room_on(before.node_name)
+            )
 
     def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         group = self.cache.apply_podgroup(event, obj)
@@ -171,6 +174,33 @@ class SchedulingCore:
     def replace_podgroups(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
         """Reconcile with a whole PodGroup list at once (empty when the CRD is absent)."""
         _reconcile(self.relist_podgroups(), objs, now)
+
+    def _helped_by_room_on(self, node_name: str) -> Callable[[str], bool]:
+        """Whether room freed on `node_name` could help a waiting gang: some member of
+        it would now fit there by resources alone (cpu, memory, GPUs and their shares).
+        Selectors, taints and topology are not checked, so a gang is never left
+        waiting that the room could help; a gang whose members fit nowhere there (3,000
+        pods asking for 16 GPUs) is not retried on every deletion. A gang not known
+        since the last refresh is retried."""
+        node = self.cache.node(node_name)
+
+        def could_help(gang_key: str) -> bool:
+            if node is None:
+                return False  # room on a node we do not know places nothing
+            gang = self.gangs.get(gang_key)
+            if gang is None:
+                return True
+            signatures = set()
+            for pod in gang.placeable:
+                signature = pod.placement_signature()
+                if signature in signatures:
+                    continue
+                signatures.add(signature)
+                if copies_that_fit(pod, node) > 0:
+                    return True
+            return False
+
+        return could_help
 
     def _show(self, pod: PodInfo) -> None:
         """Tell gang assembly about a pod, as bound where the cache assumes it."""

@@ -40,6 +40,7 @@ event touched. Neither raises on any pod or PodGroup content.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -284,6 +285,15 @@ def build_gang(
     return gang
 
 
+def _same_but_version(old: PodInfo, new: PodInfo) -> bool:
+    """True when two records of one pod differ in nothing but resourceVersion. Every
+    field of PodInfo is something a placement or gang assembly reads (conditions and
+    other status details are not kept), so equality is the test."""
+    if old.resource_version == new.resource_version:
+        return old == new
+    return dataclasses.replace(old, resource_version=new.resource_version) == new
+
+
 def _age_order(pod: PodInfo) -> tuple[float, str]:
     return (pod.created, pod.name)
 
@@ -426,6 +436,15 @@ class GangIndex:
         self._dirty: set[str] = set()
 
     def upsert_pod(self, pod: PodInfo) -> None:
+        key = self._gang_of.get(pod.uid)
+        if key is not None and pod.gang_key == key:
+            old = self._members[key][pod.uid]
+            if _same_but_version(old, pod):
+                # A write that changed nothing gang assembly or the planner reads (a
+                # status condition, often our own PodScheduled=False): the gang is not
+                # rebuilt, so it is not requeued either.
+                self._members[key][pod.uid] = pod
+                return
         self.delete_pod(pod.uid)
         if not (is_pending_member(pod, self._scheduler_name) or _is_bound_in_named_gang(pod)):
             return

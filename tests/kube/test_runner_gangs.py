@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.factories import node_obj, pod_obj
@@ -54,5 +55,47 @@ async def test_a_gated_member_holds_its_gang_without_a_bind_until_the_gate_goes(
                 await eventually(lambda: len(bound(api)) == 2, "the gang bound")
             assert api.request_count("create", "pods", "binding") == 2
             assert api.request_count("delete", "pods") == 0
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+async def attempts(port: int, result: str) -> float:
+    url = f"http://127.0.0.1:{port}/metrics"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        text = await response.text()
+    prefix = f'gang_scheduler_schedule_attempts_total{{result="{result}"}} '
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line.removeprefix(prefix))
+    return 0.0
+
+
+async def test_unschedulable_pods_are_not_retried_for_their_own_conditions_or_unrelated_deletes(
+    tmp_path: Path,
+) -> None:
+    impossible = 60
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            api.put_pod(pod_obj("cpu-job", cpu="4", node_name="n", phase="Running"))
+            for i in range(impossible):
+                api.put_pod(pod_obj(f"huge-{i}", gpus=16))
+            async with running(api, tmp_path) as port:
+                await eventually(
+                    lambda: all(
+                        condition(api.get_pod("default", f"huge-{i}")).get("reason")
+                        == "Unschedulable"
+                        for i in range(impossible)
+                    ),
+                    "every impossible pod told why",
+                )
+                api.delete_pod("default", "cpu-job")  # frees CPUs no huge pod can use
+                # Longer than the longest backoff (0.5 s): a requeued pod would be retried.
+                await asyncio.sleep(1.5)
+                api.put_pod(pod_obj("fits", gpus=2, created="2026-01-01T00:01:00Z"))
+                await eventually(lambda: "fits" in bound(api), "the fitting pod bound")
+                assert await attempts(port, "unschedulable") == impossible
+                assert await attempts(port, "scheduled") == 1
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)

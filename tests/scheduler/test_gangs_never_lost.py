@@ -88,3 +88,78 @@ def test_a_gated_member_beyond_min_member_is_never_planned() -> None:
     attempt = core.schedule_next(0)
     assert attempt is not None and isinstance(attempt.result, Plan)
     assert [p.pod_uid for p in attempt.result.placements] == ["a"]
+
+
+# --- 4. head-of-line: requeue only what a change could help ---------------------------
+IMPOSSIBLE = 400
+
+
+def impossible(i: int, rv: str = "1") -> dict[str, Any]:
+    """A pod no node can take (16 GPUs on 8-GPU nodes), older than anything else."""
+    return pod_obj(f"huge-{i}", gpus=16, created="2026-01-01T00:00:00Z", resource_version=rv)
+
+
+def attempts_until(core: SchedulingCore, gang_key: str, now: float) -> int:
+    """Plan attempts until `gang_key` is planned (the count includes its own)."""
+    count = 0
+    while True:
+        attempt = core.schedule_next(now)
+        assert attempt is not None, f"{gang_key} was never planned"
+        count += 1
+        if attempt.gang.key == gang_key:
+            assert isinstance(attempt.result, Plan)
+            return count
+
+
+def crowded_core() -> SchedulingCore:
+    """IMPOSSIBLE unschedulable pods, each tried once; n1 has 2 GPUs free, n2 none."""
+    core = core_with(
+        [node_obj("n1", gpus=8), node_obj("n2", gpus=8)],
+        [impossible(i) for i in range(IMPOSSIBLE)]
+        + [
+            pod_obj("cpu-job", cpu="8", node_name="n1", phase="Running"),
+            pod_obj("six-gpus", gpus=6, node_name="n1", phase="Running"),
+            pod_obj("gpu-job", gpus=8, node_name="n2", phase="Running"),
+        ],
+    )
+    for _ in range(IMPOSSIBLE):
+        attempt = core.schedule_next(0)
+        assert attempt is not None and not isinstance(attempt.result, Plan)
+    assert core.schedule_next(0) is None
+    return core
+
+
+def test_status_writes_on_unschedulable_pods_do_not_requeue_them() -> None:
+    core = crowded_core()
+    # The scheduler's own PodScheduled=False writes come back on the watch.
+    for i in range(IMPOSSIBLE):
+        obj = impossible(i, rv="2")
+        obj["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        ]
+        core.apply_pod(MODIFIED, obj, 0.5)
+    core.apply_pod(
+        ADDED, pod_obj("fits", gang="f", min_member=1, gpus=2, created="2026-01-01T00:00:05Z"), 0.5
+    )
+    assert attempts_until(core, "default/f", 5.0) == 1
+
+
+def test_a_deletion_requeues_only_gangs_the_freed_room_could_help() -> None:
+    core = crowded_core()
+    # A gang that waits for GPUs on n2, which gpu-job holds.
+    core.apply_pod(ADDED, pod_obj("wants-n2", gpus=8, created="2026-01-01T00:00:01Z"), 0)
+    attempt = core.schedule_next(0)
+    assert attempt is not None and attempt.gang.key == "default/pod:wants-n2"
+    assert not isinstance(attempt.result, Plan)
+    # cpu-job ends: 8 CPUs freed, nothing any GPU pod here could use.
+    core.apply_pod(DELETED, pod_obj("cpu-job", cpu="8", node_name="n1", resource_version="3"), 1)
+    assert core.queue.counts()["unschedulable"] == IMPOSSIBLE + 1
+    core.apply_pod(
+        ADDED, pod_obj("fits", gang="f", min_member=1, gpus=2, created="2026-01-01T00:00:05Z"), 1
+    )
+    assert attempts_until(core, "default/f", 5.0) == 1
+    # gpu-job ends: its 8 GPUs can take wants-n2, which is retried; the others wait.
+    core.apply_pod(DELETED, pod_obj("gpu-job", gpus=8, node_name="n2", resource_version="4"), 6)
+    assert core.queue.state("default/pod:wants-n2") == "backoff"
+    assert core.queue.counts()["unschedulable"] == IMPOSSIBLE
+    assert attempts_until(core, "default/pod:wants-n2", 10.0) == 1
