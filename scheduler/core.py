@@ -79,6 +79,8 @@ class SchedulingCore:
         self.index = GangIndex(scheduler_name, self.cache.gang_keys)
         self.snapshot = Snapshot()
         self.gangs: dict[str, Gang] = {}
+        # Partial gangs with no pending member (GangSet.partial), for the partial-gang rule.
+        self.partial_gangs: dict[str, Gang] = {}
         self.problems: list[Problem] = []
 
     # --- events -----------------------------------------------------------------------
@@ -214,6 +216,7 @@ class SchedulingCore:
         """Bring gangs and the queue up to date with the events applied so far."""
         gang_set, changed = self.index.assemble()
         self.gangs = gang_set.gangs
+        self.partial_gangs = gang_set.partial
         self.problems = gang_set.problems
         for key in changed:
             gang = self.gangs.get(key)

@@ -165,6 +165,9 @@ class Gang:
 class GangSet:
     gangs: dict[str, Gang] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    # Gangs of ours with bound members, no pending member and fewer bound than their
+    # size (see `build_partial`): not scheduled, but the partial-gang rule must see them.
+    partial: dict[str, Gang] = field(default_factory=dict)
 
 
 def is_pending_member(pod: PodInfo, scheduler_name: str) -> bool:
@@ -185,6 +188,20 @@ def is_bound_member(pod: PodInfo) -> bool:
 def _is_bound_in_named_gang(pod: PodInfo) -> bool:
     # A bound pod in no gang is a gang of one with nothing to place: not worth keeping.
     return bool(pod.gang_name) and is_bound_member(pod)
+
+
+def _finished_in_named_gang(pod: PodInfo) -> bool:
+    # Kept so that a gang whose members ran to completion is not taken for partial.
+    return bool(pod.gang_name) and pod.phase == "Succeeded"
+
+
+def _is_tracked(pod: PodInfo, scheduler_name: str) -> bool:
+    """A pod gang assembly keeps: pending for us, or bound or finished in a named gang."""
+    return (
+        is_pending_member(pod, scheduler_name)
+        or _is_bound_in_named_gang(pod)
+        or _finished_in_named_gang(pod)
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -215,7 +232,7 @@ def assemble_gangs(
     with_pending: set[str] = set()
     for pod in pods:
         pending = is_pending_member(pod, scheduler_name)
-        if not pending and not _is_bound_in_named_gang(pod):
+        if not pending and not _is_tracked(pod, scheduler_name):
             continue
         key = pod.gang_key
         group = groups.get(key)
@@ -227,6 +244,9 @@ def assemble_gangs(
     result = GangSet()
     for key, group in groups.items():
         if key not in with_pending:
+            partial = build_partial(key, group.values(), podgroups.get(key), scheduler_name, keys)
+            if partial is not None:
+                result.partial[key] = partial
             continue
         gang = build_gang(key, group.values(), podgroups.get(key), scheduler_name, keys)
         if gang is not None:
@@ -292,6 +312,45 @@ def _same_but_version(old: PodInfo, new: PodInfo) -> bool:
     if old.resource_version == new.resource_version:
         return old == new
     return dataclasses.replace(old, resource_version=new.resource_version) == new
+
+
+def build_partial(
+    key: str,
+    members: Iterable[PodInfo],
+    podgroup: PodGroupInfo | None,
+    scheduler_name: str,
+    keys: GangKeys = DEFAULT_GANG_KEYS,
+) -> Gang | None:
+    """The gang `key` when it has no pending member of ours but is partial: bound
+    members, all bound by us (our schedulerName: another scheduler's gang is not ours
+    to judge), none finished, fewer than a size its PodGroup or annotations state. Its
+    other members were deleted and not yet recreated, or never created; the
+    partial-gang rule (binder.PartialGangs) decides what becomes of it. None otherwise
+    (a gang with a pending member is `build_gang`'s)."""
+    bound: list[PodInfo] = []
+    for pod in members:
+        if is_pending_member(pod, scheduler_name) or _finished_in_named_gang(pod):
+            return None
+        if is_bound_member(pod):
+            if pod.scheduler_name != scheduler_name or not pod.gang_name:
+                return None
+            bound.append(pod)
+    if not bound:
+        return None
+    bound.sort(key=_age_order)
+    gang = Gang(
+        key=key,
+        namespace=bound[0].namespace,
+        name=bound[0].gang_name or "",
+        min_member=1,
+        bound=bound,
+        priority=max(pod.priority for pod in bound),
+        created=min(pod.created for pod in bound),
+    )
+    _size_gang(gang, podgroup, keys)
+    if gang.size_source == "default" or len(bound) >= gang.min_member:
+        return None
+    return gang
 
 
 def _age_order(pod: PodInfo) -> tuple[float, str]:
@@ -433,6 +492,7 @@ class GangIndex:
         self._gang_of: dict[str, str] = {}  # pod uid -> gang key
         self._podgroups: dict[str, PodGroupInfo] = {}
         self._gangs: dict[str, Gang] = {}
+        self._partial: dict[str, Gang] = {}
         self._dirty: set[str] = set()
 
     def upsert_pod(self, pod: PodInfo) -> None:
@@ -446,7 +506,7 @@ class GangIndex:
                 self._members[key][pod.uid] = pod
                 return
         self.delete_pod(pod.uid)
-        if not (is_pending_member(pod, self._scheduler_name) or _is_bound_in_named_gang(pod)):
+        if not _is_tracked(pod, self._scheduler_name):
             return
         key = pod.gang_key
         self._members.setdefault(key, {})[pod.uid] = pod
@@ -484,6 +544,15 @@ class GangIndex:
                 self._gangs.pop(key, None)
             else:
                 self._gangs[key] = gang
+            partial = None
+            if group and gang is None:
+                partial = build_partial(
+                    key, group.values(), self._podgroups.get(key), self._scheduler_name, self._keys
+                )
+            if partial is None:
+                self._partial.pop(key, None)
+            else:
+                self._partial[key] = partial
         self._dirty.clear()
         problems = [problem for gang in self._gangs.values() for problem in gang.problems]
-        return GangSet(dict(self._gangs), problems), changed
+        return GangSet(dict(self._gangs), problems, dict(self._partial)), changed

@@ -259,7 +259,7 @@ class SchedulerRun:
             self._metrics.set_leader(True)
         now = self._clock()
         self._core.refresh(now)
-        found = self.partial.found_at_start(self._core.gangs.values(), now)
+        found = self.partial.found_at_start(self._partial_candidates().values(), now)
         if found:
             log.warning("gangs found partial on taking over: %s", ", ".join(sorted(found)))
         while not self._stopping:
@@ -333,9 +333,16 @@ class SchedulerRun:
                 self.recorder.waiting(gang, message, now)
         self._waiting_shown = shown
 
+    def _partial_candidates(self) -> dict[str, Gang]:
+        """Gangs the partial-gang rule looks at: those with pending members, and the
+        partial ones with none (members deleted and not recreated, or never created),
+        which would otherwise hold their GPUs forever."""
+        return {**self._core.partial_gangs, **self._core.gangs}
+
     def _review_partial(self, now: float) -> None:
-        for key, decision in self.partial.review(self._core.gangs, now).items():
-            gang = self._core.gangs.get(key)
+        candidates = self._partial_candidates()
+        for key, decision in self.partial.review(candidates, now).items():
+            gang = candidates.get(key)
             if decision != "delete" or gang is None or not gang.bound:
                 continue
             log.warning(

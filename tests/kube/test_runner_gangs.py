@@ -12,6 +12,7 @@ import pytest
 
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound, running
+from tests.kube.test_runner_faults import SteppedClock
 from tests.kubeapi import KubeApiEmulator
 from tests.waiting import eventually
 
@@ -97,5 +98,58 @@ async def test_unschedulable_pods_are_not_retried_for_their_own_conditions_or_un
                 await eventually(lambda: "fits" in bound(api), "the fitting pod bound")
                 assert await attempts(port, "unschedulable") == impossible
                 assert await attempts(port, "scheduled") == 1
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+async def test_a_partial_gang_with_no_pending_member_is_deleted_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    """Two of four members bound, the other two never created (or deleted and not yet
+    recreated): found partial on taking over, and past the grace its bound members go.
+    A gang with a member that ran to completion, and a gang of another scheduler, are
+    left alone."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            for i in range(6):
+                api.put_node(node_obj(f"n{i}", gpus=1))
+            for i in range(2):
+                api.put_pod(
+                    pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1, node_name=f"n{i}")
+                )
+            api.put_pod(
+                pod_obj(
+                    "done-0", gang="done", min_member=2, gpus=1, node_name="n2", phase="Succeeded"
+                )
+            )
+            api.put_pod(pod_obj("done-1", gang="done", min_member=2, gpus=1, node_name="n3"))
+            for i in (4, 5):
+                api.put_pod(
+                    pod_obj(
+                        f"theirs-{i}",
+                        gang="theirs",
+                        min_member=4,
+                        gpus=1,
+                        node_name=f"n{i}",
+                        scheduler="other-scheduler",
+                    )
+                )
+            clock = SteppedClock()
+            async with running(api, tmp_path, clock=clock):
+                await asyncio.sleep(0.5)
+                assert api.request_count("delete", "pods") == 0  # within the grace
+                clock.offset += 61.0
+                await eventually(
+                    lambda: (
+                        api.get_pod("default", "train-0") is None
+                        and api.get_pod("default", "train-1") is None
+                    ),
+                    "the bound members of the partial gang deleted",
+                )
+                await asyncio.sleep(0.3)
+            assert api.request_count("delete", "pods") == 2
+            left = sorted(p["metadata"]["name"] for p in api.pods())
+            assert left == ["done-0", "done-1", "theirs-4", "theirs-5"]
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)

@@ -491,6 +491,7 @@ def test_incremental_index_matches_full_rebuild(
     incremental, _ = index.assemble()
     full = assemble_gangs(live.values(), live_groups, SCHED)
     assert incremental.gangs == full.gangs
+    assert incremental.partial == full.partial
     assert sorted(incremental.problems, key=_problem_order) == sorted(
         full.problems, key=_problem_order
     )

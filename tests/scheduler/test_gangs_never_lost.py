@@ -163,3 +163,39 @@ def test_a_deletion_requeues_only_gangs_the_freed_room_could_help() -> None:
     assert core.queue.state("default/pod:wants-n2") == "backoff"
     assert core.queue.counts()["unschedulable"] == IMPOSSIBLE
     assert attempts_until(core, "default/pod:wants-n2", 10.0) == 1
+
+
+# --- 2. partial gangs with no pending member -------------------------------------------
+def test_a_gang_with_bound_members_and_none_pending_is_known_partial() -> None:
+    core = core_with(
+        [node_obj("n", gpus=4)],
+        [member(f"g-{i}", f"u{i}", size=4, node_name="n", phase="Running") for i in range(2)],
+    )
+    core.refresh(0)
+    assert "default/g" not in core.gangs  # nothing to schedule
+    partial = core.partial_gangs["default/g"]
+    assert (len(partial.bound), partial.min_member) == (2, 4)
+    # Its missing members are recreated: an ordinary gang again.
+    core.apply_pod(ADDED, member("g-2", "u2", size=4), 1)
+    core.refresh(1)
+    assert "default/g" in core.gangs and "default/g" not in core.partial_gangs
+    # They are bound: whole, not partial.
+    core.apply_pod(DELETED, member("g-2", "u2", size=4), 2)
+    for i in (2, 3):
+        core.apply_pod(ADDED, member(f"g-{i}", f"u{i}", size=4, node_name="n"), 2)
+    core.refresh(2)
+    assert core.partial_gangs == {} and core.gangs == {}
+
+
+def test_bound_only_gangs_that_are_not_ours_finished_or_unsized_are_not_partial() -> None:
+    pods = [
+        member("done-0", "d0", node_name="n", phase="Succeeded"),
+        member("done-1", "d1", node_name="n", phase="Running"),
+        pod_obj("other-0", gang="other", min_member=3, node_name="n", scheduler="x", uid="o0"),
+        pod_obj("unsized-0", gang="unsized", node_name="n", uid="s0"),
+    ]
+    for obj in pods[:2]:
+        obj["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "done"
+    core = core_with([node_obj("n", gpus=4)], pods)
+    core.refresh(0)
+    assert core.partial_gangs == {}
