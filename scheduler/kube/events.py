@@ -297,6 +297,7 @@ class FeedbackRecorder:
         scheduled_events: ScheduledEvents = "pod",
         has_podgroup: Callable[[str], bool] = lambda key: False,
         wall_clock: Callable[[], float] = time.time,
+        podgroup_uid: Callable[[str], str | None] = lambda key: None,
     ) -> None:
         self.queue = queue
         self.component = component
@@ -305,12 +306,17 @@ class FeedbackRecorder:
         self.max_per_window = max_per_gang_per_window
         self.scheduled_events: ScheduledEvents = scheduled_events
         self.has_podgroup = has_podgroup
+        # The uid of a PodGroup the informer knows (None or "" when unknown: then it is
+        # read with a GET when an event needs it).
+        self.podgroup_uid = podgroup_uid
         self._wall = wall_clock
         self.stats = RecorderStats()
         self._gangs: dict[str, _GangFeedback] = {}
         self._conditions: dict[str, str] = {}  # pod uid -> message last written
         self._published: set[tuple[str, str, str, str]] = set()
-        self._podgroup_status: dict[str, PodGroupStatus] = {}
+        # PodGroup key -> (its uid, the status last written), so that a PodGroup
+        # recreated under its name gets its status written again.
+        self._podgroup_status: dict[str, tuple[str, PodGroupStatus]] = {}
         self._podgroup_uids: dict[str, str] = {}
         self._names = itertools.count()
 
@@ -415,9 +421,10 @@ class FeedbackRecorder:
 
     def podgroup_status(self, key: str, status: PodGroupStatus) -> None:
         """Patch a PodGroup's status when it differs from what was last written."""
-        if self._podgroup_status.get(key) == status:
+        written = (self.podgroup_uid(key) or "", status)
+        if self._podgroup_status.get(key) == written:
             return
-        self._podgroup_status[key] = status
+        self._podgroup_status[key] = written
         namespace, _, name = key.partition("/")
         self.stats.podgroup_statuses += 1
         path = podgroup_status_path(namespace, name)
@@ -441,9 +448,13 @@ class FeedbackRecorder:
                 self._write_failed_scheduling(key, state, now)
 
     def prune(self, gangs: Mapping[str, Gang]) -> None:
-        """Forget gangs and pods that no longer wait (bounded memory)."""
+        """Forget gangs and pods that no longer wait, and PodGroups that are gone
+        (bounded memory)."""
         for key in [k for k in self._gangs if k not in gangs]:
             del self._gangs[key]
+        for podgroups in (self._podgroup_status, self._podgroup_uids):
+            for key in [k for k in podgroups if not self.has_podgroup(k)]:
+                del podgroups[key]
         pending = {pod.uid for gang in gangs.values() for pod in gang.pending}
         for uid in [u for u in self._conditions if u not in pending]:
             del self._conditions[uid]
@@ -613,7 +624,7 @@ class FeedbackRecorder:
 
     async def _with_podgroup_uid(self, client: KubeClient, ref: ObjectRef) -> ObjectRef:
         key = f"{ref.namespace}/{ref.name}"
-        uid = self._podgroup_uids.get(key)
+        uid = self.podgroup_uid(key) or self._podgroup_uids.get(key)
         if uid is None:
             path = podgroup_status_path(ref.namespace, ref.name).removesuffix("/status")
             try:

@@ -148,6 +148,7 @@ class SchedulerRun:
             max_per_gang_per_window=config.events.max_per_gang_per_window,
             scheduled_events=config.events.scheduled,
             has_podgroup=lambda key: key in self._core.cache.podgroups(),
+            podgroup_uid=self._podgroup_uid,
         )
         self.binder = GangBinder(
             client,
@@ -176,6 +177,10 @@ class SchedulerRun:
         # Set at shutdown; the loop checks it, so a cancellation that asyncio.wait_for
         # swallowed on Python 3.11 (one arriving with a wake-up) cannot keep it running.
         self._stopping = False
+
+    def _podgroup_uid(self, key: str) -> str | None:
+        group = self._core.cache.podgroups().get(key)
+        return group.uid if group is not None else None
 
     # --- StatusSource -------------------------------------------------------------------
     @property

@@ -10,11 +10,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.factories import node_obj, pod_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, running
+from scheduler.kube.client import create_client
+from scheduler.kube.runner import SchedulerRun
+from tests.factories import node_obj, pod_obj, podgroup_obj
+from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running
 from tests.kube.test_runner_faults import SteppedClock
-from tests.kubeapi import KubeApiEmulator
-from tests.waiting import eventually
+from tests.kubeapi import PODGROUPS, KubeApiEmulator, write_kubeconfig
+from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.asyncio
 
@@ -151,5 +153,88 @@ async def test_a_partial_gang_with_no_pending_member_is_deleted_after_the_grace(
             assert api.request_count("delete", "pods") == 2
             left = sorted(p["metadata"]["name"] for p in api.pods())
             assert left == ["done-0", "done-1", "theirs-4", "theirs-5"]
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+def per_object_state(run: SchedulerRun) -> dict[str, int]:
+    """The size of everything the scheduler keeps per pod, gang, PodGroup or node."""
+    core, recorder, index = run.core, run.recorder, run.core.index
+    return {
+        "cache pods": len(list(core.cache.pods())),
+        "cache podgroups": len(core.cache.podgroups()),
+        "cache assumed": len(core.cache.assumed()),
+        "index members": len(index._members),
+        "index pods": len(index._gang_of),
+        "index podgroups": len(index._podgroups),
+        "index gangs": len(index._gangs),
+        "index partial": len(index._partial),
+        "core gangs": len(core.gangs),
+        "core partial": len(core.partial_gangs),
+        "queue": len(core.queue),
+        "partial rule": len(run.partial._since) + len(run.partial._placeable),
+        "waiting shown": len(run._waiting_shown),
+        "recorder gangs": len(recorder._gangs),
+        "recorder conditions": len(recorder._conditions),
+        "recorder published": len(recorder._published),
+        "recorder podgroup status": len(recorder._podgroup_status),
+        "recorder podgroup uids": len(recorder._podgroup_uids),
+        "writes queued": len(run.writes),
+    }
+
+
+async def test_everything_kept_per_object_is_freed_when_the_objects_go(tmp_path: Path) -> None:
+    gangs = 15
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+            client = await create_client(str(kubeconfig), qps=1000, burst=1000)
+            run = SchedulerRun(fast_config(free_port()), client)
+            stop = asyncio.Event()
+            task = asyncio.create_task(run.run(stop))
+            try:
+                await run.informers.wait_synced()
+                await asyncio.sleep(0.3)
+                baseline = per_object_state(run)
+                for i in range(gangs):
+                    # Gangs that cannot fit (16 GPUs a member), with a PodGroup each:
+                    # conditions, FailedScheduling events and PodGroup statuses.
+                    api.put(PODGROUPS, podgroup_obj(f"big-{i}", 2))
+                    for j in range(2):
+                        api.put_pod(pod_obj(f"big-{i}-{j}", gang=f"big-{i}", gpus=16))
+                    # A gang waiting for a member, whose PodGroup is wrong (an event on it).
+                    bad = podgroup_obj(f"bad-{i}", 3)
+                    bad["spec"]["scheduleTimeoutSeconds"] = -1
+                    api.put(PODGROUPS, bad)
+                    api.put_pod(pod_obj(f"bad-{i}-0", gang=f"bad-{i}"))
+                # And a gang that binds.
+                api.put(PODGROUPS, podgroup_obj("fits", 2))
+                for j in range(2):
+                    api.put_pod(pod_obj(f"fits-{j}", gang="fits", gpus=1))
+                await eventually(lambda: len(bound(api)) == 2, "the fitting gang bound")
+                await eventually(
+                    lambda: len(run.recorder._podgroup_status) >= gangs,
+                    "PodGroup statuses written",
+                )
+                await run.writes.drain()
+                grown = per_object_state(run)
+                assert grown["recorder podgroup status"] > baseline["recorder podgroup status"]
+                for pod in api.pods():
+                    api.delete_pod("default", pod["metadata"]["name"])
+                for group in api.objects(PODGROUPS):
+                    api.delete(PODGROUPS, "default", group["metadata"]["name"])
+                await eventually(
+                    lambda: not list(run.core.cache.pods()) and not run.core.cache.podgroups(),
+                    "the deletes seen",
+                )
+                await asyncio.sleep(2.5)  # a few cycles and ticks
+                await run.writes.drain()
+                assert per_object_state(run) == baseline
+            finally:
+                stop.set()
+                assert await asyncio.wait_for(task, 10.0) == 0
+                await client.close()
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
