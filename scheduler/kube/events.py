@@ -306,8 +306,8 @@ class FeedbackRecorder:
         self.max_per_window = max_per_gang_per_window
         self.scheduled_events: ScheduledEvents = scheduled_events
         self.has_podgroup = has_podgroup
-        # The uid of a PodGroup the informer knows (None or "" when unknown: then it is
-        # read with a GET when an event needs it).
+        # The uid of a PodGroup as the informer knows it (None or "" when unknown): tells
+        # a PodGroup recreated under its name from the one whose status and uid we kept.
         self.podgroup_uid = podgroup_uid
         self._wall = wall_clock
         self.stats = RecorderStats()
@@ -624,8 +624,9 @@ class FeedbackRecorder:
 
     async def _with_podgroup_uid(self, client: KubeClient, ref: ObjectRef) -> ObjectRef:
         key = f"{ref.namespace}/{ref.name}"
-        uid = self.podgroup_uid(key) or self._podgroup_uids.get(key)
-        if uid is None:
+        uid = self._podgroup_uids.get(key)
+        known = self.podgroup_uid(key)
+        if uid is None or (known and uid != known):  # unknown, or of a PodGroup since replaced
             path = podgroup_status_path(ref.namespace, ref.name).removesuffix("/status")
             try:
                 found = await client.request_json("GET", path)
