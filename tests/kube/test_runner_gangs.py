@@ -9,13 +9,14 @@ from typing import Any
 
 import aiohttp
 import pytest
+from kubernetes_asyncio import client
 
 from scheduler.kube.client import create_client
 from scheduler.kube.runner import SchedulerRun
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running
 from tests.kube.test_runner_faults import SteppedClock
-from tests.kubeapi import PODGROUPS, KubeApiEmulator, write_kubeconfig
+from tests.kubeapi import PODGROUPS, KubeApiEmulator, api_client, write_kubeconfig
 from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.asyncio
@@ -190,8 +191,8 @@ async def test_everything_kept_per_object_is_freed_when_the_objects_go(tmp_path:
         async with KubeApiEmulator() as api:
             api.put_node(node_obj("n", gpus=8))
             kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
-            client = await create_client(str(kubeconfig), qps=1000, burst=1000)
-            run = SchedulerRun(fast_config(free_port()), client)
+            kube = await create_client(str(kubeconfig), qps=1000, burst=1000)
+            run = SchedulerRun(fast_config(free_port()), kube)
             stop = asyncio.Event()
             task = asyncio.create_task(run.run(stop))
             try:
@@ -235,6 +236,68 @@ async def test_everything_kept_per_object_is_freed_when_the_objects_go(tmp_path:
             finally:
                 stop.set()
                 assert await asyncio.wait_for(task, 10.0) == 0
-                await client.close()
+                await kube.close()
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+async def test_a_deleted_pod_held_by_a_finalizer_keeps_its_gpus_until_it_is_gone(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api, await api_client(api.base_url) as http:
+            core = client.CoreV1Api(http)
+            api.put_node(node_obj("n", gpus=4))
+            old = pod_obj("old", gpus=4, node_name="n", phase="Running")
+            old["metadata"]["finalizers"] = ["example.com/cleanup"]
+            api.put_pod(old)
+            async with running(api, tmp_path):
+                await core.delete_namespaced_pod("old", "default")
+                api.put_pod(pod_obj("g-0", gang="g", min_member=2, gpus=2))
+                api.put_pod(pod_obj("g-1", gang="g", min_member=2, gpus=2))
+                await eventually(
+                    lambda: (
+                        condition(api.get_pod("default", "g-0")).get("reason") == "Unschedulable"
+                    ),
+                    "the gang told it does not fit",
+                )
+                await asyncio.sleep(0.5)
+                assert api.request_count("create", "pods", "binding") == 0
+                await core.patch_namespaced_pod(
+                    "old",
+                    "default",
+                    {"metadata": {"finalizers": None}},
+                    _content_type="application/merge-patch+json",
+                )
+                await eventually(lambda: len(bound(api)) == 2, "the gang bound once it is gone")
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+async def test_a_gang_waits_for_a_new_node_to_be_ready(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api, await api_client(api.base_url) as http:
+            core = client.CoreV1Api(http)
+            node = node_obj("new", gpus=2)
+            del node["metadata"]["resourceVersion"]
+            node["spec"] = {}
+            await core.create_node(node)  # admitted with the not-ready taint
+            api.put_pod(pod_obj("g-0", gang="g", min_member=2, gpus=1))
+            api.put_pod(pod_obj("g-1", gang="g", min_member=2, gpus=1))
+            async with running(api, tmp_path):
+                await eventually(
+                    lambda: (
+                        "node.kubernetes.io/not-ready"
+                        in condition(api.get_pod("default", "g-0")).get("message", "")
+                    ),
+                    "the gang told about the taint",
+                )
+                assert api.request_count("create", "pods", "binding") == 0
+                # The kubelet reports Ready; the node lifecycle controller lifts the taint.
+                ready = api.get_node("new")
+                assert ready is not None
+                ready["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+                await core.replace_node_status("new", ready)
+                await eventually(lambda: len(bound(api)) == 2, "the gang bound on the node")
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
