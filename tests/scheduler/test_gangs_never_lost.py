@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from cache.cluster import EventType
+from cache.node import NodeInfo
+from cache.snapshot import REMOVALS_KEPT, Snapshot
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
 from scheduler.planner import Plan
@@ -199,3 +203,52 @@ def test_bound_only_gangs_that_are_not_ours_finished_or_unsized_are_not_partial(
     core = core_with([node_obj("n", gpus=4)], pods)
     core.refresh(0)
     assert core.partial_gangs == {}
+
+
+# --- 5. memory: per-node state -----------------------------------------------------------
+@pytest.mark.parametrize("candidate_limit", [0, 128])
+def test_nodes_that_come_and_go_leave_nothing_behind(candidate_limit: int) -> None:
+    """Autoscaled nodes with unique names: the cache's and the snapshot's change logs
+    and the planner's memos stay bounded, and plans never name a node that is gone
+    (with every node ranked, the planner's rankings catch up through the snapshot's
+    change log, which forgets the oldest removals)."""
+    core = SchedulingCore(build_profile(candidate_limit=candidate_limit))
+    core.apply_node(ADDED, node_obj("keep", gpus=1), 0)
+    core.apply_pod(ADDED, pod_obj("p", gpus=1, uid="p"), 0)
+    first = core.schedule_next(0)
+    assert first is not None and isinstance(first.result, Plan)
+    core.bind_failed(first.gang.key, first.result.placements, 0, "test")
+    gang = core.gangs["default/pod:p"]
+    for i in range(3000):
+        core.apply_node(ADDED, node_obj(f"tmp-{i}", gpus=1), 0)
+        core.cache.update_snapshot(core.snapshot)
+        assert isinstance(core.planner.plan(gang, core.snapshot), Plan)
+        core.apply_node(DELETED, node_obj(f"tmp-{i}", gpus=1), 0)
+        core.cache.update_snapshot(core.snapshot)
+    assert core.cache._node_removals == []
+    assert len(core.snapshot._changes) <= len(core.snapshot) + 1024
+    assert all(len(table) <= 2 * 2 + 64 + 1 for table in core.planner.memo._tables.values())
+    core.apply_node(DELETED, node_obj("keep", gpus=1), 0)
+    core.apply_node(ADDED, node_obj("new", gpus=1), 0)
+    retry = core.schedule_next(100)
+    assert retry is not None and isinstance(retry.result, Plan)
+    assert [p.node for p in retry.result.placements] == ["new"]
+
+
+def test_a_snapshot_forgets_its_oldest_removals_and_says_who_must_start_over() -> None:
+    snapshot = Snapshot()
+    snapshot.put(NodeInfo("keep", generation=1))
+    generation = 1
+    for i in range(REMOVALS_KEPT + 10):
+        generation += 1
+        snapshot.put(NodeInfo(f"tmp-{i}", generation=generation))
+        generation += 1
+        snapshot.remove(f"tmp-{i}", generation)
+    assert len(snapshot._changes) <= len(snapshot) + REMOVALS_KEPT
+    assert not snapshot.remembers(1)  # removals it never saw are forgotten
+    recent = generation - 4
+    assert snapshot.remembers(recent)
+    assert snapshot.changed_since(recent) == [
+        f"tmp-{REMOVALS_KEPT + 8}",
+        f"tmp-{REMOVALS_KEPT + 9}",
+    ]
