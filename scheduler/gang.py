@@ -524,7 +524,12 @@ class GangIndex:
         self._dirty.add(key)
 
     def upsert_podgroup(self, podgroup: PodGroupInfo) -> None:
+        old = self._podgroups.get(podgroup.key)
         self._podgroups[podgroup.key] = podgroup
+        if old is not None and (
+            dataclasses.replace(old, resource_version=podgroup.resource_version) == podgroup
+        ):
+            return  # a status write (often ours): nothing gang assembly reads changed
         self._dirty.add(podgroup.key)
 
     def delete_podgroup(self, key: str) -> None:

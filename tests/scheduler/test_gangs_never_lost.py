@@ -13,7 +13,7 @@ from cache.snapshot import REMOVALS_KEPT, Snapshot
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
 from scheduler.planner import Plan
-from tests.factories import node_obj, pod_obj
+from tests.factories import node_obj, pod_obj, podgroup_obj
 
 ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED
 
@@ -252,3 +252,22 @@ def test_a_snapshot_forgets_its_oldest_removals_and_says_who_must_start_over() -
         f"tmp-{REMOVALS_KEPT + 8}",
         f"tmp-{REMOVALS_KEPT + 9}",
     ]
+
+
+def test_a_podgroup_status_write_does_not_requeue_its_gang() -> None:
+    core = core_with([node_obj("n", gpus=1)], [member("g-0", "a"), member("g-1", "b")])
+    core.apply_podgroup(ADDED, podgroup_obj("g", 2), 0)
+    attempt = core.schedule_next(0)
+    assert attempt is not None and not isinstance(attempt.result, Plan)
+    written = podgroup_obj("g", 2)
+    written["metadata"]["resourceVersion"] = "7"
+    written["status"] = {"phase": "Pending", "scheduled": 0}
+    core.apply_podgroup(MODIFIED, written, 0.5)
+    core.refresh(0.5)
+    assert core.queue.state("default/g") == "unschedulable"
+    # A change of its size is news: the gang is retried.
+    resized = podgroup_obj("g", 1)
+    resized["metadata"]["resourceVersion"] = "8"
+    core.apply_podgroup(MODIFIED, resized, 1)
+    core.refresh(1)
+    assert core.queue.state("default/g") == "backoff"
