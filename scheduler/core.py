@@ -81,6 +81,7 @@ class SchedulingCore:
         self.gangs: dict[str, Gang] = {}
         # Partial gangs with no pending member (GangSet.partial), for the partial-gang rule.
         self.partial_gangs: dict[str, Gang] = {}
+        self._waiting_messages: dict[str, tuple[Gang, str | None]] = {}
         self.problems: list[Problem] = []
 
     # --- events -----------------------------------------------------------------------
@@ -231,12 +232,21 @@ class SchedulingCore:
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
 
     def waiting(self) -> list[tuple[Gang, str]]:
-        """Gangs that are not ready, with the message their pods should carry."""
-        return [
-            (gang, gang.waiting_message)
-            for gang in self.gangs.values()
-            if gang.waiting_message is not None
-        ]
+        """Gangs that are not ready, with the message their pods should carry. Asked
+        every cycle: a gang's message is computed once per Gang object (the index
+        rebuilds only the gangs that changed)."""
+        known = self._waiting_messages
+        messages: dict[str, tuple[Gang, str | None]] = {}
+        waiting: list[tuple[Gang, str]] = []
+        for key, gang in self.gangs.items():
+            entry = known.get(key)
+            if entry is None or entry[0] is not gang:
+                entry = (gang, gang.waiting_message)
+            messages[key] = entry
+            if entry[1] is not None:
+                waiting.append((gang, entry[1]))
+        self._waiting_messages = messages
+        return waiting
 
     def schedule_next(self, now: float) -> Attempt | None:
         """Plan the next ready gang; None when no gang is due (see queue.next_wakeup)."""

@@ -494,6 +494,7 @@ class GangIndex:
         self._gangs: dict[str, Gang] = {}
         self._partial: dict[str, Gang] = {}
         self._dirty: set[str] = set()
+        self._last: GangSet | None = None
 
     def upsert_pod(self, pod: PodInfo) -> None:
         key = self._gang_of.get(pod.uid)
@@ -537,6 +538,11 @@ class GangIndex:
             self._dirty.add(key)
 
     def assemble(self) -> tuple[GangSet, frozenset[str]]:
+        """The gangs, and the keys rebuilt since the last call. With nothing rebuilt the
+        previous GangSet is handed out again (callers must not change it): the loop asks
+        on every wake-up, and copying 3,000 gangs for nothing is what it would cost."""
+        if not self._dirty and self._last is not None:
+            return self._last, frozenset()
         changed = frozenset(self._dirty)
         for key in self._dirty:
             group = self._members.get(key)
@@ -560,4 +566,5 @@ class GangIndex:
                 self._partial[key] = partial
         self._dirty.clear()
         problems = [problem for gang in self._gangs.values() for problem in gang.problems]
-        return GangSet(dict(self._gangs), problems, dict(self._partial)), changed
+        self._last = GangSet(dict(self._gangs), problems, dict(self._partial))
+        return self._last, changed

@@ -319,6 +319,7 @@ class FeedbackRecorder:
         self._podgroup_status: dict[str, tuple[str, PodGroupStatus]] = {}
         self._podgroup_uids: dict[str, str] = {}
         self._names = itertools.count()
+        self._pruned_for: Mapping[str, Gang] | None = None
 
     # --- what the scheduling loop reports -------------------------------------------
     def unschedulable(self, gang: Gang, result: Unschedulable, now: float) -> None:
@@ -384,6 +385,8 @@ class FeedbackRecorder:
         """Publish each distinct Problem of these gangs once (within the gang budget)."""
         current: set[tuple[str, str, str, str]] = set()
         for gang in gangs:
+            if not gang.problems:
+                continue  # most gangs: nothing to look up (this runs every cycle)
             pods = {pod.key: pod for pod in gang.pending + gang.bound}
             shared = _shared_problems(gang)
             representative = self._representative(gang)
@@ -449,7 +452,11 @@ class FeedbackRecorder:
 
     def prune(self, gangs: Mapping[str, Gang]) -> None:
         """Forget gangs and pods that no longer wait, and PodGroups that are gone
-        (bounded memory)."""
+        (bounded memory). The same mapping as last time (the core hands out the same
+        one while no gang changed) needs no second look."""
+        if gangs is self._pruned_for:
+            return
+        self._pruned_for = gangs
         for key in [k for k in self._gangs if k not in gangs]:
             del self._gangs[key]
         for podgroups in (self._podgroup_status, self._podgroup_uids):

@@ -32,7 +32,8 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import ChainMap
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
 
 from scheduler.config import SchedulerConfig, build_core_from
@@ -338,11 +339,11 @@ class SchedulerRun:
                 self.recorder.waiting(gang, message, now)
         self._waiting_shown = shown
 
-    def _partial_candidates(self) -> dict[str, Gang]:
+    def _partial_candidates(self) -> Mapping[str, Gang]:
         """Gangs the partial-gang rule looks at: those with pending members, and the
         partial ones with none (members deleted and not recreated, or never created),
         which would otherwise hold their GPUs forever."""
-        return {**self._core.partial_gangs, **self._core.gangs}
+        return ChainMap(self._core.gangs, self._core.partial_gangs)
 
     def _review_partial(self, now: float) -> None:
         candidates = self._partial_candidates()
