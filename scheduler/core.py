@@ -112,7 +112,7 @@ class SchedulingCore:
                 self.profile.workload.observe(pod)
         if held and before is not None and (pod is None or not pod.consumes_resources):
             self.queue.cluster_changed(
-                now, ClusterChange.POD_DELETED, could_help=self._helped_by_room_on(before.node_name)
+                now, ClusterChange.POD_DELETED, could_help=self._helped_by_leaving(before)
             )
 
     def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
@@ -178,14 +178,17 @@ class SchedulingCore:
         """Reconcile with a whole PodGroup list at once (empty when the CRD is absent)."""
         _reconcile(self.relist_podgroups(), objs, now)
 
-    def _helped_by_room_on(self, node_name: str) -> Callable[[str], bool]:
-        """Whether room freed on `node_name` could help a waiting gang: some member of
-        it would now fit there by resources alone (cpu, memory, GPUs and their shares).
-        Selectors, taints and topology are not checked, so a gang is never left
+    def _helped_by_leaving(self, gone: PodInfo) -> Callable[[str], bool]:
+        """Whether the room `gone` freed on its node could help a waiting gang: some
+        member of it would now fit there by resources alone (cpu, memory, GPUs and their
+        shares). Selectors, taints and topology are not checked, so a gang is never left
         waiting that the room could help; a gang whose members fit nowhere there (3,000
         pods asking for 16 GPUs) is not retried on every deletion. A gang not known
-        since the last refresh is retried."""
-        node = self.cache.node(node_name)
+        since the last refresh is retried, and every gang is when the pod held more
+        than room on its node."""
+        if _holds_beyond_its_node(gone):
+            return lambda gang_key: True
+        node = self.cache.node(gone.node_name)
 
         def could_help(gang_key: str) -> bool:
             if node is None:
@@ -298,6 +301,13 @@ class SchedulingCore:
         pod = self.cache.pod(uid)
         if pod is not None:
             self._show(pod)
+
+
+def _holds_beyond_its_node(pod: PodInfo) -> bool:
+    """Whether a pod holds something pods on other nodes may wait for: volume claims
+    (a ReadWriteOncePod claim serves one pod in the whole cluster). Read with getattr:
+    the claims are parsed where volumes are supported (PodInfo.claims)."""
+    return bool(getattr(pod, "claims", ()))
 
 
 def _reconcile(
