@@ -17,6 +17,7 @@ Rules it keeps (docs/architecture.md explains them):
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -110,6 +111,9 @@ class ClusterCache:
         # that a snapshot update walks only the nodes changed since it last looked.
         self._node_changes: OrderedDict[str, int] = OrderedDict()
         self._node_removals: list[tuple[int, str]] = []
+        # Snapshots brought up to date here: a removal is kept until each has seen it
+        # (weakly held, so that a snapshot dropped by its reader holds nothing back).
+        self._readers: weakref.WeakSet[Snapshot] = weakref.WeakSet()
 
     # --- reading ----------------------------------------------------------------------
     @property
@@ -424,7 +428,21 @@ class ClusterCache:
             else:
                 snapshot.remove(name, generation)
         snapshot.generation = self._generation
+        self._readers.add(snapshot)
+        self._forget_seen_removals()
         return len(changes)
+
+    def _forget_seen_removals(self) -> None:
+        """Drop the removals every snapshot has seen: nodes with unique names (an
+        autoscaler's) come and go all day, and each would otherwise stay here."""
+        floor = min((s.generation for s in self._readers), default=self._generation)
+        seen = 0
+        for generation, _ in self._node_removals:
+            if generation > floor:
+                break
+            seen += 1
+        if seen:
+            del self._node_removals[:seen]
 
     def snapshot(self) -> Snapshot:
         fresh = Snapshot()

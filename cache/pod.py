@@ -88,6 +88,9 @@ class PodInfo:
     # Nodes where this pod's CSI volumes would exceed the driver's attach limit
     # (policies.filters.node_volume_limits), resolved with its claims.
     volume_limited: frozenset[str] = frozenset()
+    # spec.schedulingGates by name: while any is left the pod is not ready to be
+    # scheduled, and the API server refuses its binding.
+    scheduling_gates: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -268,6 +271,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         claims = pod_claims(str(meta.get("name") or ""), spec.get("volumes"))
     except ValueError as error:
         problems.append(str(error))
+    gates = spec.get("schedulingGates") or ()
     return PodInfo(
         uid=object_uid(obj),
         namespace=str(meta.get("namespace") or "default"),
@@ -292,4 +296,13 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         assignment=assignment,
         problems=tuple(problems),
         claims=claims,
+        scheduling_gates=_gate_names(gates),
     )
+
+
+def _gate_names(gates: object) -> tuple[str, ...]:
+    """Names of spec.schedulingGates; a gate we cannot read still gates the pod (the
+    API server would refuse its binding all the same)."""
+    if not isinstance(gates, list | tuple):
+        return ("(unreadable)",) if gates else ()
+    return tuple(str(mapping(gate).get("name") or "(unnamed)") for gate in gates)

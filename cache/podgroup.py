@@ -23,6 +23,8 @@ class PodGroupInfo:
     schedule_timeout_seconds: int | None = None
     created: float = 0.0
     problems: tuple[str, ...] = ()
+    # Tells a PodGroup from one recreated under its name (status written, events).
+    uid: str = ""
 
     @property
     def key(self) -> str:
@@ -53,4 +55,5 @@ def podgroup_from_api(obj: Mapping[str, Any]) -> PodGroupInfo:
         schedule_timeout_seconds=timeout,
         created=parse_time(meta.get("creationTimestamp")),
         problems=tuple(problems),
+        uid=str(meta.get("uid") or ""),
     )

@@ -20,6 +20,9 @@ from cache.node import NodeInfo
 from cache.ports import HostPort
 
 _IndexKey = tuple[int, int, int, str]
+# Removed nodes remembered for `changed_since` beyond the nodes present; past this the
+# oldest are forgotten and readers older than them are told to start over.
+REMOVALS_KEPT = 1024
 
 
 class Snapshot:
@@ -36,6 +39,8 @@ class Snapshot:
         # node name -> generation of its last change here, oldest first, so that a
         # reader keeping derived state per node can catch up on what changed since.
         self._changes: OrderedDict[str, int] = OrderedDict()
+        # Changes at or before this generation may have been forgotten (`remembers`).
+        self._floor = 0
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -57,6 +62,8 @@ class Snapshot:
         self._changes.move_to_end(name)
         if self.nodes.pop(name, None) is None:
             return
+        if len(self._changes) - len(self.nodes) > REMOVALS_KEPT:
+            self._forget_removed()
         (whole, share, cpu, _), model = self._keys.pop(name)
         self._by_whole.remove((whole, name))
         self._by_share.remove((share, name))
@@ -66,7 +73,24 @@ class Snapshot:
         if not models:
             del self._by_model[model]
 
+    def _forget_removed(self) -> None:
+        """Forget the older half of the removed nodes (unique names come and go all
+        day); the floor moves past the last one forgotten."""
+        excess = len(self._changes) - len(self.nodes) - REMOVALS_KEPT // 2
+        for name, generation in list(self._changes.items()):
+            if excess <= 0:
+                break
+            if name not in self.nodes:
+                del self._changes[name]
+                self._floor = generation
+                excess -= 1
+
     # --- queries ----------------------------------------------------------------------
+    def remembers(self, generation: int) -> bool:
+        """Whether `changed_since(generation)` is complete (False for a reader so far
+        behind that removals it has not seen were forgotten: it must start over)."""
+        return generation >= self._floor
+
     def changed_since(self, generation: int) -> list[str]:
         """Names of the nodes put or removed after `generation`, oldest change first."""
         names = []

@@ -8,7 +8,7 @@ nvidia.com/gpu, 4 node(s) didn't match GPU type A100."
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Sequence
 
 from cache.node import NodeInfo
 from cache.pod import PodInfo
@@ -60,6 +60,10 @@ def summarize(total_nodes: int, reasons: Counter[str]) -> str:
     return head + ": " + ", ".join(f"{count} {reason}" for count, reason in counted) + "."
 
 
+# Answers about nodes that are gone kept beyond twice the nodes present.
+_GONE_KEPT = 64
+
+
 class FilterMemo:
     """First-failure answers per pod shape and node generation, kept across planning
     calls. A node whose generation has not moved fails (or passes) a shape exactly as
@@ -73,8 +77,13 @@ class FilterMemo:
         self.max_shapes = max_shapes
         self._tables: OrderedDict[Hashable, dict[str, tuple[int, str | None]]] = OrderedDict()
 
-    def for_shape(self, signature: Hashable, pod: PodInfo) -> ShapeMemo:
-        """The answers for one shape (`pod` stands for every pod of that signature)."""
+    def for_shape(
+        self, signature: Hashable, pod: PodInfo, nodes: Collection[str] | None = None
+    ) -> ShapeMemo:
+        """The answers for one shape (`pod` stands for every pod of that signature).
+        `nodes`, the names present now, lets the answers about nodes that are gone be
+        forgotten once they outnumber the present ones (nodes with unique names come
+        and go all day)."""
         table = self._tables.get(signature)
         if table is None:
             table = self._tables[signature] = {}
@@ -82,6 +91,9 @@ class FilterMemo:
                 self._tables.popitem(last=False)
         else:
             self._tables.move_to_end(signature)
+            if nodes is not None and len(table) > 2 * len(nodes) + _GONE_KEPT:
+                for name in [name for name in table if name not in nodes]:
+                    del table[name]
         return ShapeMemo(self.filters, pod, table)
 
 

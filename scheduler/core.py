@@ -22,6 +22,7 @@ from cache.jsonobj import metadata, object_uid
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
+from policies.capacity import copies_that_fit
 from policies.filters.node_volume_limits import attached_volumes, pod_csi_volumes
 from policies.filters.volume_binding import claim_users, claims_with_single_user, resolve_members
 from policies.profile import Profile
@@ -83,6 +84,9 @@ class SchedulingCore:
         self.index = GangIndex(scheduler_name, self.cache.gang_keys)
         self.snapshot = Snapshot()
         self.gangs: dict[str, Gang] = {}
+        # Partial gangs with no pending member (GangSet.partial), for the partial-gang rule.
+        self.partial_gangs: dict[str, Gang] = {}
+        self._waiting_messages: dict[str, tuple[Gang, str | None]] = {}
         self.problems: list[Problem] = []
         # Claims, PVs, StorageClasses and CSINodes (scheduler/kube/informer.py feeds
         # them; the simulator has none), and the static PVs each planned gang holds.
@@ -105,7 +109,7 @@ class SchedulingCore:
         pod = self.cache.apply_pod(event, obj)
         if pod is None:
             if before is not None:
-                self.index.delete_pod(before.key)
+                self.index.delete_pod(before.uid)
         else:
             self._show(pod)
             if (
@@ -115,8 +119,10 @@ class SchedulingCore:
             ):
                 # Fragmentation scores learn the expected workload from arrivals.
                 self.profile.workload.observe(pod)
-        if held and (pod is None or not pod.consumes_resources):
-            self.queue.cluster_changed(now, ClusterChange.POD_DELETED)
+        if held and before is not None and (pod is None or not pod.consumes_resources):
+            self.queue.cluster_changed(
+                now, ClusterChange.POD_DELETED, could_help=self._helped_by_leaving(before)
+            )
 
     def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         group = self.cache.apply_podgroup(event, obj)
@@ -208,6 +214,36 @@ class SchedulingCore:
         """Reconcile with a whole PodGroup list at once (empty when the CRD is absent)."""
         _reconcile(self.relist_podgroups(), objs, now)
 
+    def _helped_by_leaving(self, gone: PodInfo) -> Callable[[str], bool]:
+        """Whether the room `gone` freed on its node could help a waiting gang: some
+        member of it would now fit there by resources alone (cpu, memory, GPUs and their
+        shares). Selectors, taints and topology are not checked, so a gang is never left
+        waiting that the room could help; a gang whose members fit nowhere there (3,000
+        pods asking for 16 GPUs) is not retried on every deletion. A gang not known
+        since the last refresh is retried, and every gang is when the pod held more
+        than room on its node."""
+        if _holds_beyond_its_node(gone):
+            return lambda gang_key: True
+        node = self.cache.node(gone.node_name)
+
+        def could_help(gang_key: str) -> bool:
+            if node is None:
+                return False  # room on a node we do not know places nothing
+            gang = self.gangs.get(gang_key)
+            if gang is None:
+                return True
+            signatures = set()
+            for pod in gang.placeable:
+                signature = pod.placement_signature()
+                if signature in signatures:
+                    continue
+                signatures.add(signature)
+                if copies_that_fit(pod, node) > 0:
+                    return True
+            return False
+
+        return could_help
+
     def _show(self, pod: PodInfo) -> None:
         """Tell gang assembly about a pod, as bound where the cache assumes it."""
         placement = self.cache.assumed_placement(pod.uid)
@@ -220,6 +256,7 @@ class SchedulingCore:
         """Bring gangs and the queue up to date with the events applied so far."""
         gang_set, changed = self.index.assemble()
         self.gangs = gang_set.gangs
+        self.partial_gangs = gang_set.partial
         self.problems = gang_set.problems
         for key in changed:
             gang = self.gangs.get(key)
@@ -234,12 +271,21 @@ class SchedulingCore:
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
 
     def waiting(self) -> list[tuple[Gang, str]]:
-        """Gangs that are not ready, with the message their pods should carry."""
-        return [
-            (gang, gang.waiting_message)
-            for gang in self.gangs.values()
-            if gang.waiting_message is not None
-        ]
+        """Gangs that are not ready, with the message their pods should carry. Asked
+        every cycle: a gang's message is computed once per Gang object (the index
+        rebuilds only the gangs that changed)."""
+        known = self._waiting_messages
+        messages: dict[str, tuple[Gang, str | None]] = {}
+        waiting: list[tuple[Gang, str]] = []
+        for key, gang in self.gangs.items():
+            entry = known.get(key)
+            if entry is None or entry[0] is not gang:
+                entry = (gang, gang.waiting_message)
+            messages[key] = entry
+            if entry[1] is not None:
+                waiting.append((gang, entry[1]))
+        self._waiting_messages = messages
+        return waiting
 
     def schedule_next(self, now: float) -> Attempt | None:
         """Plan the next ready gang; None when no gang is due (see queue.next_wakeup)."""
@@ -336,6 +382,12 @@ class SchedulingCore:
         pod = self.cache.pod(uid)
         if pod is not None:
             self._show(pod)
+
+
+def _holds_beyond_its_node(pod: PodInfo) -> bool:
+    """Whether a pod holds something pods on other nodes may wait for: volume claims
+    (a ReadWriteOncePod claim serves one pod in the whole cluster)."""
+    return bool(pod.claims)
 
 
 def _reconcile(

@@ -40,6 +40,7 @@ event touched. Neither raises on any pod or PodGroup content.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,20 @@ MAX_MIN_MEMBER = 2**31 - 1
 # also admit control characters that int() refuses).
 _WHOLE_NUMBER = re.compile(r"[ \t]*([0-9]+)[ \t]*")
 _NAMES_SHOWN = 3
+
+
+def gate_message(pod: PodInfo) -> str:
+    """What a gated pod's PodScheduled condition says (kube-scheduler's SchedulingGated
+    message, with the gates named)."""
+    return (
+        "Scheduling is blocked due to non-empty scheduling gates: "
+        + ", ".join(pod.scheduling_gates[:_NAMES_SHOWN])
+        + (
+            f" and {len(pod.scheduling_gates) - _NAMES_SHOWN} more"
+            if len(pod.scheduling_gates) > _NAMES_SHOWN
+            else ""
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +101,14 @@ class Gang:
 
     @property
     def placeable(self) -> list[PodInfo]:
-        """Pending members that could be placed (no problems with their spec)."""
-        return [pod for pod in self.pending if not pod.problems]
+        """Pending members that could be placed: no problems with their spec and no
+        scheduling gate left (the API server refuses to bind a gated pod)."""
+        return [pod for pod in self.pending if not pod.problems and not pod.scheduling_gates]
+
+    @property
+    def gated(self) -> list[PodInfo]:
+        """Pending members that wait for their scheduling gates to be removed."""
+        return [pod for pod in self.pending if pod.scheduling_gates and not pod.problems]
 
     @property
     def existing(self) -> int:
@@ -119,6 +140,16 @@ class Gang:
                 f"waiting for {self.missing} more member{plural}: "
                 f"{self.existing}/{self.min_member} exist"
             )
+        gated = self.gated
+        if gated:
+            names = sorted({gate for pod in gated for gate in pod.scheduling_gates})
+            shown = ", ".join(names[:_NAMES_SHOWN])
+            more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+            verb = "member waits" if len(gated) == 1 else "members wait"
+            return (
+                f"{len(gated)} {verb} for scheduling gates to be removed ({shown}{more}): "
+                f"{len(self.bound) + len(self.placeable)}/{self.min_member} schedulable"
+            )
         refused = len(self.pending) - len(self.placeable)
         if refused:
             verb = "member cannot" if refused == 1 else "members cannot"
@@ -134,6 +165,9 @@ class Gang:
 class GangSet:
     gangs: dict[str, Gang] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    # Gangs of ours with bound members, no pending member and fewer bound than their
+    # size (see `build_partial`): not scheduled, but the partial-gang rule must see them.
+    partial: dict[str, Gang] = field(default_factory=dict)
 
 
 def is_pending_member(pod: PodInfo, scheduler_name: str) -> bool:
@@ -156,6 +190,20 @@ def _is_bound_in_named_gang(pod: PodInfo) -> bool:
     return bool(pod.gang_name) and is_bound_member(pod)
 
 
+def _finished_in_named_gang(pod: PodInfo) -> bool:
+    # Kept so that a gang whose members ran to completion is not taken for partial.
+    return bool(pod.gang_name) and pod.phase == "Succeeded"
+
+
+def _is_tracked(pod: PodInfo, scheduler_name: str) -> bool:
+    """A pod gang assembly keeps: pending for us, or bound or finished in a named gang."""
+    return (
+        is_pending_member(pod, scheduler_name)
+        or _is_bound_in_named_gang(pod)
+        or _finished_in_named_gang(pod)
+    )
+
+
 @lru_cache(maxsize=4096)
 def parse_min_member(text: str) -> int | None:
     """The annotation's value as a gang size, or None when it is not a positive whole
@@ -176,24 +224,29 @@ def assemble_gangs(
     """All gangs with at least one pending member of ours, and their problems.
 
     One pass groups the pods that matter (pending ones of ours, and bound ones that
-    belong to a named gang); a pod listed twice counts once (the last copy wins).
+    belong to a named gang); a pod listed twice (same uid) counts once (the last copy
+    wins). Pods are told apart by uid, not name: a pod deleted and recreated under its
+    name is another pod.
     """
     groups: dict[str, dict[str, PodInfo]] = {}
     with_pending: set[str] = set()
     for pod in pods:
         pending = is_pending_member(pod, scheduler_name)
-        if not pending and not _is_bound_in_named_gang(pod):
+        if not pending and not _is_tracked(pod, scheduler_name):
             continue
         key = pod.gang_key
         group = groups.get(key)
         if group is None:
             group = groups[key] = {}
-        group[pod.key] = pod
+        group[pod.uid] = pod
         if pending:
             with_pending.add(key)
     result = GangSet()
     for key, group in groups.items():
         if key not in with_pending:
+            partial = build_partial(key, group.values(), podgroups.get(key), scheduler_name, keys)
+            if partial is not None:
+                result.partial[key] = partial
             continue
         gang = build_gang(key, group.values(), podgroups.get(key), scheduler_name, keys)
         if gang is not None:
@@ -249,6 +302,54 @@ def build_gang(
                     f"pod {pod.key} cannot be scheduled as written: {'; '.join(pod.problems)}",
                 )
             )
+    return gang
+
+
+def _same_but_version(old: PodInfo, new: PodInfo) -> bool:
+    """True when two records of one pod differ in nothing but resourceVersion. Every
+    field of PodInfo is something a placement or gang assembly reads (conditions and
+    other status details are not kept), so equality is the test."""
+    if old.resource_version == new.resource_version:
+        return old == new
+    return dataclasses.replace(old, resource_version=new.resource_version) == new
+
+
+def build_partial(
+    key: str,
+    members: Iterable[PodInfo],
+    podgroup: PodGroupInfo | None,
+    scheduler_name: str,
+    keys: GangKeys = DEFAULT_GANG_KEYS,
+) -> Gang | None:
+    """The gang `key` when it has no pending member of ours but is partial: bound
+    members, all bound by us (our schedulerName: another scheduler's gang is not ours
+    to judge), none finished, fewer than a size its PodGroup or annotations state. Its
+    other members were deleted and not yet recreated, or never created; the
+    partial-gang rule (binder.PartialGangs) decides what becomes of it. None otherwise
+    (a gang with a pending member is `build_gang`'s)."""
+    bound: list[PodInfo] = []
+    for pod in members:
+        if is_pending_member(pod, scheduler_name) or _finished_in_named_gang(pod):
+            return None
+        if is_bound_member(pod):
+            if pod.scheduler_name != scheduler_name or not pod.gang_name:
+                return None
+            bound.append(pod)
+    if not bound:
+        return None
+    bound.sort(key=_age_order)
+    gang = Gang(
+        key=key,
+        namespace=bound[0].namespace,
+        name=bound[0].gang_name or "",
+        min_member=1,
+        bound=bound,
+        priority=max(pod.priority for pod in bound),
+        created=min(pod.created for pod in bound),
+    )
+    _size_gang(gang, podgroup, keys)
+    if gang.size_source == "default" or len(bound) >= gang.min_member:
+        return None
     return gang
 
 
@@ -393,33 +494,52 @@ class GangIndex:
     def __init__(self, scheduler_name: str, keys: GangKeys = DEFAULT_GANG_KEYS) -> None:
         self._scheduler_name = scheduler_name
         self._keys = keys
-        self._members: dict[str, dict[str, PodInfo]] = {}  # gang key -> pod key -> pod
-        self._gang_of: dict[str, str] = {}  # pod key -> gang key
+        # Pods by uid, as the cache keeps them: a member deleted and recreated under its
+        # name (StatefulSet, JobSet, a rollback) is two pods, and the late delete of the
+        # old one must not remove the new one.
+        self._members: dict[str, dict[str, PodInfo]] = {}  # gang key -> pod uid -> pod
+        self._gang_of: dict[str, str] = {}  # pod uid -> gang key
         self._podgroups: dict[str, PodGroupInfo] = {}
         self._gangs: dict[str, Gang] = {}
+        self._partial: dict[str, Gang] = {}
         self._dirty: set[str] = set()
+        self._last: GangSet | None = None
 
     def upsert_pod(self, pod: PodInfo) -> None:
-        self.delete_pod(pod.key)
-        if not (is_pending_member(pod, self._scheduler_name) or _is_bound_in_named_gang(pod)):
+        key = self._gang_of.get(pod.uid)
+        if key is not None and pod.gang_key == key:
+            old = self._members[key][pod.uid]
+            if _same_but_version(old, pod):
+                # A write that changed nothing gang assembly or the planner reads (a
+                # status condition, often our own PodScheduled=False): the gang is not
+                # rebuilt, so it is not requeued either.
+                self._members[key][pod.uid] = pod
+                return
+        self.delete_pod(pod.uid)
+        if not _is_tracked(pod, self._scheduler_name):
             return
         key = pod.gang_key
-        self._members.setdefault(key, {})[pod.key] = pod
-        self._gang_of[pod.key] = key
+        self._members.setdefault(key, {})[pod.uid] = pod
+        self._gang_of[pod.uid] = key
         self._dirty.add(key)
 
-    def delete_pod(self, pod_key: str) -> None:
-        key = self._gang_of.pop(pod_key, None)
+    def delete_pod(self, uid: str) -> None:
+        key = self._gang_of.pop(uid, None)
         if key is None:
             return
         group = self._members[key]
-        del group[pod_key]
+        del group[uid]
         if not group:
             del self._members[key]
         self._dirty.add(key)
 
     def upsert_podgroup(self, podgroup: PodGroupInfo) -> None:
+        old = self._podgroups.get(podgroup.key)
         self._podgroups[podgroup.key] = podgroup
+        if old is not None and (
+            dataclasses.replace(old, resource_version=podgroup.resource_version) == podgroup
+        ):
+            return  # a status write (often ours): nothing gang assembly reads changed
         self._dirty.add(podgroup.key)
 
     def delete_podgroup(self, key: str) -> None:
@@ -427,6 +547,11 @@ class GangIndex:
             self._dirty.add(key)
 
     def assemble(self) -> tuple[GangSet, frozenset[str]]:
+        """The gangs, and the keys rebuilt since the last call. With nothing rebuilt the
+        previous GangSet is handed out again (callers must not change it): the loop asks
+        on every wake-up, and copying 3,000 gangs for nothing is what it would cost."""
+        if not self._dirty and self._last is not None:
+            return self._last, frozenset()
         changed = frozenset(self._dirty)
         for key in self._dirty:
             group = self._members.get(key)
@@ -439,6 +564,16 @@ class GangIndex:
                 self._gangs.pop(key, None)
             else:
                 self._gangs[key] = gang
+            partial = None
+            if group and gang is None:
+                partial = build_partial(
+                    key, group.values(), self._podgroups.get(key), self._scheduler_name, self._keys
+                )
+            if partial is None:
+                self._partial.pop(key, None)
+            else:
+                self._partial[key] = partial
         self._dirty.clear()
         problems = [problem for gang in self._gangs.values() for problem in gang.problems]
-        return GangSet(dict(self._gangs), problems), changed
+        self._last = GangSet(dict(self._gangs), problems, dict(self._partial))
+        return self._last, changed

@@ -46,6 +46,7 @@ from policies.filters.volume_binding import (
 from policies.gpu_models import allowed_models
 from policies.interface import GangContext
 from policies.profile import Profile
+from scheduler.gang import gate_message
 
 
 class PlannableGang(Protocol):
@@ -179,6 +180,8 @@ class Planner:
         signature = pod.placement_signature()
         ranking = self._rankings.get(signature)
         names: Iterable[str]
+        if ranking is not None and not snapshot.remembers(ranking.generation):
+            ranking = None  # too far behind to catch up: start over
         if ranking is None:
             ranking = self._rankings[signature] = _Ranking()
             if len(self._rankings) > self.max_rankings:
@@ -187,7 +190,7 @@ class Planner:
         else:
             self._rankings.move_to_end(signature)
             names = snapshot.changed_since(ranking.generation)
-        memo = self.memo.for_shape(signature, pod)
+        memo = self.memo.for_shape(signature, pod, snapshot.nodes.keys())
         for name in names:
             old = ranking.keys.pop(name, None)
             if old is not None:
@@ -252,6 +255,9 @@ class _GangPlanning:
             if pod.problems:
                 self.refused[pod.uid] = "; ".join(pod.problems)
                 continue
+            if pod.scheduling_gates:  # the API server refuses to bind a gated pod
+                self.refused[pod.uid] = gate_message(pod)
+                continue
             self.members.append(pod)
             signature = pod.placement_signature()
             shape = self.shapes.get(signature)
@@ -313,7 +319,7 @@ class _GangPlanning:
             limit = max(limit, 2 * len(shape.members))
         models = allowed_models(pod)
         nodes = self.snapshot.nodes
-        memo = self.memo.for_shape(pod.placement_signature(), pod)
+        memo = self.memo.for_shape(pod.placement_signature(), pod, nodes.keys())
         names = self.snapshot.candidates(
             pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), self.profile.prefers_tight
         )
@@ -513,7 +519,7 @@ class _GangPlanning:
     # --- explaining ---------------------------------------------------------------------
     def _explain(self, uid: str, attempt: _Attempt) -> str:
         pod = self.shape_of[uid].pod
-        memo = self.memo.for_shape(pod.placement_signature(), pod)
+        memo = self.memo.for_shape(pod.placement_signature(), pod, self.snapshot.nodes.keys())
         view = attempt.view
         reasons: Counter[str] = Counter()
         nodes = 0

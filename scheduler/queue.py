@@ -26,8 +26,9 @@ API:
   max) (1 s and 60 s by default); retry_at = now + backoff; the gang goes to
   unschedulable. If a change that could help arrived while it was in flight, it goes
   to backoff instead: that change must not be lost.
-- `cluster_changed(now, hint, key=None) -> int`: unschedulable gangs move to backoff
-  (every one, or for `GANG_CHANGED` only gang `key`); returns how many moved. The
+- `cluster_changed(now, hint, key=None, could_help=None) -> int`: unschedulable gangs
+  move to backoff (every one, only those `could_help(key)` accepts, or for
+  `GANG_CHANGED` only gang `key`); returns how many moved. The
   adapter reports only changes that could free or add room: a node added, a node's
   allocatable/labels/taints changed, a pod that held resources deleted, a PodGroup or
   a gang's membership changed.
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -153,14 +155,26 @@ class GangQueue:
         if entry is not None:
             self._detach(entry)
 
-    def cluster_changed(self, now: float, hint: ClusterChange, key: str | None = None) -> int:
+    def cluster_changed(
+        self,
+        now: float,
+        hint: ClusterChange,
+        key: str | None = None,
+        *,
+        could_help: Callable[[str], bool] | None = None,
+    ) -> int:
         if hint is ClusterChange.GANG_CHANGED:
             if key is None:
                 raise ValueError("ClusterChange.GANG_CHANGED needs the gang's key")
             entry = self._entries.get(key)
             candidates = [entry] if entry is not None else []
         else:
-            candidates = [self._entries[k] for _, k in self._unschedulable]
+            candidates = [
+                self._entries[k]
+                for _, k in self._unschedulable
+                if could_help is None or could_help(k)
+            ]
+            # A gang in flight may have been planned before the change: never lost.
             candidates += [self._entries[k] for k in self._in_flight]
         moved = 0
         for entry in candidates:

@@ -49,7 +49,7 @@ from cache.gpu import format_assignment
 from cache.pod import PodInfo
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from scheduler.config import ScheduledEvents
-from scheduler.gang import Gang, Problem
+from scheduler.gang import Gang, Problem, gate_message
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
 from scheduler.planner import Plan, Unschedulable
 
@@ -297,6 +297,7 @@ class FeedbackRecorder:
         scheduled_events: ScheduledEvents = "pod",
         has_podgroup: Callable[[str], bool] = lambda key: False,
         wall_clock: Callable[[], float] = time.time,
+        podgroup_uid: Callable[[str], str | None] = lambda key: None,
     ) -> None:
         self.queue = queue
         self.component = component
@@ -305,14 +306,20 @@ class FeedbackRecorder:
         self.max_per_window = max_per_gang_per_window
         self.scheduled_events: ScheduledEvents = scheduled_events
         self.has_podgroup = has_podgroup
+        # The uid of a PodGroup as the informer knows it (None or "" when unknown): tells
+        # a PodGroup recreated under its name from the one whose status and uid we kept.
+        self.podgroup_uid = podgroup_uid
         self._wall = wall_clock
         self.stats = RecorderStats()
         self._gangs: dict[str, _GangFeedback] = {}
         self._conditions: dict[str, str] = {}  # pod uid -> message last written
         self._published: set[tuple[str, str, str, str]] = set()
-        self._podgroup_status: dict[str, PodGroupStatus] = {}
+        # PodGroup key -> (its uid, the status last written), so that a PodGroup
+        # recreated under its name gets its status written again.
+        self._podgroup_status: dict[str, tuple[str, PodGroupStatus]] = {}
         self._podgroup_uids: dict[str, str] = {}
         self._names = itertools.count()
+        self._pruned_for: Mapping[str, Gang] | None = None
 
     # --- what the scheduling loop reports -------------------------------------------
     def unschedulable(self, gang: Gang, result: Unschedulable, now: float) -> None:
@@ -321,10 +328,12 @@ class FeedbackRecorder:
         self._not_scheduled(gang, messages, result.message, now)
 
     def waiting(self, gang: Gang, message: str, now: float) -> None:
-        """The gang is not ready (members missing or refused): its pods say why."""
-        self._not_scheduled(
-            gang, dict.fromkeys((p.uid for p in gang.pending), message), message, now
-        )
+        """The gang is not ready (members missing, refused or gated): its pods say why;
+        a gated pod says which gates hold it (reason SchedulingGated)."""
+        messages = {
+            pod.uid: gate_message(pod) if pod.scheduling_gates else message for pod in gang.pending
+        }
+        self._not_scheduled(gang, messages, message, now)
 
     def bind_failed(self, gang: Gang, message: str, now: float) -> None:
         """A bind broke the gang: one Warning event on the gang (not per pod)."""
@@ -376,6 +385,8 @@ class FeedbackRecorder:
         """Publish each distinct Problem of these gangs once (within the gang budget)."""
         current: set[tuple[str, str, str, str]] = set()
         for gang in gangs:
+            if not gang.problems:
+                continue  # most gangs: nothing to look up (this runs every cycle)
             pods = {pod.key: pod for pod in gang.pending + gang.bound}
             shared = _shared_problems(gang)
             representative = self._representative(gang)
@@ -413,9 +424,10 @@ class FeedbackRecorder:
 
     def podgroup_status(self, key: str, status: PodGroupStatus) -> None:
         """Patch a PodGroup's status when it differs from what was last written."""
-        if self._podgroup_status.get(key) == status:
+        written = (self.podgroup_uid(key) or "", status)
+        if self._podgroup_status.get(key) == written:
             return
-        self._podgroup_status[key] = status
+        self._podgroup_status[key] = written
         namespace, _, name = key.partition("/")
         self.stats.podgroup_statuses += 1
         path = podgroup_status_path(namespace, name)
@@ -439,9 +451,17 @@ class FeedbackRecorder:
                 self._write_failed_scheduling(key, state, now)
 
     def prune(self, gangs: Mapping[str, Gang]) -> None:
-        """Forget gangs and pods that no longer wait (bounded memory)."""
+        """Forget gangs and pods that no longer wait, and PodGroups that are gone
+        (bounded memory). The same mapping as last time (the core hands out the same
+        one while no gang changed) needs no second look."""
+        if gangs is self._pruned_for:
+            return
+        self._pruned_for = gangs
         for key in [k for k in self._gangs if k not in gangs]:
             del self._gangs[key]
+        for podgroups in (self._podgroup_status, self._podgroup_uids):
+            for key in [k for k in podgroups if not self.has_podgroup(k)]:
+                del podgroups[key]
         pending = {pod.uid for gang in gangs.values() for pod in gang.pending}
         for uid in [u for u in self._conditions if u not in pending]:
             del self._conditions[uid]
@@ -490,7 +510,8 @@ class FeedbackRecorder:
         condition: JsonObject = {
             "type": "PodScheduled",
             "status": "False",
-            "reason": "Unschedulable",
+            # As kube-scheduler: a gated pod is not unschedulable, it is not ready yet.
+            "reason": "SchedulingGated" if pod.scheduling_gates else "Unschedulable",
             "message": message,
         }
         if first:
@@ -611,7 +632,8 @@ class FeedbackRecorder:
     async def _with_podgroup_uid(self, client: KubeClient, ref: ObjectRef) -> ObjectRef:
         key = f"{ref.namespace}/{ref.name}"
         uid = self._podgroup_uids.get(key)
-        if uid is None:
+        known = self.podgroup_uid(key)
+        if uid is None or (known and uid != known):  # unknown, or of a PodGroup since replaced
             path = podgroup_status_path(ref.namespace, ref.name).removesuffix("/status")
             try:
                 found = await client.request_json("GET", path)

@@ -32,7 +32,8 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import ChainMap
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
 
 from aiohttp import web
@@ -174,6 +175,7 @@ class SchedulerRun:
             max_per_gang_per_window=config.events.max_per_gang_per_window,
             scheduled_events=config.events.scheduled,
             has_podgroup=lambda key: key in self._core.cache.podgroups(),
+            podgroup_uid=self._podgroup_uid,
         )
         self.binder = GangBinder(
             client,
@@ -203,6 +205,10 @@ class SchedulerRun:
         # Set at shutdown; the loop checks it, so a cancellation that asyncio.wait_for
         # swallowed on Python 3.11 (one arriving with a wake-up) cannot keep it running.
         self._stopping = False
+
+    def _podgroup_uid(self, key: str) -> str | None:
+        group = self._core.cache.podgroups().get(key)
+        return group.uid if group is not None else None
 
     # --- StatusSource -------------------------------------------------------------------
     @property
@@ -300,7 +306,7 @@ class SchedulerRun:
             self._metrics.set_leader(True)
         now = self._clock()
         self._core.refresh(now)
-        found = self.partial.found_at_start(self._core.gangs.values(), now)
+        found = self.partial.found_at_start(self._partial_candidates().values(), now)
         if found:
             log.warning("gangs found partial on taking over: %s", ", ".join(sorted(found)))
         while not self._stopping:
@@ -393,9 +399,16 @@ class SchedulerRun:
                 self.recorder.waiting(gang, message, now)
         self._waiting_shown = shown
 
+    def _partial_candidates(self) -> Mapping[str, Gang]:
+        """Gangs the partial-gang rule looks at: those with pending members, and the
+        partial ones with none (members deleted and not recreated, or never created),
+        which would otherwise hold their GPUs forever."""
+        return ChainMap(self._core.gangs, self._core.partial_gangs)
+
     def _review_partial(self, now: float) -> None:
-        for key, decision in self.partial.review(self._core.gangs, now).items():
-            gang = self._core.gangs.get(key)
+        candidates = self._partial_candidates()
+        for key, decision in self.partial.review(candidates, now).items():
+            gang = candidates.get(key)
             if decision != "delete" or gang is None or not gang.bound:
                 continue
             log_event(

@@ -355,3 +355,25 @@ async def test_a_failing_write_is_counted_not_raised() -> None:
         writes.submit("x", broken)
         await writes.drain()
     assert writes.stats.failed == 1 and writes.stats.written == 0
+
+
+@pytest.mark.asyncio
+async def test_a_podgroup_recreated_under_its_name_gets_its_status_again(
+    api: KubeApiEmulator, queue: WriteQueue
+) -> None:
+    uids = {"default/train": api.put(PODGROUPS, podgroup_obj("train", 2))["metadata"]["uid"]}
+    gang = seed_gang(api, 2)
+    recorder = FeedbackRecorder(queue, has_podgroup=lambda key: key in uids, podgroup_uid=uids.get)
+    recorder.unschedulable(gang, unschedulable(gang), 0.0)
+    await queue.drain()
+    # Deleted and created again (kubectl replace --force) between two cycles.
+    api.delete(PODGROUPS, "default", "train")
+    uids["default/train"] = api.put(PODGROUPS, podgroup_obj("train", 2))["metadata"]["uid"]
+    recorder.unschedulable(gang, unschedulable(gang), 1.0)
+    await queue.drain()
+    group = api.get(PODGROUPS, "default", "train")
+    assert group is not None and group["status"]["phase"] == "Pending"
+    # Once it is gone for good, nothing about it is kept.
+    del uids["default/train"]
+    recorder.prune({})
+    assert recorder._podgroup_status == {} and recorder._podgroup_uids == {}

@@ -15,8 +15,11 @@ scheduler):
   resourceVersion; a token expires with the watch history) but ignores
   `resourceVersion`/`resourceVersionMatch` (always the latest state, which satisfies
   "not older than"); `sendInitialEvents` on watch is honoured, `resourceVersionMatch` not;
-- namespaces need not exist; names are not validated; finalizers do not delay deletion;
-  no admission, no authentication (plain HTTP), no server-side apply (415), no protobuf;
+- namespaces need not exist; names and labels are validated (validation.py); finalizers
+  hold a deleted object until removed (writes.py); the only admission is the not-ready
+  taint on new Nodes, which an emulated node lifecycle controller takes off once the
+  node is Ready (node_lifecycle.py); no authentication (plain HTTP), no server-side
+  apply (415), no protobuf;
 - a watch without timeoutSeconds stays open until the client leaves (the real server
   picks a random 30-60 min timeout);
 - bookmarks come every `bookmark_interval` seconds (real: about every minute) and once
@@ -37,7 +40,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.kubeapi import errors, strategy, writes
+from tests.kubeapi import errors, node_lifecycle, strategy, writes
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.pager import Pager
 from tests.kubeapi.rbac import RbacAuthorizer
@@ -115,6 +118,7 @@ class KubeApiEmulator:
         max_watch_backlog: int | None = None,
         too_large_wait: float = 3.0,
         request_log_size: int = 10_000,
+        node_ready_delay: float | None = 0.0,
     ) -> None:
         self.store = Store(ALL_TYPES, history_size)
         self.pager = Pager()
@@ -124,6 +128,9 @@ class KubeApiEmulator:
         self._crd_present = crd_present
         self._graceful = graceful_delete
         self._kubelet_delay = kubelet_delay
+        # Seconds after a Ready node's write until the emulated node lifecycle controller
+        # takes its not-ready taint off; None: never (a node that stays not ready).
+        self._node_ready_delay = node_ready_delay
         self._bind_delay = 0.0
         self._faults: list[_Fault] = []
         self._counts: Counter[tuple[str, str, str]] = Counter()
@@ -371,12 +378,12 @@ class KubeApiEmulator:
         return self.delete(NODES, "", name)
 
     def finish_deletion(self, namespace: str, name: str) -> bool:
-        """The kubelet confirms a gracefully deleted pod is gone; True if removed."""
+        """The kubelet confirms a gracefully deleted pod is gone; True if removed (a pod
+        with finalizers stays until they are taken off)."""
         prev = self.store.get(PODS, namespace, name)
         if prev is None or not prev.obj["metadata"].get("deletionTimestamp"):
             return False
-        self.store.remove(PODS, prev)
-        return True
+        return writes.remove_or_finalize(self.store, prev)[1]
 
     # ------------------------------------------------------------------- routing
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -538,6 +545,7 @@ class KubeApiEmulator:
         if route.rtype.namespaced and route.namespace is None:
             raise errors.method_not_allowed()
         stored = writes.create(self.store, route.rtype, route.namespace, body)
+        self._node_written(stored)
         return json_response(stored.json(), 201)
 
     async def _update(self, request: web.Request, route: Route) -> web.StreamResponse:
@@ -546,12 +554,14 @@ class KubeApiEmulator:
         stored, created = writes.update(
             self.store, route.rtype, route.namespace, route.name, route.subresource, body
         )
+        self._node_written(stored)
         return json_response(stored.json(), 201 if created else 200)
 
     async def _patch(self, request: web.Request, route: Route) -> web.StreamResponse:
         body = await self._body(request)
         current = self._stored(route)
         stored = writes.patch(self.store, current, route.subresource, request.content_type, body)
+        self._node_written(stored)
         return json_response(stored.json(), 200)
 
     async def _delete(self, request: web.Request, route: Route) -> web.StreamResponse:
@@ -584,9 +594,12 @@ class KubeApiEmulator:
                 stored = self.store.write(rtype, marked, current)
                 self._schedule_kubelet_removal(stored)
                 return json_response(stored.json(), 200)
-            # Pods return the deleted object (ReturnDeletedObject: true).
-            return json_response(self.store.remove(rtype, current).json(), 200)
-        final = self.store.remove(rtype, current)
+            # Pods return the deleted object (ReturnDeletedObject: true), or the object
+            # waiting for its finalizers.
+            return json_response(writes.remove_or_finalize(self.store, current)[0].json(), 200)
+        final, gone = writes.remove_or_finalize(self.store, current)
+        if not gone:  # held by finalizers: the object, with its deletionTimestamp
+            return json_response(final.json(), 200)
         return json_response(dumps(writes.deleted_status(final)), 200)
 
     def _schedule_kubelet_removal(self, stored: StoredObject) -> None:
@@ -598,10 +611,30 @@ class KubeApiEmulator:
         def remove() -> None:
             current = self.store.get(PODS, namespace, name)
             if current is not None and current.obj["metadata"].get("uid") == uid:
-                self.store.remove(PODS, current)
+                writes.remove_or_finalize(self.store, current)
 
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self._kubelet_delay, remove)
+        self._timers.add(timer)
+
+    def _node_written(self, stored: StoredObject) -> None:
+        """Let the emulated node lifecycle controller take the not-ready taint off a
+        node that is Ready (node_lifecycle.py)."""
+        if stored.rtype is not NODES or self._node_ready_delay is None:
+            return
+        if node_lifecycle.readied(stored.obj) is None:
+            return
+        name = stored.name
+
+        def ready() -> None:
+            current = self.store.get(NODES, "", name)
+            if current is None:
+                return
+            new = node_lifecycle.readied(current.to_dict())
+            if new is not None:
+                self.store.write(NODES, new, current)
+
+        timer = asyncio.get_running_loop().call_later(self._node_ready_delay, ready)
         self._timers.add(timer)
 
     async def _bind(self, route: Route, body: Any) -> web.StreamResponse:

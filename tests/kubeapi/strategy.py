@@ -2,7 +2,9 @@
 
 Mirrors the registry strategies (rest.BeforeCreate / BeforeUpdate and the per-type
 PrepareForCreate / PrepareForUpdate) for the parts a scheduler can observe:
-- create: the server sets uid and creationTimestamp, refuses a body that carries a
+- create: validation.py's checks (names, labels, a pod's nodeName with gates), the
+  TaintNodesByCondition admission of a new Node (node_lifecycle.py); the server sets
+  uid and creationTimestamp, refuses a body that carries a
   resourceVersion (storage.ErrResourceVersionSetOnCreate, a 500), resets a pod's status
   to Pending (podStrategy.PrepareForCreate) and drops a custom resource's status when it
   has a status subresource;
@@ -24,8 +26,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.kubeapi import errors
-from tests.kubeapi.resources import PERSISTENT_VOLUME_CLAIMS, PODS, ResourceType
+from tests.kubeapi import errors, node_lifecycle, validation
+from tests.kubeapi.resources import NODES, PERSISTENT_VOLUME_CLAIMS, PODS, ResourceType
 
 # EMULATOR GUESS (partial defaulting): only the pod defaults a scheduler reads.
 POD_SPEC_DEFAULTS: dict[str, Any] = {
@@ -138,6 +140,9 @@ def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dic
         meta.pop(field, None)
     obj["kind"] = rtype.kind
     obj["apiVersion"] = rtype.api_version
+    validation.check_create(rtype, obj)
+    if rtype is NODES:
+        node_lifecycle.admit_new_node(obj)
     if rtype is PODS:
         spec = obj.setdefault("spec", {})
         for key, value in POD_SPEC_DEFAULTS.items():
@@ -173,6 +178,7 @@ def prepare_update(
             meta[field] = old_meta[field]
         else:
             meta.pop(field, None)
+    validation.check_update(rtype, old, new)
     if subresource == "status":
         return _status_update(rtype, old, new)
     if rtype.has_status:

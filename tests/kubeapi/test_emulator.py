@@ -741,3 +741,171 @@ async def test_a_host_network_pods_ports_default_to_host_ports(
     assert [p["hostPort"] for p in spec["containers"][0]["ports"]] == [8080, 9090]
     assert spec["initContainers"][0]["ports"][0]["hostPort"] == 7070
     assert "hostPort" not in stored_pod(api, "plain")["spec"]["containers"][0]["ports"][0]
+
+
+# ------------------------------------------------- checks the real API server makes
+async def test_binding_a_pod_with_scheduling_gates_conflicts_until_they_are_removed(
+    api: KubeApiEmulator, core: client.CoreV1Api
+) -> None:
+    body = new_pod("gated")
+    body["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    await core.create_namespaced_pod("default", body)
+    with pytest.raises(ApiException) as raised:
+        await core.create_namespaced_pod_binding("gated", "default", binding("gated", "n1"))
+    assert raised.value.status == 409
+    status = status_of(raised.value)
+    # BindingREST.setPodHostAndAnnotations, wrapped by assignPod in NewConflict.
+    assert status["reason"] == "Conflict"
+    assert status["message"] == (
+        'Operation cannot be fulfilled on pods/binding "gated": '
+        "pod gated has non-empty .spec.schedulingGates"
+    )
+    assert stored_pod(api, "gated")["spec"].get("nodeName") is None
+    await core.patch_namespaced_pod(
+        "gated", "default", [{"op": "remove", "path": "/spec/schedulingGates"}]
+    )
+    assert await bind(core, "gated", "n1") == 201
+
+
+def new_node(name: str, *, ready: bool) -> Any:
+    body = node_obj(name, gpus=1)
+    del body["metadata"]["resourceVersion"]
+    body["spec"] = {}
+    if ready:
+        body["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    return body
+
+
+def has_not_ready_taint(node: dict[str, Any] | None) -> bool:
+    taints = ((node or {}).get("spec") or {}).get("taints") or []
+    return {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in taints
+
+
+async def test_a_new_node_is_tainted_not_ready_until_it_reports_ready(
+    api: KubeApiEmulator, core: client.CoreV1Api
+) -> None:
+    # TaintNodesByCondition admission: every Node created through the API.
+    created = await core.create_node(new_node("late", ready=False))
+    assert [(t.key, t.effect) for t in created.spec.taints] == [
+        ("node.kubernetes.io/not-ready", "NoSchedule")
+    ]
+    await core.create_node(new_node("ready", ready=True))
+    # The node lifecycle controller takes it off a Ready node, and only then.
+    await wait_for(lambda: not has_not_ready_taint(api.get_node("ready")))
+    await asyncio.sleep(0.1)
+    assert has_not_ready_taint(api.get_node("late"))
+    body = api.get_node("late")
+    assert body is not None
+    body["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    await core.replace_node_status("late", body)
+    await wait_for(lambda: not has_not_ready_taint(api.get_node("late")))
+    # A taint already there is not added twice.
+    tainted = new_node("tainted", ready=False)
+    tainted["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    assert len((await core.create_node(tainted)).spec.taints) == 1
+
+
+async def test_finalizers_hold_a_deleted_object_until_the_last_is_removed(
+    api: KubeApiEmulator, core: client.CoreV1Api, http: client.ApiClient
+) -> None:
+    body = new_pod("held")
+    body["metadata"]["finalizers"] = ["example.com/keep"]
+    await core.create_namespaced_pod("default", body)
+    deleted = await core.delete_namespaced_pod("held", "default")
+    assert deleted.metadata.deletion_timestamp is not None
+    stored = stored_pod(api, "held")
+    assert stored["metadata"]["deletionGracePeriodSeconds"] == 0
+    # Being deleted: it cannot be bound, and no finalizer can be added.
+    assert await bind(core, "held", "n1") == 409
+    with pytest.raises(ApiException) as refused:
+        await core.patch_namespaced_pod(
+            "held",
+            "default",
+            {"metadata": {"finalizers": ["example.com/keep", "other/x"]}},
+            _content_type=MERGE,
+        )
+    assert refused.value.status == 422
+    assert (
+        "no new finalizers can be added if the object is being deleted"
+        in (status_of(refused.value)["message"])
+    )
+    await core.patch_namespaced_pod(
+        "held", "default", {"metadata": {"finalizers": None}}, _content_type=MERGE
+    )
+    assert api.get_pod("default", "held") is None
+    # A custom resource the same way; its DELETE answers the object while it is held.
+    custom = client.CustomObjectsApi(http)
+    group = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "finalizers": ["example.com/keep"]},
+        "spec": {"minMember": 2},
+    }
+    await custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, group)
+    answer = await custom.delete_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "pg")
+    assert answer["metadata"]["deletionTimestamp"]
+    await custom.patch_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        "default",
+        PLURAL,
+        "pg",
+        {"metadata": {"finalizers": []}},
+        _content_type=MERGE,
+    )
+    with pytest.raises(ApiException) as gone:
+        await custom.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "pg")
+    assert gone.value.status == 404
+
+
+async def test_a_bound_pod_with_finalizers_is_kept_after_its_graceful_deletion(
+    api: KubeApiEmulator, core: client.CoreV1Api
+) -> None:
+    running = pod_obj("bound", node_name="n1", phase="Running")
+    running["metadata"]["finalizers"] = ["example.com/keep"]
+    api.put_pod(running)
+    api.graceful(True, kubelet_delay=0.05)
+    await core.delete_namespaced_pod("bound", "default", grace_period_seconds=30)
+    await wait_for(
+        lambda: stored_pod(api, "bound")["metadata"].get("deletionGracePeriodSeconds") == 0
+    )
+    assert stored_pod(api, "bound")["spec"]["nodeName"] == "n1"
+    await core.patch_namespaced_pod(
+        "bound", "default", {"metadata": {"finalizers": []}}, _content_type=MERGE
+    )
+    assert api.get_pod("default", "bound") is None
+
+
+async def test_names_labels_and_pod_fields_are_validated(
+    api: KubeApiEmulator, core: client.CoreV1Api
+) -> None:
+    with pytest.raises(ApiException) as bad_name:
+        await core.create_namespaced_pod("default", new_pod("Bad_Name"))
+    assert bad_name.value.status == 422
+    message = status_of(bad_name.value)["message"]
+    assert message.startswith('Pod "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name"')
+    assert "lowercase RFC 1123 subdomain" in message
+    with pytest.raises(ApiException) as bad_node:
+        await core.create_node(new_node("a" * 254, ready=True))
+    assert bad_node.value.status == 422
+    with pytest.raises(ApiException) as bad_label:
+        await core.create_namespaced_pod("default", new_pod("p", gang="not a/valid/value"))
+    assert bad_label.value.status == 422
+    assert "metadata.labels: Invalid value" in status_of(bad_label.value)["message"]
+    gated = new_pod("gated", node_name="n1")
+    gated["spec"]["schedulingGates"] = [{"name": "hold"}]
+    with pytest.raises(ApiException) as gated_bound:
+        await core.create_namespaced_pod("default", gated)
+    assert gated_bound.value.status == 422
+    assert (
+        "spec.nodeName: Forbidden: cannot be set until all schedulingGates have been"
+        in (status_of(gated_bound.value)["message"])
+    )
+    # After create: spec.nodeName cannot be set by an update (only a Binding sets it),
+    # and scheduling gates can only be removed.
+    await core.create_namespaced_pod("default", new_pod("pending"))
+    for patch in ({"spec": {"nodeName": "n1"}}, {"spec": {"schedulingGates": [{"name": "x"}]}}):
+        with pytest.raises(ApiException) as immutable:
+            await core.patch_namespaced_pod("pending", "default", patch, _content_type=MERGE)
+        assert immutable.value.status == 422
+    assert stored_pod(api, "pending")["spec"].get("nodeName") is None

@@ -6,7 +6,8 @@ been modified; ..."); a PUT without one is an unconditional update where the typ
 it (pods, nodes, events) and a 409 where it does not (leases, custom resources). A patch
 applies to the current version, unless it names a resourceVersion, which then must
 match. A write that changes nothing is skipped: no new resourceVersion, no watch event
-(etcd3 GuaranteedUpdate's no-op short cut).
+(etcd3 GuaranteedUpdate's no-op short cut). Finalizers hold a deleted object (with its
+deletionTimestamp set) until an update takes the last one off.
 """
 
 from __future__ import annotations
@@ -45,7 +46,33 @@ def commit_update(
     new["metadata"]["resourceVersion"] = current.obj["metadata"]["resourceVersion"]
     if strategy.same_content(new, current.obj):
         return current
+    if _finalized(current.obj, new):
+        return store.remove(rtype, current)
     return store.write(rtype, new, current)
+
+
+def _finalized(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """genericregistry's ShouldDeleteDuringUpdate: an update that takes the last
+    finalizer off an object whose deletion is due (grace period 0) deletes it."""
+    meta = new["metadata"]
+    return (
+        bool(meta.get("deletionTimestamp"))
+        and not meta.get("finalizers")
+        and old["metadata"].get("deletionGracePeriodSeconds") == 0
+    )
+
+
+def remove_or_finalize(store: Store, current: StoredObject) -> tuple[StoredObject, bool]:
+    """The final step of a DELETE (a pod's once its grace period is over): the object
+    goes, unless it has finalizers; then it stays with deletionTimestamp set and a grace
+    period of 0 until an update takes the last one off. Returns the object and whether
+    it is gone."""
+    meta = current.obj["metadata"]
+    if not meta.get("finalizers"):
+        return store.remove(current.rtype, current), True
+    if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") == 0:
+        return current, False  # already waiting for its finalizers
+    return store.write(current.rtype, strategy.mark_deleting(current.obj, 0), current), False
 
 
 def update(
@@ -180,6 +207,10 @@ def bind(store: Store, namespace: str, name: str, body: Any) -> StoredObject:
     assigned = (current.obj.get("spec") or {}).get("nodeName")
     if assigned:
         why = f'pod {name} is already assigned to node "{assigned}"'
+        raise errors.conflict(PODS, name, why, qualified="pods/binding")
+    if (current.obj.get("spec") or {}).get("schedulingGates"):
+        # setPodHostAndAnnotations: "Reject binding to a scheduling un-ready Pod."
+        why = f"pod {name} has non-empty .spec.schedulingGates"
         raise errors.conflict(PODS, name, why, qualified="pods/binding")
     # The API does not check that the node exists (BindingREST never reads nodes): a pod
     # bound to a missing node stays bound until the pod garbage collector removes it.

@@ -473,19 +473,19 @@ def test_incremental_index_matches_full_rebuild(
     live: dict[str, PodInfo] = {}
     for pod in pods:
         index.upsert_pod(pod)
-        live[pod.key] = pod
+        live[pod.uid] = pod
     for group in podgroups.values():
         index.upsert_podgroup(group)
     index.assemble()
     # Then a few changes: pods deleted, pods bound, a PodGroup removed.
     for pod in data.draw(st.lists(st.sampled_from(pods), max_size=5)) if pods else []:
         if data.draw(st.booleans()):
-            index.delete_pod(pod.key)
-            live.pop(pod.key, None)
+            index.delete_pod(pod.uid)
+            live.pop(pod.uid, None)
         else:
             moved = dataclasses.replace(pod, node_name="n2", phase="Running")
             index.upsert_pod(moved)
-            live[pod.key] = moved
+            live[pod.uid] = moved
     live_groups = dict(podgroups)
     if podgroups and data.draw(st.booleans()):
         gone = data.draw(st.sampled_from(sorted(podgroups)))
@@ -494,6 +494,7 @@ def test_incremental_index_matches_full_rebuild(
     incremental, _ = index.assemble()
     full = assemble_gangs(live.values(), live_groups, SCHED)
     assert incremental.gangs == full.gangs
+    assert incremental.partial == full.partial
     assert sorted(incremental.problems, key=_problem_order) == sorted(
         full.problems, key=_problem_order
     )
@@ -510,7 +511,7 @@ def test_index_reports_changed_gangs() -> None:
     result, changed = index.assemble()
     assert changed == {"default/train"}
     assert result.gangs["default/train"].ready
-    index.delete_pod("default/other-0")
+    index.delete_pod("uid-default-other-0")
     result, changed = index.assemble()
     assert changed == {"default/other"}
     assert set(result.gangs) == {"default/train"}
