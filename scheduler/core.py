@@ -13,21 +13,62 @@ to their planned nodes, so the gang is neither re-planned nor seen as partial.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from cache.cluster import ClusterCache, EventType, Placement
-from cache.jsonobj import metadata, object_uid
-from cache.pod import PodInfo
+from cache.jsonobj import mapping, metadata, object_uid
+from cache.pod import DEFAULT_SCHEDULER, PodInfo
+from cache.podgroup import PodGroupInfo
 from cache.snapshot import Snapshot
 from policies.profile import Profile
 from policies.scores.fragmentation import OnlineWorkload
 from scheduler.gang import Gang, GangIndex, Problem
+from scheduler.isolation import (
+    FATAL,
+    FailureLog,
+    ObjectKind,
+    identify,
+    is_group_name,
+    text_field,
+)
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.queue import ClusterChange, GangQueue
 
 DEFAULT_SCHEDULER_NAME = "gang-scheduler"
+
+log = logging.getLogger(__name__)
+
+_Apply = TypeVar("_Apply", bound=Callable[..., None])
+
+
+def _isolated(kind: ObjectKind) -> Callable[[_Apply], _Apply]:
+    """Apply one watch event so that an exception stays with its object
+    (scheduler/isolation.py): the core repairs what the failed apply may have left
+    half done, and the object carries the error as a problem."""
+
+    def wrap(method: _Apply) -> _Apply:
+        @functools.wraps(method)
+        def guarded(
+            core: SchedulingCore, event: EventType | str, obj: Mapping[str, Any], now: float
+        ) -> None:
+            before = core._record_of(kind, obj)
+            try:
+                method(core, event, obj, now)
+            except FATAL:
+                raise
+            except Exception as error:
+                core._apply_failed(kind, event, obj, before, error)
+            else:
+                if core.failures:
+                    core.failures.cleared(kind, identify(obj, kind != "Node").key)
+
+        return guarded  # type: ignore[return-value]
+
+    return wrap
 
 
 @dataclass(frozen=True)
@@ -79,8 +120,11 @@ class SchedulingCore:
         self.snapshot = Snapshot()
         self.gangs: dict[str, Gang] = {}
         self.problems: list[Problem] = []
+        # Objects whose last event could not be applied (crash isolation), logged once.
+        self.failures = FailureLog()
 
     # --- events -----------------------------------------------------------------------
+    @_isolated("Node")
     def apply_node(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         known = self.cache.node(str(metadata(obj).get("name") or ""))
         generation = self.cache.generation
@@ -89,6 +133,7 @@ class SchedulingCore:
             hint = ClusterChange.NODE_UPDATED if known else ClusterChange.NODE_ADDED
             self.queue.cluster_changed(now, hint)
 
+    @_isolated("Pod")
     def apply_pod(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         uid = object_uid(obj)
         before = self.cache.pod(uid)
@@ -97,6 +142,8 @@ class SchedulingCore:
         if pod is None:
             if before is not None:
                 self.index.delete_pod(before.key)
+            if isinstance(self.profile.workload, OnlineWorkload):
+                self.profile.workload.forget(uid)
         else:
             self._show(pod)
             if (
@@ -109,6 +156,7 @@ class SchedulingCore:
         if held and (pod is None or not pod.consumes_resources):
             self.queue.cluster_changed(now, ClusterChange.POD_DELETED)
 
+    @_isolated("PodGroup")
     def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         group = self.cache.apply_podgroup(event, obj)
         meta = metadata(obj)
@@ -217,9 +265,17 @@ class SchedulingCore:
             return self.schedule_next(now)
         self.cache.update_snapshot(self.snapshot)
         ready_since = self.queue.ready_since(key)
-        result = self.planner.plan(gang, self.snapshot)
+        held = {pod.uid for pod in gang.pending if self.cache.is_assumed(pod.uid)}
+        result: Plan | Unschedulable
+        try:
+            result = self.planner.plan(gang, self.snapshot)
+            if isinstance(result, Plan):
+                self.cache.assume(result.placements, now)
+        except FATAL:
+            raise
+        except Exception as error:
+            result = self._planning_failed(gang, held, error)
         if isinstance(result, Plan):
-            self.cache.assume(result.placements, now)
             for placement in result.placements:
                 self._reshow(placement.pod_uid)
             self.queue.done(key)
@@ -255,6 +311,146 @@ class SchedulingCore:
         pod = self.cache.pod(uid)
         if pod is not None:
             self._show(pod)
+
+    # --- crash isolation (scheduler/isolation.py) -------------------------------------------
+    def _record_of(self, kind: ObjectKind, obj: Mapping[str, Any]) -> object:
+        """The cache's record of the object an event is about, before the event."""
+        try:
+            if kind == "Pod":
+                return self.cache.pod(object_uid(obj))
+            if kind == "Node":
+                return self.cache.node(str(metadata(obj).get("name") or ""))
+            return self.cache.podgroups().get(identify(obj).key)
+        except Exception:  # an identity that cannot be read: there is no record
+            return None
+
+    def _apply_failed(
+        self,
+        kind: ObjectKind,
+        event: EventType | str,
+        obj: Mapping[str, Any],
+        before: object,
+        error: Exception,
+    ) -> None:
+        """An event could not be applied: log it once, leave the cache consistent and
+        give the object the error as a problem. Repairs that fail in turn are logged
+        (a broken cache is still better than a stopped scheduler)."""
+        identity = identify(obj, namespaced=kind != "Node")
+        message = self.failures.failed(kind, identity.key, f"reading the {kind.lower()}", error)
+        try:
+            if kind == "Pod":
+                self._quarantine_pod(event, obj, before, message)
+            elif kind == "Node":
+                self._quarantine_node(event, obj)
+            else:
+                self._quarantine_podgroup(event, obj, message)
+        except FATAL:
+            raise
+        except Exception:
+            log.exception(
+                "%s %s: repairing the cache after a failed event failed", kind, identity.key
+            )
+
+    def _quarantine_pod(
+        self, event: EventType | str, obj: Mapping[str, Any], before: object, message: str
+    ) -> None:
+        """A pod event that failed. The cache keeps the pod's previous record when the
+        apply failed before changing anything (parsing comes first: a bound pod's charge
+        is then still the best one known) and drops the pod's state altogether when it
+        got further (no half-applied charge stays). Gang assembly sees the pod with the
+        error as its problem, so it is not planned on stale data and is told why."""
+        identity = identify(obj)
+        try:
+            uid = object_uid(obj)
+        except Exception:
+            uid = identity.uid
+        old = before if isinstance(before, PodInfo) else None
+        if old is not None:
+            self.index.delete_pod(old.key)
+        self.index.delete_pod(identity.key)
+        if event == EventType.DELETED or self.cache.pod(uid) is not before:
+            self.cache.drop_pod(uid)
+        if isinstance(self.profile.workload, OnlineWorkload) and event == EventType.DELETED:
+            self.profile.workload.forget(uid)
+        if event == EventType.DELETED:
+            return
+        self.index.upsert_pod(unreadable_pod(obj, uid, message, self.cache.gang_keys.label))
+
+    def _quarantine_node(self, event: EventType | str, obj: Mapping[str, Any]) -> None:
+        """A node event that failed: the node offers nothing until an update of it
+        applies (placing on a node whose last update is unknown could ignore a new
+        taint or cordon); its pods stay charged to it. A deletion removes it."""
+        name = metadata(obj).get("name")
+        if not isinstance(name, str) or not name:
+            return
+        gone = {"metadata": {"name": name}}
+        if event != EventType.DELETED:
+            version = metadata(obj).get("resourceVersion")
+            offline = {
+                "metadata": {
+                    "name": name,
+                    "resourceVersion": version if isinstance(version, str) else "",
+                },
+                "spec": {"unschedulable": True},
+            }
+            try:
+                self.cache.apply_node(EventType.MODIFIED, offline)
+                return
+            except FATAL:
+                raise
+            except Exception:
+                log.exception("node %s: cannot mark it unschedulable; removing it", name)
+        self.cache.apply_node(EventType.DELETED, gone)
+
+    def _quarantine_podgroup(
+        self, event: EventType | str, obj: Mapping[str, Any], message: str
+    ) -> None:
+        """A PodGroup event that failed: its gang falls back to the other size sources
+        and its members are told (InvalidPodGroup) while the PodGroup cannot be read."""
+        identity = identify(obj)
+        self.cache.apply_podgroup(
+            EventType.DELETED,
+            {"metadata": {"namespace": identity.namespace, "name": identity.name}},
+        )
+        self.index.delete_podgroup(identity.key)
+        if event != EventType.DELETED:
+            self.index.upsert_podgroup(
+                PodGroupInfo(identity.namespace, identity.name, problems=(message,))
+            )
+
+    def _planning_failed(self, gang: Gang, held: set[str], error: Exception) -> Unschedulable:
+        """Planning (or reserving) one gang raised: release any reservation it made and
+        fail that gang alone; the queue retries it with backoff."""
+        reason = self.failures.failed("Gang", gang.key, "planning", error)
+        for pod in gang.pending:
+            if pod.uid not in held:
+                self.cache.forget(pod.uid)
+        return Unschedulable(
+            gang.key,
+            needed=gang.needed,
+            placeable=0,
+            message=f"gang {gang.key}: {reason}",
+            reasons={pod.uid: reason for pod in gang.pending},
+        )
+
+
+def unreadable_pod(obj: Mapping[str, Any], uid: str, message: str, gang_label: str) -> PodInfo:
+    """A pod record made only of fields read without trusting the object, carrying
+    `message` as its problem: gang assembly shows it (and its gang waits) but never
+    plans it."""
+    identity = identify(obj)
+    gang = mapping(metadata(obj).get("labels")).get(gang_label)
+    return PodInfo(
+        uid=uid,
+        namespace=identity.namespace,
+        name=identity.name,
+        scheduler_name=text_field(obj, "spec", "schedulerName") or DEFAULT_SCHEDULER,
+        node_name=text_field(obj, "spec", "nodeName"),
+        phase=text_field(obj, "status", "phase") or "Pending",
+        deleting=bool(metadata(obj).get("deletionTimestamp")),
+        gang_name=gang if is_group_name(gang) else None,
+        problems=(message,),
+    )
 
 
 def _reconcile(
