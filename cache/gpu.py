@@ -26,8 +26,8 @@ from cache.limits import (
     MAX_NVLINK_LINKS,
     MAX_TOPOLOGY_TEXT,
     MIN_INT32,
-    digits_within,
     shown,
+    small_int,
 )
 from cache.resources import MILLI_PER_GPU, SHARED_GPU, WHOLE_GPU
 
@@ -76,10 +76,10 @@ def link_score(text: str) -> int:
     cell = text.strip().upper()
     match = _NVLINK.match(cell)
     if match:
-        links = match[1]
-        if not links.isascii() or not digits_within(links, 3) or int(links) > MAX_NVLINK_LINKS:
+        links = small_int(match[1], 3)
+        if links is None or links > MAX_NVLINK_LINKS:
             raise ValueError(f"GPU link level {shown(text)} has more than {MAX_NVLINK_LINKS} links")
-        return NVLINK_SCORE_PER_LINK * max(1, int(links))
+        return NVLINK_SCORE_PER_LINK * max(1, links)
     level = _LEVEL_NAMES.get(cell)
     if level is None:
         raise ValueError(f"unknown GPU link level {shown(text)}")
@@ -113,6 +113,8 @@ def parse_topology(text: str) -> GpuInventory:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"{TOPOLOGY_ANNOTATION} is not JSON: {error.msg}") from None
+    except ValueError:  # a number of 4,300+ digits, which int() refuses
+        raise ValueError(f"{TOPOLOGY_ANNOTATION} has a number out of range") from None
     except RecursionError:
         raise ValueError(f"{TOPOLOGY_ANNOTATION} is nested too deeply") from None
     if not isinstance(data, dict):
@@ -234,7 +236,8 @@ def _label_number(labels: dict[str, str], key: str) -> int | None:
     text = labels.get(key, "")
     if not text.isascii() or not text.isdigit():
         return None
-    return int(text) if digits_within(text, 19) else 2**63
+    value = small_int(text, 19)
+    return value if value is not None else 2**63
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,15 +307,12 @@ def parse_assignment(text: str) -> DeviceShares:
     shares: dict[int, int] = {}
     for part in text.split(","):
         index_text, sep, milli_text = part.strip().partition(":")
-        if not (
-            sep
-            and _small_number(index_text, INT32_DIGITS)
-            and _small_number(milli_text, INT32_DIGITS)
-        ):
+        index = small_int(index_text, INT32_DIGITS) if sep else None
+        milli = small_int(milli_text, INT32_DIGITS) if sep else None
+        if index is None or milli is None:
             raise ValueError(
                 f"{ASSIGNMENT_ANNOTATION}: {shown(part.strip())} is not <device index>:<milli>"
             )
-        index, milli = int(index_text), int(milli_text)
         if not 0 < milli <= MILLI_PER_GPU or index in shares:
             raise ValueError(
                 f"{ASSIGNMENT_ANNOTATION}: {shown(part.strip())} repeats a device or has a share "
@@ -320,7 +320,3 @@ def parse_assignment(text: str) -> DeviceShares:
             )
         shares[index] = milli
     return tuple(sorted(shares.items()))
-
-
-def _small_number(text: str, digits: int) -> bool:
-    return text.isascii() and text.isdigit() and digits_within(text, digits)

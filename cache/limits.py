@@ -58,5 +58,16 @@ def shown(value: object) -> str:
 
 def digits_within(text: str, digits: int) -> bool:
     """Whether `text` (ASCII digits) has at most `digits` digits once leading zeros are
-    dropped, so that int() on it is cheap and cannot refuse it."""
+    dropped, so that `small_int` on it is cheap and cannot refuse it."""
     return len(text.lstrip("0")) <= digits
+
+
+def small_int(text: str, digits: int) -> int | None:
+    """The value of `text` when it is ASCII digits, at most `digits` of them once leading
+    zeros are dropped (int() counts those too, and refuses 4,300); None otherwise."""
+    if not text.isascii() or not text.isdigit():
+        return None
+    significant = text.lstrip("0")
+    if len(significant) > digits:
+        return None
+    return int(significant or "0")

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
-from cache.limits import INT32_DIGITS, digits_within, shown
+from cache.limits import INT32_DIGITS, shown, small_int
 from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
 from cache.podgroup import PodGroupInfo
 from scheduler.isolation import FATAL, describe
@@ -173,9 +173,9 @@ def parse_min_member(text: str) -> int | None:
     number ("abc", "0", "-1", "2.5", "1e3") or is beyond an int32."""
     match = _WHOLE_NUMBER.fullmatch(text)
     # More digits than an int32 has is beyond it; int() of 4,300+ digits would raise.
-    if match is None or not digits_within(match[1], INT32_DIGITS):
+    value = small_int(match[1], INT32_DIGITS) if match is not None else None
+    if value is None:
         return None
-    value = int(match[1])
     return value if 1 <= value <= MAX_MIN_MEMBER else None
 
 
