@@ -406,12 +406,10 @@ class SchedulingCore:
         self, event: EventType | str, obj: Mapping[str, Any], message: str
     ) -> None:
         """A PodGroup event that failed: its gang falls back to the other size sources
-        and its members are told (InvalidPodGroup) while the PodGroup cannot be read."""
+        and its members are told (InvalidPodGroup) while the PodGroup cannot be read.
+        The cache stores a PodGroup in one step after reading it, so it holds nothing
+        half-applied; a deletion is still applied to the index."""
         identity = identify(obj)
-        self.cache.apply_podgroup(
-            EventType.DELETED,
-            {"metadata": {"namespace": identity.namespace, "name": identity.name}},
-        )
         self.index.delete_podgroup(identity.key)
         if event != EventType.DELETED:
             self.index.upsert_podgroup(
