@@ -94,7 +94,14 @@ class Reconciliation:
 
     def add(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
         for obj in objs:
-            self.listed.add(self.apply(obj, now))
+            try:
+                self.listed.add(self.apply(obj, now))
+            except FATAL:
+                raise
+            except Exception:
+                # The apply itself is isolated; only the object's key could not be
+                # read: it was not stored under any key, so nothing to keep.
+                log.exception("a listed object without a readable key: skipped")
 
     def finish(self, now: float) -> None:
         self.remove_missing(self.listed, now)
