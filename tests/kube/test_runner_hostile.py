@@ -13,7 +13,9 @@ import pytest
 
 import cache.cluster
 from cache.gpu import COUNT_LABEL, TOPOLOGY_ANNOTATION
+from scheduler.kube.client import WatchBroken, _decode_event
 from scheduler.kube.events import FeedbackRecorder
+from scheduler.kube.informer import RECOVERABLE
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound, running, seed_gang, unschedulable_message
 from tests.kube.test_runner_faults import assert_one_bind_per_pod, warning_reasons
@@ -128,3 +130,9 @@ async def test_feedback_that_raises_for_one_gang_stops_nothing(
                 await eventually(lambda: len(bound(api, "good")) == 2, "a gang bound after")
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+def test_a_watch_event_nested_too_deep_breaks_the_watch_not_the_process() -> None:
+    with pytest.raises(WatchBroken):
+        _decode_event(b'{"type": "ADDED", "object": ' + b"[" * 5000 + b"]" * 5000 + b"}")
+    assert RecursionError in RECOVERABLE  # a list page like it: relisted with backoff
