@@ -63,8 +63,8 @@ def _isolated(kind: ObjectKind) -> Callable[[_Apply], _Apply]:
             except Exception as error:
                 core._apply_failed(kind, event, obj, before, error)
             else:
-                if core.failures:
-                    core.failures.cleared(kind, identify(obj, kind != "Node").key)
+                if core.failures or core._unreadable:
+                    core._recovered(kind, event, obj)
 
         return guarded  # type: ignore[return-value]
 
@@ -129,6 +129,9 @@ class SchedulingCore:
         self.problems: list[Problem] = []
         # Objects whose last event could not be applied (crash isolation), logged once.
         self.failures = FailureLog()
+        # uid -> index key of pods shown to gang assembly only as unreadable (the cache
+        # holds no record of them), so a later deletion or relist removes them too.
+        self._unreadable: dict[str, str] = {}
 
     # --- events -----------------------------------------------------------------------
     @_isolated("Node")
@@ -198,6 +201,8 @@ class SchedulingCore:
             for pod in [p for p in self.cache.pods() if p.uid not in listed]:
                 gone = {"metadata": {"uid": pod.uid, "namespace": pod.namespace, "name": pod.name}}
                 self.apply_pod(EventType.DELETED, gone, now)
+            for uid in [u for u in self._unreadable if u not in listed]:
+                self._forget_unreadable(uid)
 
         return Reconciliation(apply, remove_missing)
 
@@ -240,6 +245,9 @@ class SchedulingCore:
         gang_set, changed = self.index.assemble()
         self.gangs = gang_set.gangs
         self.problems = gang_set.problems
+        if self.failures:  # a gang that went takes its planning failure with it
+            for key in changed - self.gangs.keys():
+                self.failures.cleared("Gang", key)
         for key in changed:
             gang = self.gangs.get(key)
             if gang is None or not gang.ready:
@@ -282,6 +290,9 @@ class SchedulingCore:
             raise
         except Exception as error:
             result = self._planning_failed(gang, held, error)
+        else:
+            if self.failures:
+                self.failures.cleared("Gang", key)
         if isinstance(result, Plan):
             for placement in result.placements:
                 self._reshow(placement.pod_uid)
@@ -377,11 +388,35 @@ class SchedulingCore:
         self.index.delete_pod(identity.key)
         if event == EventType.DELETED or self.cache.pod(uid) is not before:
             self.cache.drop_pod(uid)
-        if isinstance(self.profile.workload, OnlineWorkload) and event == EventType.DELETED:
-            self.profile.workload.forget(uid)
+        shown_before = self._unreadable.pop(uid, None)
+        if shown_before is not None:
+            self.index.delete_pod(shown_before)
         if event == EventType.DELETED:
+            self.failures.cleared("Pod", identity.key)
+            if isinstance(self.profile.workload, OnlineWorkload):
+                self.profile.workload.forget(uid)
             return
-        self.index.upsert_pod(unreadable_pod(obj, uid, message, self.cache.gang_keys.label))
+        shown = unreadable_pod(obj, uid, message, self.cache.gang_keys.label)
+        self.index.upsert_pod(shown)
+        if self.cache.pod(uid) is None:
+            self._unreadable[uid] = shown.key
+
+    def _recovered(self, kind: ObjectKind, event: EventType | str, obj: Mapping[str, Any]) -> None:
+        """An object whose earlier event failed applied cleanly: its failure is over
+        (and a pod shown only as unreadable goes when it is deleted)."""
+        self.failures.cleared(kind, identify(obj, kind != "Node").key)
+        if kind != "Pod":
+            return
+        if event == EventType.DELETED:
+            self._forget_unreadable(object_uid(obj))
+        else:  # read at last: the index holds its real record under the same key
+            self._unreadable.pop(object_uid(obj), None)
+
+    def _forget_unreadable(self, uid: str) -> None:
+        key = self._unreadable.pop(uid, None)
+        if key is not None:
+            self.index.delete_pod(key)
+            self.failures.cleared("Pod", key)
 
     def _quarantine_node(self, event: EventType | str, obj: Mapping[str, Any]) -> None:
         """A node event that failed: the node offers nothing until an update of it

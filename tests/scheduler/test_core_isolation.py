@@ -334,3 +334,20 @@ def test_the_workload_observer_counts_a_bounded_number_of_shapes() -> None:
     assert workload.shapes <= 8
     shares = workload.current().shares
     assert shape_of(common) in shares  # the frequent shape survives the pruning
+
+
+def test_an_unreadable_pod_leaves_no_ghost_once_deleted_or_missing_from_a_relist(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    core = SchedulingCore(build_profile())
+    core.apply_node(ADDED, node_obj("n", gpus=1), 0)
+    with monkeypatch.context() as patch:
+        patch.setattr(cache.cluster, "pod_from_api", raising_for("a", cache.cluster.pod_from_api))
+        patch.setattr(cache.cluster, "pod_from_api", raising_for("b", cache.cluster.pod_from_api))
+        core.apply_pod(ADDED, pod_obj("a", gpus=1), 0)
+        core.apply_pod(ADDED, pod_obj("b", gpus=1), 0)
+    assert pod_problems(core, "a") and pod_problems(core, "b")
+    core.apply_pod(DELETED, pod_obj("a"), 0)  # reads fine now
+    core.replace_pods([], 0)  # b's deletion was missed: the relist lacks it
+    core.refresh(1.0)
+    assert core.gangs == {} and core.problems == [] and len(core.failures) == 0
