@@ -86,7 +86,11 @@ class _Assumed:
 def is_older(stored: str, incoming: str) -> bool:
     """True when `incoming` is known to be older than `stored` (both decimal integers);
     otherwise resourceVersions are opaque and the stream's order is trusted."""
-    return stored.isdigit() and incoming.isdigit() and int(incoming) < int(stored)
+    if not (stored.isascii() and stored.isdigit() and incoming.isascii() and incoming.isdigit()):
+        return False
+    # Compared as digit strings: int() refuses 4,300+ digits, and "²" passes isdigit().
+    stored, incoming = stored.lstrip("0"), incoming.lstrip("0")
+    return (len(incoming), incoming) < (len(stored), stored)
 
 
 class ClusterCache:
@@ -315,6 +319,22 @@ class ClusterCache:
             charge.shares = charge.written or ()
             node.charge(charge.requests, charge.shares, charge.ports)
         self._touch(node)
+
+    def drop_pod(self, uid: str) -> None:
+        """Forget everything about a pod whose apply failed midway (a bug, isolated by
+        the core), and recompute the accounting of every node it was charged to from
+        the charges that remain, so that no half-applied charge survives."""
+        self._pods.pop(uid, None)
+        self._assumed.pop(uid, None)
+        charge = self._charges.pop(uid, None)
+        touched = {charge.node} if charge is not None else set()
+        for name, charges in list(self._on_node.items()):
+            if charges.pop(uid, None) is not None:
+                touched.add(name)
+            if not charges:
+                del self._on_node[name]
+        for name in touched:
+            self._rebuild_node(name)
 
     # --- PodGroups --------------------------------------------------------------------
     def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any]) -> PodGroupInfo | None:

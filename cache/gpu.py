@@ -18,6 +18,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from cache.limits import (
+    INT32_DIGITS,
+    MAX_GPU_MEMORY_MIB,
+    MAX_GPUS_PER_NODE,
+    MAX_INT32,
+    MAX_NVLINK_LINKS,
+    MAX_TOPOLOGY_TEXT,
+    MIN_INT32,
+    shown,
+    small_int,
+)
 from cache.resources import MILLI_PER_GPU, SHARED_GPU, WHOLE_GPU
 
 TOPOLOGY_ANNOTATION = "gang-scheduler.io/gpu-topology"
@@ -65,10 +76,13 @@ def link_score(text: str) -> int:
     cell = text.strip().upper()
     match = _NVLINK.match(cell)
     if match:
-        return NVLINK_SCORE_PER_LINK * max(1, int(match[1]))
+        links = small_int(match[1], 3)
+        if links is None or links > MAX_NVLINK_LINKS:
+            raise ValueError(f"GPU link level {shown(text)} has more than {MAX_NVLINK_LINKS} links")
+        return NVLINK_SCORE_PER_LINK * max(1, links)
     level = _LEVEL_NAMES.get(cell)
     if level is None:
-        raise ValueError(f"unknown GPU link level {text!r}")
+        raise ValueError(f"unknown GPU link level {shown(text)}")
     return LEVEL_SCORE[level]
 
 
@@ -91,34 +105,51 @@ class GpuInventory:
 
 
 def parse_topology(text: str) -> GpuInventory:
-    """Parse the topology annotation; raises ValueError with a readable message."""
+    """Parse the topology annotation; raises ValueError with a readable message. Its
+    size, device count and numbers are bounded (cache.limits)."""
+    if len(text) > MAX_TOPOLOGY_TEXT:
+        raise ValueError(f"{TOPOLOGY_ANNOTATION} is longer than {MAX_TOPOLOGY_TEXT} characters")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"{TOPOLOGY_ANNOTATION} is not JSON: {error.msg}") from None
+    except ValueError:  # a number of 4,300+ digits, which int() refuses
+        raise ValueError(f"{TOPOLOGY_ANNOTATION} has a number out of range") from None
+    except RecursionError:
+        raise ValueError(f"{TOPOLOGY_ANNOTATION} is nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError(f"{TOPOLOGY_ANNOTATION} must be a JSON object")
     if data.get("version") != TOPOLOGY_VERSION:
         raise ValueError(
-            f"{TOPOLOGY_ANNOTATION} version {data.get('version')!r} is not supported "
+            f"{TOPOLOGY_ANNOTATION} version {shown(data.get('version'))} is not supported "
             f"(expected {TOPOLOGY_VERSION})"
         )
     raw_devices = data.get("devices")
     if not isinstance(raw_devices, list):
         raise ValueError(f"{TOPOLOGY_ANNOTATION}: devices must be a list")
+    if len(raw_devices) > MAX_GPUS_PER_NODE:
+        raise ValueError(
+            f"{TOPOLOGY_ANNOTATION} lists {len(raw_devices)} devices, more than "
+            f"{MAX_GPUS_PER_NODE} GPUs per node"
+        )
     devices = []
     for position, raw in enumerate(raw_devices):
         if not isinstance(raw, dict):
             raise ValueError(f"{TOPOLOGY_ANNOTATION}: device {position} is not an object")
         if raw.get("index") != position:
             raise ValueError(
-                f"{TOPOLOGY_ANNOTATION}: device {position} has index {raw.get('index')!r}; "
+                f"{TOPOLOGY_ANNOTATION}: device {position} has index {shown(raw.get('index'))}; "
                 "devices must be listed by index from 0"
             )
         numa = raw.get("numa")
         memory = raw.get("memoryMiB", 0)
-        if not isinstance(memory, int) or (numa is not None and not isinstance(numa, int)):
-            raise ValueError(f"{TOPOLOGY_ANNOTATION}: device {position} has a non-integer field")
+        if not _int_within(memory, 0, MAX_GPU_MEMORY_MIB) or (
+            numa is not None and not _int_within(numa, MIN_INT32, MAX_INT32)
+        ):
+            raise ValueError(
+                f"{TOPOLOGY_ANNOTATION}: device {position} has a memoryMiB or numa that is "
+                "not an integer in range"
+            )
         devices.append(
             GpuDevice(
                 index=position,
@@ -145,6 +176,10 @@ def parse_topology(text: str) -> GpuInventory:
             if scores[i][j] != scores[j][i]:
                 raise ValueError(f"{TOPOLOGY_ANNOTATION}: links[{i}][{j}] != links[{j}][{i}]")
     return GpuInventory(tuple(devices), tuple(scores))
+
+
+def _int_within(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def format_topology(devices: Sequence[GpuDevice], links: Sequence[Sequence[str]] | None) -> str:
@@ -174,16 +209,35 @@ def inventory_from_capacity(whole: int, shared_milli: int, labels: dict[str, str
 
     Both resources describe the same physical GPUs, so the node has as many devices as
     the larger of the two implies (GFD's count label when it is larger still). Links
-    are unknown.
+    are unknown. ValueError when that is more than MAX_GPUS_PER_NODE (a label of 10^6
+    would build a million device records).
     """
     count = max(whole, -(-shared_milli // MILLI_PER_GPU))
-    if count and labels.get(COUNT_LABEL, "").isdigit():
-        count = max(count, int(labels[COUNT_LABEL]))
+    counted = _label_number(labels, COUNT_LABEL)
+    if count and counted is not None:
+        count = max(count, counted)
+    if count > MAX_GPUS_PER_NODE:
+        source = f"label {COUNT_LABEL}" if counted == count else f"{WHOLE_GPU}/{SHARED_GPU}"
+        raise ValueError(
+            f"{source} says {shown(count)} GPUs, more than {MAX_GPUS_PER_NODE} per node; "
+            "the node offers no GPU until it is fixed"
+        )
     model = labels.get(PRODUCT_LABEL, "")
-    memory_text = labels.get(MEMORY_LABEL, "")
-    memory = int(memory_text) if memory_text.isdigit() else 0
+    memory = _label_number(labels, MEMORY_LABEL)
+    if memory is None or memory > MAX_GPU_MEMORY_MIB:
+        memory = 0
     devices = tuple(GpuDevice(i, "", model, memory, None) for i in range(count))
     return GpuInventory(devices, None)
+
+
+def _label_number(labels: dict[str, str], key: str) -> int | None:
+    """A label's whole number (ASCII digits; isdigit() alone admits "²", which int()
+    refuses), or None; longer than an int64 reads as a number beyond every bound."""
+    text = labels.get(key, "")
+    if not text.isascii() or not text.isdigit():
+        return None
+    value = small_int(text, 19)
+    return value if value is not None else 2**63
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +275,10 @@ def gpu_request(requests: dict[str, int], share_milli: int = 1) -> GpuRequest:
         raise ValueError(
             f"requests both {WHOLE_GPU} ({whole}) and {SHARED_GPU} ({shared}); ask for one"
         )
+    if max(whole, shared // MILLI_PER_GPU) > MAX_GPUS_PER_NODE:
+        raise ValueError(
+            f"requests more than {MAX_GPUS_PER_NODE} GPUs, more than any node may have"
+        )
     if whole:
         return GpuRequest(whole, MILLI_PER_GPU)
     if not shared:
@@ -249,14 +307,15 @@ def parse_assignment(text: str) -> DeviceShares:
     shares: dict[int, int] = {}
     for part in text.split(","):
         index_text, sep, milli_text = part.strip().partition(":")
-        if not sep or not index_text.isdigit() or not milli_text.isdigit():
+        index = small_int(index_text, INT32_DIGITS) if sep else None
+        milli = small_int(milli_text, INT32_DIGITS) if sep else None
+        if index is None or milli is None:
             raise ValueError(
-                f"{ASSIGNMENT_ANNOTATION}: {part.strip()!r} is not <device index>:<milli>"
+                f"{ASSIGNMENT_ANNOTATION}: {shown(part.strip())} is not <device index>:<milli>"
             )
-        index, milli = int(index_text), int(milli_text)
         if not 0 < milli <= MILLI_PER_GPU or index in shares:
             raise ValueError(
-                f"{ASSIGNMENT_ANNOTATION}: {part.strip()!r} repeats a device or has a share "
+                f"{ASSIGNMENT_ANNOTATION}: {shown(part.strip())} repeats a device or has a share "
                 f"outside 1..{MILLI_PER_GPU}"
             )
         shares[index] = milli

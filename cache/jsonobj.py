@@ -28,5 +28,7 @@ def object_uid(obj: object) -> str:
     return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
 
 
-MALFORMED = (AttributeError, TypeError, ValueError, KeyError)
-"""What reading a malformed object can raise; parse functions turn it into a problem."""
+MALFORMED = (AttributeError, TypeError, ValueError, KeyError, OverflowError, RecursionError)
+"""What reading a malformed object can raise; parse functions turn it into a problem.
+(OverflowError: a float too large for an int or a date; RecursionError: str() of a
+value nested thousands deep.)"""

@@ -200,9 +200,13 @@ def _parse_node(obj: Mapping[str, Any], share_milli: int) -> NodeInfo:
         except ValueError as error:
             problems.append(f"{error}; using the GPU count from allocatable, links unknown")
     if inventory is None:
-        inventory = inventory_from_capacity(
-            allocatable.get(res.WHOLE_GPU, 0), allocatable.get(res.SHARED_GPU, 0), labels
-        )
+        try:
+            inventory = inventory_from_capacity(
+                allocatable.get(res.WHOLE_GPU, 0), allocatable.get(res.SHARED_GPU, 0), labels
+            )
+        except ValueError as error:
+            problems.append(str(error))
+            inventory = GpuInventory((), None)
     return NodeInfo(
         name=str(meta.get("name") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),

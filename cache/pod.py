@@ -19,6 +19,7 @@ from cache.gpu import (
     parse_assignment,
 )
 from cache.jsonobj import MALFORMED, mapping, metadata, object_uid
+from cache.limits import MAX_INT32, MIN_INT32, shown
 from cache.ports import HostPort, parse_host_ports
 from cache.preferences import PreferredTerm, parse_preferred_affinity
 from cache.terms import (
@@ -210,11 +211,23 @@ def pod_from_api(
         )
 
 
+def _priority(value: object, problems: list[str]) -> int:
+    """spec.priority, an int32 the API server sets from the PriorityClass; anything else
+    is refused (a priority of 10^5000 would also sort before every other gang)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_INT32 <= value <= MAX_INT32:
+        problems.append(f"spec.priority {shown(value)} is not a 32-bit integer")
+        return 0
+    return value
+
+
 def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodInfo:
     meta = metadata(obj)
     spec = mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
-    labels = dict(meta.get("labels") or {})
+    # Label keys and values are strings in the API; read them as such whatever came.
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     annotations = meta.get("annotations") or {}
     node_name = str(spec.get("nodeName") or "")
     problems: list[str] = []
@@ -254,7 +267,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         except ValueError as error:
             problems.append(str(error))
 
-    priority = spec.get("priority")
+    priority = _priority(spec.get("priority"), problems)
     gang_name = labels.get(keys.label) or annotations.get(keys.group_annotation) or None
     if gang_name is not None and not _GROUP_NAME.match(str(gang_name)):
         # Label values are validated by the API server; an annotation is not, and a
@@ -280,7 +293,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
         node_name=node_name,
         phase=str(status.get("phase") or "Pending"),
-        priority=priority if isinstance(priority, int) else 0,
+        priority=priority,
         created=parse_time(meta.get("creationTimestamp")),
         deleting=bool(meta.get("deletionTimestamp")),
         labels=labels,

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cache.jsonobj import mapping, metadata
+from cache.jsonobj import MALFORMED, mapping, metadata
+from cache.limits import MAX_INT32, shown
 from cache.pod import parse_time
 
 PODGROUP_GROUP = "scheduling.x-k8s.io"
@@ -32,16 +33,33 @@ class PodGroupInfo:
 
 
 def _positive_int(spec: Mapping[str, Any], field: str, problems: list[str]) -> int | None:
+    """A positive int32 (the CRD's type for both fields), else None and a problem."""
     value = spec.get(field)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        problems.append(f"PodGroup spec.{field} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT32:
+        problems.append(
+            f"PodGroup spec.{field} must be a positive 32-bit integer, got {shown(value)}"
+        )
         return None
     return value
 
 
 def podgroup_from_api(obj: Mapping[str, Any]) -> PodGroupInfo:
+    """Build a PodGroupInfo; never raises on a malformed value (it becomes a problem,
+    and a PodGroup whose structure is broken gives its gang no size)."""
+    try:
+        return _parse_podgroup(obj)
+    except MALFORMED as error:
+        meta = metadata(obj)
+        return PodGroupInfo(
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name") or ""),
+            problems=(f"the PodGroup object is malformed ({type(error).__name__})",),
+        )
+
+
+def _parse_podgroup(obj: Mapping[str, Any]) -> PodGroupInfo:
     meta = metadata(obj)
     spec = mapping(mapping(obj).get("spec"))
     problems: list[str] = []

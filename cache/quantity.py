@@ -12,6 +12,8 @@ import math
 import re
 from fractions import Fraction
 
+from cache.limits import MAX_QUANTITY, MAX_QUANTITY_TEXT, shown
+
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
     "n": Fraction(1, 10**9),
@@ -36,7 +38,17 @@ class QuantityError(ValueError):
 
 
 def parse_quantity(value: object) -> Fraction:
-    """Parse a quantity as it appears in JSON (string or number) into an exact Fraction."""
+    """Parse a quantity as it appears in JSON (string or number) into an exact Fraction.
+    Its magnitude is at most MAX_QUANTITY (int64, as Kubernetes stores quantities)."""
+    number = _parse(value)
+    if abs(number) > MAX_QUANTITY:
+        raise QuantityError(
+            f"quantity {shown(value)} is beyond the largest Kubernetes quantity (2^63-1)"
+        )
+    return number
+
+
+def _parse(value: object) -> Fraction:
     if isinstance(value, bool):
         raise QuantityError(f"quantity {value!r} is a boolean, not a number")
     if isinstance(value, int):
@@ -46,17 +58,22 @@ def parse_quantity(value: object) -> Fraction:
             raise QuantityError(f"quantity {value!r} is not finite")
         return Fraction(str(value))
     if not isinstance(value, str):
-        raise QuantityError(f"quantity {value!r} is neither a string nor a number")
+        raise QuantityError(f"quantity {shown(value)} is neither a string nor a number")
+    if len(value) > MAX_QUANTITY_TEXT:
+        # Fraction() of 5,000 digits raises, of 4,000 costs a big-number conversion.
+        raise QuantityError(
+            f"quantity {shown(value)} is longer than {MAX_QUANTITY_TEXT} characters"
+        )
     match = _QUANTITY.match(value.strip())
     if match is None:
-        raise QuantityError(f"quantity {value!r} is not a Kubernetes quantity")
+        raise QuantityError(f"quantity {shown(value)} is not a Kubernetes quantity")
     number = Fraction(match["num"])
     if match["bin"]:
         return number * _BINARY[match["bin"]]
     if match["exp"] is not None:
         exponent = int(match["exp"])
         if abs(exponent) > 30:
-            raise QuantityError(f"quantity {value!r} has an exponent out of range")
+            raise QuantityError(f"quantity {shown(value)} has an exponent out of range")
         return number * Fraction(10) ** exponent
     return number * _DECIMAL[match["dec"] or ""]
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from cache.quantity import to_milli, to_units
+from cache.limits import shown
+from cache.quantity import QuantityError, to_milli, to_units
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -37,14 +38,19 @@ def shares_in_milli(resources: Resources, share_milli: int) -> Resources:
 def parse_resource_list(raw: Mapping[str, object] | None) -> Resources:
     """A Kubernetes ResourceList (`{"cpu": "500m", "memory": "1Gi"}`) in integer units.
 
-    Raises QuantityError (a ValueError) naming the resource when a value is malformed.
+    Raises QuantityError (a ValueError) naming the resource when a value is malformed
+    or negative (the API server refuses negative requests, limits and capacities; one
+    that reached us anyway would give capacity back, or a device a negative share).
     """
     result: Resources = {}
     for name, value in (raw or {}).items():
         try:
-            result[name] = to_milli(value) if name == CPU else to_units(value)
+            amount = to_milli(value) if name == CPU else to_units(value)
         except ValueError as error:
             raise ValueError(f"resource {name}: {error}") from None
+        if amount < 0:
+            raise QuantityError(f"resource {name}: {shown(value)} must not be negative")
+        result[name] = amount
     return result
 
 

@@ -13,13 +13,16 @@ to their planned nodes, so the gang is neither re-planned nor seen as partial.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from cache.cluster import ClusterCache, EventType, Placement
-from cache.jsonobj import metadata, object_uid
-from cache.pod import PodInfo
+from cache.jsonobj import mapping, metadata, object_uid
+from cache.pod import DEFAULT_SCHEDULER, PodInfo
+from cache.podgroup import PodGroupInfo
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.capacity import copies_that_fit
@@ -28,10 +31,48 @@ from policies.filters.volume_binding import claim_users, claims_with_single_user
 from policies.profile import Profile
 from policies.scores.fragmentation import OnlineWorkload
 from scheduler.gang import Gang, GangIndex, Problem
+from scheduler.isolation import (
+    FATAL,
+    FailureLog,
+    ObjectKind,
+    identify,
+    is_group_name,
+    text_field,
+)
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.queue import ClusterChange, GangQueue
 
 DEFAULT_SCHEDULER_NAME = "gang-scheduler"
+
+log = logging.getLogger(__name__)
+
+_Apply = TypeVar("_Apply", bound=Callable[..., None])
+
+
+def _isolated(kind: ObjectKind) -> Callable[[_Apply], _Apply]:
+    """Apply one watch event so that an exception stays with its object
+    (scheduler/isolation.py): the core repairs what the failed apply may have left
+    half done, and the object carries the error as a problem."""
+
+    def wrap(method: _Apply) -> _Apply:
+        @functools.wraps(method)
+        def guarded(
+            core: SchedulingCore, event: EventType | str, obj: Mapping[str, Any], now: float
+        ) -> None:
+            before = core._record_of(kind, obj)
+            try:
+                method(core, event, obj, now)
+            except FATAL:
+                raise
+            except Exception as error:
+                core._apply_failed(kind, event, obj, before, error)
+            else:
+                if core.failures or core._unreadable:
+                    core._recovered(kind, event, obj)
+
+        return guarded  # type: ignore[return-value]
+
+    return wrap
 
 
 @dataclass(frozen=True)
@@ -59,7 +100,14 @@ class Reconciliation:
 
     def add(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
         for obj in objs:
-            self.listed.add(self.apply(obj, now))
+            try:
+                self.listed.add(self.apply(obj, now))
+            except FATAL:
+                raise
+            except Exception:
+                # The apply itself is isolated; only the object's key could not be
+                # read: it was not stored under any key, so nothing to keep.
+                log.exception("a listed object without a readable key: skipped")
 
     def finish(self, now: float) -> None:
         self.remove_missing(self.listed, now)
@@ -92,8 +140,14 @@ class SchedulingCore:
         # them; the simulator has none), and the static PVs each planned gang holds.
         self.volumes = VolumeCache()
         self._held_volumes: dict[str, list[tuple[str, str]]] = {}
+        # Objects whose last event could not be applied (crash isolation), logged once.
+        self.failures = FailureLog()
+        # uid -> namespace/name of pods shown to gang assembly only as unreadable (the
+        # cache holds no record of them), so a later deletion or relist removes them too.
+        self._unreadable: dict[str, str] = {}
 
     # --- events -----------------------------------------------------------------------
+    @_isolated("Node")
     def apply_node(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         known = self.cache.node(str(metadata(obj).get("name") or ""))
         generation = self.cache.generation
@@ -102,6 +156,7 @@ class SchedulingCore:
             hint = ClusterChange.NODE_UPDATED if known else ClusterChange.NODE_ADDED
             self.queue.cluster_changed(now, hint)
 
+    @_isolated("Pod")
     def apply_pod(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         uid = object_uid(obj)
         before = self.cache.pod(uid)
@@ -110,6 +165,8 @@ class SchedulingCore:
         if pod is None:
             if before is not None:
                 self.index.delete_pod(before.uid)
+            if isinstance(self.profile.workload, OnlineWorkload):
+                self.profile.workload.forget(uid)
         else:
             self._show(pod)
             if (
@@ -124,6 +181,7 @@ class SchedulingCore:
                 now, ClusterChange.POD_DELETED, could_help=self._helped_by_leaving(before)
             )
 
+    @_isolated("PodGroup")
     def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         group = self.cache.apply_podgroup(event, obj)
         meta = metadata(obj)
@@ -185,6 +243,8 @@ class SchedulingCore:
             for pod in [p for p in self.cache.pods() if p.uid not in listed]:
                 gone = {"metadata": {"uid": pod.uid, "namespace": pod.namespace, "name": pod.name}}
                 self.apply_pod(EventType.DELETED, gone, now)
+            for uid in [u for u in self._unreadable if u not in listed]:
+                self._forget_unreadable(uid)
 
         return Reconciliation(apply, remove_missing)
 
@@ -258,6 +318,9 @@ class SchedulingCore:
         self.gangs = gang_set.gangs
         self.partial_gangs = gang_set.partial
         self.problems = gang_set.problems
+        if self.failures:  # a gang that went takes its planning failure with it
+            for key in changed - self.gangs.keys():
+                self.failures.cleared("Gang", key)
         for key in changed:
             gang = self.gangs.get(key)
             if gang is None or not gang.ready:
@@ -300,10 +363,21 @@ class SchedulingCore:
         self.cache.update_snapshot(self.snapshot)
         ready_since = self.queue.ready_since(key)
         number = self.queue.attempts(key) + 1
-        result = self._plan(gang)
+        held = {pod.uid for pod in gang.pending if self.cache.is_assumed(pod.uid)}
+        result: Plan | Unschedulable
+        try:
+            result = self._plan(gang)
+            if isinstance(result, Plan):
+                self._hold_volumes(result)
+                self.cache.assume(result.placements, now)
+        except FATAL:
+            raise
+        except Exception as error:
+            result = self._planning_failed(gang, held, error)
+        else:
+            if self.failures:
+                self.failures.cleared("Gang", key)
         if isinstance(result, Plan):
-            self._hold_volumes(result)
-            self.cache.assume(result.placements, now)
             for placement in result.placements:
                 self._reshow(placement.pod_uid)
             self.queue.done(key)
@@ -382,6 +456,168 @@ class SchedulingCore:
         pod = self.cache.pod(uid)
         if pod is not None:
             self._show(pod)
+
+    # --- crash isolation (scheduler/isolation.py) -------------------------------------------
+    def _record_of(self, kind: ObjectKind, obj: Mapping[str, Any]) -> object:
+        """The cache's record of the object an event is about, before the event."""
+        try:
+            if kind == "Pod":
+                return self.cache.pod(object_uid(obj))
+            if kind == "Node":
+                return self.cache.node(str(metadata(obj).get("name") or ""))
+            return self.cache.podgroups().get(identify(obj).key)
+        except Exception:  # an identity that cannot be read: there is no record
+            return None
+
+    def _apply_failed(
+        self,
+        kind: ObjectKind,
+        event: EventType | str,
+        obj: Mapping[str, Any],
+        before: object,
+        error: Exception,
+    ) -> None:
+        """An event could not be applied: log it once, leave the cache consistent and
+        give the object the error as a problem. Repairs that fail in turn are logged
+        (a broken cache is still better than a stopped scheduler)."""
+        identity = identify(obj, namespaced=kind != "Node")
+        message = self.failures.failed(kind, identity.key, f"reading the {kind.lower()}", error)
+        try:
+            if kind == "Pod":
+                self._quarantine_pod(event, obj, before, message)
+            elif kind == "Node":
+                self._quarantine_node(event, obj)
+            else:
+                self._quarantine_podgroup(event, obj, message)
+        except FATAL:
+            raise
+        except Exception:
+            log.exception(
+                "%s %s: repairing the cache after a failed event failed", kind, identity.key
+            )
+
+    def _quarantine_pod(
+        self, event: EventType | str, obj: Mapping[str, Any], before: object, message: str
+    ) -> None:
+        """A pod event that failed. The cache keeps the pod's previous record when the
+        apply failed before changing anything (parsing comes first: a bound pod's charge
+        is then still the best one known) and drops the pod's state altogether when it
+        got further (no half-applied charge stays). Gang assembly sees the pod with the
+        error as its problem, so it is not planned on stale data and is told why."""
+        identity = identify(obj)
+        try:
+            uid = object_uid(obj)
+        except Exception:
+            uid = identity.uid
+        old = before if isinstance(before, PodInfo) else None
+        if old is not None:
+            self.index.delete_pod(old.uid)
+        self.index.delete_pod(uid)
+        if event == EventType.DELETED or self.cache.pod(uid) is not before:
+            self.cache.drop_pod(uid)
+        self._unreadable.pop(uid, None)
+        if event == EventType.DELETED:
+            self.failures.cleared("Pod", identity.key)
+            if isinstance(self.profile.workload, OnlineWorkload):
+                self.profile.workload.forget(uid)
+            return
+        shown = unreadable_pod(obj, uid, message, self.cache.gang_keys.label)
+        self.index.upsert_pod(shown)
+        if self.cache.pod(uid) is None:
+            self._unreadable[uid] = shown.key
+
+    def _recovered(self, kind: ObjectKind, event: EventType | str, obj: Mapping[str, Any]) -> None:
+        """An object whose earlier event failed applied cleanly: its failure is over
+        (and a pod shown only as unreadable goes when it is deleted)."""
+        self.failures.cleared(kind, identify(obj, kind != "Node").key)
+        if kind != "Pod":
+            return
+        if event == EventType.DELETED:
+            self._forget_unreadable(object_uid(obj))
+        else:  # read at last: the index holds its real record under the same key
+            self._unreadable.pop(object_uid(obj), None)
+
+    def _forget_unreadable(self, uid: str) -> None:
+        key = self._unreadable.pop(uid, None)
+        if key is not None:
+            self.index.delete_pod(uid)
+            self.failures.cleared("Pod", key)
+
+    def _quarantine_node(self, event: EventType | str, obj: Mapping[str, Any]) -> None:
+        """A node event that failed: the node offers nothing until an update of it
+        applies (placing on a node whose last update is unknown could ignore a new
+        taint or cordon); its pods stay charged to it. A deletion removes it."""
+        name = metadata(obj).get("name")
+        if not isinstance(name, str) or not name:
+            return
+        gone = {"metadata": {"name": name}}
+        if event != EventType.DELETED:
+            version = metadata(obj).get("resourceVersion")
+            offline = {
+                "metadata": {
+                    "name": name,
+                    "resourceVersion": version if isinstance(version, str) else "",
+                },
+                "spec": {"unschedulable": True},
+            }
+            try:
+                self.cache.apply_node(EventType.MODIFIED, offline)
+                return
+            except FATAL:
+                raise
+            except Exception:
+                log.exception("node %s: cannot mark it unschedulable; removing it", name)
+        self.cache.apply_node(EventType.DELETED, gone)
+
+    def _quarantine_podgroup(
+        self, event: EventType | str, obj: Mapping[str, Any], message: str
+    ) -> None:
+        """A PodGroup event that failed: its gang falls back to the other size sources
+        and its members are told (InvalidPodGroup) while the PodGroup cannot be read.
+        The cache stores a PodGroup in one step after reading it, so it holds nothing
+        half-applied; a deletion is still applied to the index."""
+        identity = identify(obj)
+        self.index.delete_podgroup(identity.key)
+        if event != EventType.DELETED:
+            self.index.upsert_podgroup(
+                PodGroupInfo(identity.namespace, identity.name, problems=(message,))
+            )
+
+    def _planning_failed(self, gang: Gang, held: set[str], error: Exception) -> Unschedulable:
+        """Planning (or reserving) one gang raised: release any reservation it made and
+        fail that gang alone; the queue retries it with backoff."""
+        reason = self.failures.failed("Gang", gang.key, "planning", error)
+        for pod in gang.pending:
+            if pod.uid not in held:
+                self.cache.forget(pod.uid)
+        for volume, claim in self._held_volumes.pop(gang.key, ()):
+            self.volumes.release(volume, claim)
+        return Unschedulable(
+            gang.key,
+            needed=gang.needed,
+            placeable=0,
+            message=f"gang {gang.key}: {reason}",
+            reasons={pod.uid: reason for pod in gang.pending},
+        )
+
+
+def unreadable_pod(obj: Mapping[str, Any], uid: str, message: str, gang_label: str) -> PodInfo:
+    """A pod record made only of fields read without trusting the object, carrying
+    `message` as its problem: gang assembly shows it (and its gang waits) but never
+    plans it."""
+    identity = identify(obj)
+    gang = mapping(metadata(obj).get("labels")).get(gang_label)
+    return PodInfo(
+        uid=uid,
+        namespace=identity.namespace,
+        name=identity.name,
+        scheduler_name=text_field(obj, "spec", "schedulerName") or DEFAULT_SCHEDULER,
+        node_name=text_field(obj, "spec", "nodeName"),
+        phase=text_field(obj, "status", "phase") or "Pending",
+        deleting=bool(metadata(obj).get("deletionTimestamp")),
+        gang_name=gang if is_group_name(gang) else None,
+        problems=(message,),
+    )
 
 
 def _holds_beyond_its_node(pod: PodInfo) -> bool:

@@ -41,14 +41,19 @@ event touched. Neither raises on any pod or PodGroup content.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
+from cache.limits import INT32_DIGITS, shown, small_int
 from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
 from cache.podgroup import PodGroupInfo
+from scheduler.isolation import FATAL, describe
+
+log = logging.getLogger(__name__)
 
 ProblemKind = Literal["Pod", "PodGroup"]
 SizeSource = Literal["podgroup", "annotation", "single", "default"]
@@ -98,6 +103,8 @@ class Gang:
     timeout_seconds: int | None = None
     size_source: SizeSource = "default"
     problems: list[Problem] = field(default_factory=list)
+    # Why assembling the gang raised (crash isolation): such a gang is never ready.
+    broken: str | None = None
 
     @property
     def placeable(self) -> list[PodInfo]:
@@ -126,6 +133,8 @@ class Gang:
 
     @property
     def ready(self) -> bool:
+        if self.broken is not None:
+            return False
         placeable = len(self.placeable)
         return placeable > 0 and placeable + len(self.bound) >= self.min_member
 
@@ -134,6 +143,8 @@ class Gang:
         """Why the gang is not ready, in words for its pods' events; None when ready."""
         if self.ready:
             return None
+        if self.broken is not None:
+            return self.broken
         if self.missing:
             plural = "s" if self.missing != 1 else ""
             return (
@@ -209,9 +220,10 @@ def parse_min_member(text: str) -> int | None:
     """The annotation's value as a gang size, or None when it is not a positive whole
     number ("abc", "0", "-1", "2.5", "1e3") or is beyond an int32."""
     match = _WHOLE_NUMBER.fullmatch(text)
-    if match is None:
+    # More digits than an int32 has is beyond it; int() of 4,300+ digits would raise.
+    value = small_int(match[1], INT32_DIGITS) if match is not None else None
+    if value is None:
         return None
-    value = int(match[1])
     return value if 1 <= value <= MAX_MIN_MEMBER else None
 
 
@@ -264,7 +276,39 @@ def build_gang(
 ) -> Gang | None:
     """The gang `key` from the pods that carry that key; None when none of them is
     pending for us (nothing to schedule). Pods that are neither pending nor bound are
-    ignored, so callers may pass a gang's pods unfiltered."""
+    ignored, so callers may pass a gang's pods unfiltered. Never raises for one gang
+    (scheduler/isolation.py): a gang whose assembly raised is `broken`, never ready,
+    and its pending members are told why."""
+    members = list(members)
+    try:
+        return _build_gang(key, members, podgroup, scheduler_name, keys)
+    except FATAL:
+        raise
+    except Exception as error:
+        return _broken_gang(key, members, scheduler_name, error)
+
+
+def _broken_gang(
+    key: str, members: list[PodInfo], scheduler_name: str, error: Exception
+) -> Gang | None:
+    pending = [pod for pod in members if is_pending_member(pod, scheduler_name)]
+    if not pending:
+        return None
+    message = f"internal error while assembling gang {key}: {describe(error)}"
+    log.error("%s", message, exc_info=error)
+    gang = Gang(key, pending[0].namespace, pending[0].name, 1, pending=pending, broken=message)
+    gang.bound = [pod for pod in members if is_bound_member(pod)]
+    gang.problems = [Problem("Pod", pod.key, "InternalError", message) for pod in pending]
+    return gang
+
+
+def _build_gang(
+    key: str,
+    members: Iterable[PodInfo],
+    podgroup: PodGroupInfo | None,
+    scheduler_name: str,
+    keys: GangKeys,
+) -> Gang | None:
     pending: list[PodInfo] = []
     bound: list[PodInfo] = []
     for pod in members:
@@ -381,7 +425,7 @@ def _size_single(gang: Gang, keys: GangKeys) -> None:
             "Pod",
             pod.key,
             "InvalidMinMember" if malformed else "MinMemberWithoutGang",
-            f"pod {pod.key} has annotation {keys.min_member_annotation}={text!r}"
+            f"pod {pod.key} has annotation {keys.min_member_annotation}={shown(text)}"
             + (", which is not a positive whole number," if malformed else "")
             + f" but no {keys.label} label, so it belongs to no gang; it is scheduled alone",
         )
@@ -455,8 +499,8 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> Non
                 "Pod",
                 pod.key,
                 "InvalidMinMember",
-                f"pod {pod.key} has annotation {keys.min_member_annotation}={text!r}, which is "
-                f"not a positive whole number; it is ignored and {instead}",
+                f"pod {pod.key} has annotation {keys.min_member_annotation}={shown(text)}, "
+                f"which is not a positive whole number; it is ignored and {instead}",
             )
         )
     for reason, message in gang_problems:

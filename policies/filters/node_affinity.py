@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cache.limits import small_int
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.terms import Requirement, SelectorTerm
@@ -28,9 +29,11 @@ def parse_label_int(text: str) -> int | None:
     Go's ParseInt reads it; None otherwise. Stricter than int(), which would accept
     spaces, underscores and non-ASCII digits."""
     digits = text[1:] if text.startswith(("+", "-")) else text
-    if not digits or not digits.isascii() or not digits.isdigit():
+    # More than 19 digits is beyond int64 (and int() refuses 4,300+): no need to read it.
+    magnitude = small_int(digits, 19)
+    if magnitude is None:
         return None
-    number = int(text)
+    number = -magnitude if text.startswith("-") else magnitude
     return number if _INT64_MIN <= number <= _INT64_MAX else None
 
 

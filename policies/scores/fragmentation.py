@@ -51,6 +51,8 @@ DEFAULT_COVERAGE = 0.95
 # The scale of the sigmoid's argument: a change of one whole GPU of fragmentation moves
 # the score from 50 to 73 (or 27).
 SIGMOID_SCALE_MILLI = 1000.0
+# Distinct shapes an OnlineWorkload counts at most (a trace of 10^5 pods has hundreds).
+DEFAULT_MAX_SHAPES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,31 +198,69 @@ class OnlineWorkload:
     """A target workload learned from the pods seen so far, as a live cluster must.
 
     Call `observe(pod)` when a pod arrives (each pod counts once, by uid, however often
-    it is retried); `current()` recomputes the shares (same coverage rule as
-    `TargetWorkload.from_pods`) only when something new was observed since last time.
-    Counts never decay: the shares describe every pod seen since the start.
+    it is retried) and `forget(uid)` when it is deleted; `current()` recomputes the
+    shares (same coverage rule as `TargetWorkload.from_pods`) only when something new
+    was observed since last time. Counts do not decay when pods go: the shares describe
+    every pod seen since the start. Memory is bounded: per pod, only the uids of pods
+    that still exist are kept; per shape, at most `max_shapes` shapes are counted (a
+    tenant creating pods of ever new CPU sizes would otherwise grow the counts without
+    end): past that, the rarer half is dropped, which the coverage rule (the most
+    frequent shapes covering 95% of pods) barely notices.
     """
 
-    def __init__(self, coverage: float = DEFAULT_COVERAGE) -> None:
+    def __init__(
+        self, coverage: float = DEFAULT_COVERAGE, max_shapes: int = DEFAULT_MAX_SHAPES
+    ) -> None:
         _check_coverage(coverage)
+        if max_shapes < 2:
+            raise ValueError(f"max_shapes must be at least 2, not {max_shapes}")
         self.coverage = coverage
+        self.max_shapes = max_shapes
         self._counts: Counter[WorkloadShape] = Counter()
         self._seen: set[str] = set()
+        self._observed = 0
         self._current = TargetWorkload({})
         self._stale = False
 
     def observe(self, pod: PodInfo) -> bool:
-        """Count the pod's shape; False when this pod was already counted."""
-        if pod.uid in self._seen:
+        """Count the pod's shape; False when this pod was already counted, or when its
+        request is one the scheduler refuses (it has problems; it is never placed)."""
+        if pod.uid in self._seen or pod.problems:
             return False
+        try:
+            shape = shape_of(pod)
+        except ValueError:
+            return False  # not a shape a placed pod can have
         self._seen.add(pod.uid)
-        self._counts[shape_of(pod)] += 1
+        self._observed += 1
+        if shape not in self._counts and len(self._counts) >= self.max_shapes:
+            self._drop_rare_shapes()
+        self._counts[shape] += 1
         self._stale = True
         return True
 
+    def forget(self, uid: str) -> None:
+        """The pod is gone: its shape stays counted, its uid is no longer kept."""
+        self._seen.discard(uid)
+
+    def _drop_rare_shapes(self) -> None:
+        # most_common() is stable: among equal counts the first seen are kept.
+        kept = self._counts.most_common(self.max_shapes // 2)
+        self._counts = Counter(dict(kept))
+
     @property
     def observed(self) -> int:
+        """Pods counted since the start."""
+        return self._observed
+
+    @property
+    def tracked(self) -> int:
+        """Pods whose uid is kept (observed and not yet deleted)."""
         return len(self._seen)
+
+    @property
+    def shapes(self) -> int:
+        return len(self._counts)
 
     def current(self) -> TargetWorkload:
         if self._stale:

@@ -392,7 +392,7 @@ def decode_json(raw: bytes) -> Any:
 def _decode_event(line: bytes) -> JsonObject:
     try:
         event = json.loads(line)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
         raise WatchBroken(f"undecodable watch event: {err}") from err
     if not isinstance(event, dict):
         raise WatchBroken("watch event is not a JSON object")

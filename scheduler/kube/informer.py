@@ -63,6 +63,9 @@ RECOVERABLE: tuple[type[BaseException], ...] = (
     aiohttp.ClientError,
     TimeoutError,
     OSError,
+    # A list page nested deeper than json.loads follows (the API's structural schemas
+    # make this unlikely): retried with backoff rather than ending the process.
+    RecursionError,
 )
 
 # A watch that ends this fast with no event at all is a failure, not a timeout.

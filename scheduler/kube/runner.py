@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import time
@@ -42,6 +43,7 @@ from scheduler.config import SchedulerConfig, build_core_from
 from scheduler.core import SchedulingCore
 from scheduler.gang import Gang
 from scheduler.http import make_app, make_debug_app, serve
+from scheduler.isolation import FATAL, describe
 from scheduler.kube.binder import (
     GangBinder,
     GangBindResult,
@@ -205,6 +207,8 @@ class SchedulerRun:
         # Set at shutdown; the loop checks it, so a cancellation that asyncio.wait_for
         # swallowed on Python 3.11 (one arriving with a wake-up) cannot keep it running.
         self._stopping = False
+        # The last cycle failure logged (crash isolation), so a repeating one logs once.
+        self._cycle_failure = ""
 
     def _podgroup_uid(self, key: str) -> str | None:
         group = self._core.cache.podgroups().get(key)
@@ -314,7 +318,7 @@ class SchedulerRun:
             if not self._leading():
                 log.error("not the leader any more: scheduling stops")
                 return EXIT_FAILED
-            await self._cycle(self._clock())
+            await self._guarded_cycle(self._clock())
             await self._sleep()
         return EXIT_OK
 
@@ -335,6 +339,31 @@ class SchedulerRun:
 
     def _leading(self) -> bool:
         return self.elector is None or self.elector.is_leader
+
+    async def _guarded_cycle(self, now: float) -> None:
+        """A cycle that raises (a bug: the core isolates objects and gangs itself) is
+        logged, once while it keeps failing the same way, and the loop goes on: one
+        object must never stop the scheduler (scheduler/isolation.py)."""
+        try:
+            await self._cycle(now)
+        except FATAL:
+            raise
+        except Exception as error:
+            text = describe(error)
+            if text != self._cycle_failure:
+                log.exception("scheduling cycle failed; the loop goes on")
+            self._cycle_failure = text
+        else:
+            self._cycle_failure = ""
+
+    def _recorded(self, what: str, key: str, write: Callable[[], None]) -> None:
+        """Record one gang's feedback; a failure is that gang's, logged, not the loop's."""
+        try:
+            write()
+        except FATAL:
+            raise
+        except Exception:
+            log.exception("%s for %s failed", what, key)
 
     async def _cycle(self, now: float) -> None:
         core = self._core
@@ -376,7 +405,11 @@ class SchedulerRun:
                     reason=result.message,
                     duration=seconds,
                 )
-                self.recorder.unschedulable(attempt.gang, result, now)
+                self._recorded(
+                    "recording unschedulable",
+                    attempt.gang.key,
+                    functools.partial(self.recorder.unschedulable, attempt.gang, result, now),
+                )
             # Let binds, watch events and scrapes run between two plans.
             await asyncio.sleep(0)
             now = self._clock()
@@ -396,7 +429,11 @@ class SchedulerRun:
             identity = (message, frozenset(pod.uid for pod in gang.pending))
             shown[gang.key] = identity
             if self._waiting_shown.get(gang.key) != identity:
-                self.recorder.waiting(gang, message, now)
+                self._recorded(
+                    "recording waiting",
+                    gang.key,
+                    functools.partial(self.recorder.waiting, gang, message, now),
+                )
         self._waiting_shown = shown
 
     def _partial_candidates(self) -> Mapping[str, Gang]:
