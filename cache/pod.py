@@ -12,6 +12,7 @@ from cache import resources as res
 from cache.gpu import (
     ASSIGNMENT_ANNOTATION,
     NO_GPU,
+    SIGNATURE_ANNOTATION,
     DeviceShares,
     GpuRequest,
     gpu_request,
@@ -71,6 +72,9 @@ class PodInfo:
     # Why this pod cannot be scheduled as written (malformed request, refused GPU
     # shape, ...). A pending pod with problems is refused with these messages.
     problems: tuple[str, ...] = ()
+    # The scheduler's signature on `assignment` (cache.gpu.sign_assignment), as written
+    # on the pod; the cache verifies it before it charges the assignment as written.
+    assignment_signature: str | None = None
 
     @property
     def key(self) -> str:
@@ -198,7 +202,9 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
 
     assignment = None
     # A value written before the pod was bound came from a user, not from a
-    # scheduler's bind: it is never trusted.
+    # scheduler's bind: it is never trusted. One on a bound pod counts only with the
+    # scheduler's signature (ClusterCache verifies it; docs/security.md).
+    signature = annotations.get(SIGNATURE_ANNOTATION)
     if node_name and ASSIGNMENT_ANNOTATION in annotations:
         try:
             assignment = parse_assignment(str(annotations[ASSIGNMENT_ANNOTATION]))
@@ -237,4 +243,5 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         min_member_text=str(min_member) if min_member is not None else None,
         assignment=assignment,
         problems=tuple(problems),
+        assignment_signature=signature if isinstance(signature, str) else None,
     )
