@@ -41,10 +41,19 @@ def test_every_rendered_object_is_valid() -> None:
         "PodDisruptionBudget",
         "Service",
         "DaemonSet",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
+    cluster_scoped = (
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    )
     for obj in objects:
         kubernetes_validate.validate(obj, "1.32", strict=True)
-        if obj["kind"] not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+        if obj["kind"] not in cluster_scoped:
             assert obj["metadata"]["namespace"] == "kube-system", obj["metadata"]["name"]
 
 
