@@ -235,6 +235,14 @@ async def test_only_the_scheduler_binds_with_an_assignment(tmp_path: Path) -> No
             ),
             "only the gang scheduler binds a pod with gang-scheduler.io/gpu-devices",
         )
+        await refused(
+            c["bob"].request_json(
+                "POST",
+                pods_path(name="own") + "/binding",
+                body=binding("own", "node-a", {ALLOCATED_ANNOTATION: "main"}),
+            ),
+            "a binding cannot carry gang-scheduler.io/gpu-allocated",
+        )
         # Bob's own scheduler may bind without one (its charge is then inferred).
         await c["bob"].request_json(
             "POST", pods_path(name="own") + "/binding", body=binding("own", "node-a")
