@@ -28,6 +28,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cache.cluster import ClusterCache, EventType
+from cache.gpu import (
+    ASSIGNMENT_ANNOTATION,
+    SIGNATURE_ANNOTATION,
+    parse_assignment,
+    sign_assignment,
+)
 from cache.snapshot import Snapshot
 from policies.profile import build_profile
 from scheduler.gang import assemble_gangs
@@ -37,6 +43,7 @@ from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links
 GANG_SIZES = (1, 2, 4, 8, 32)
 MODELS = ("A100", "V100", "T4")
 NODES_PER_RACK = 40
+BENCH_KEY = b"bench-assignment-signing-key"
 
 
 def _links(kind: str) -> list[list[str]] | None:
@@ -97,8 +104,11 @@ def pod_object(
     if gang:
         meta["labels"]["scheduling.x-k8s.io/pod-group"] = gang
         meta["annotations"]["gang-scheduler.io/min-member"] = str(size)
-    if assignment:
-        meta["annotations"]["gang-scheduler.io/gpu-devices"] = assignment
+    if assignment and node:
+        # Signed as the scheduler's binder signs, so the cache charges it as written.
+        shares = parse_assignment(assignment)
+        meta["annotations"][ASSIGNMENT_ANNOTATION] = assignment
+        meta["annotations"][SIGNATURE_ANNOTATION] = sign_assignment(BENCH_KEY, name, node, shares)
     spec: dict[str, Any] = {
         "schedulerName": "gang-scheduler",
         "containers": [{"name": "c", "resources": {"requests": requests}}],
@@ -111,7 +121,7 @@ def pod_object(
 
 
 def build_cluster(nodes: int, rng: random.Random) -> ClusterCache:
-    cache = ClusterCache()
+    cache = ClusterCache(assignment_key=BENCH_KEY)
     for index in range(nodes):
         cache.apply_node(EventType.ADDED, bench_node(index))
     # About half the GPUs busy: whole-GPU pods and shares on their own devices.

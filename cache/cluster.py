@@ -6,11 +6,14 @@ Rules it keeps (docs/architecture.md explains them):
   etcd writes them) an event older than what is stored is dropped, so a relist racing
   a watch, or a late event after `assume`, never rolls state back.
 - Every pod bound to a node and not terminal takes resources there, whoever scheduled
-  it. GPU devices are charged from the pod's `gang-scheduler.io/gpu-devices` annotation
-  when it matches the pod's request; otherwise they are inferred (cache.node.
-  inferred_shares). Inferred charges are recomputed for the whole node in a canonical
-  order whenever its pods change, so the accounting depends only on which pods are
-  there, never on the order events arrived in.
+  it. GPU devices are charged as this scheduler decided them: the plan it assumed or
+  confirmed, else the pod's `gang-scheduler.io/gpu-devices` annotation when it carries
+  the scheduler's signature (`assignment_key`) and matches the pod's request; otherwise
+  (a value a tenant wrote, a pod bound by another scheduler) they are inferred
+  (cache.node.inferred_shares), exactly as if no value were written. Inferred charges
+  are recomputed for the whole node in a canonical order whenever its pods change, so
+  the accounting depends only on which pods are there, never on the order events
+  arrived in.
 - `assume` reserves a plan before its binds; the bound pod's event confirms it;
   `forget` undoes it; `expire` drops reservations whose bind was never seen.
 """
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from cache.gpu import DeviceShares, GpuRequest
+from cache.gpu import DeviceShares, GpuRequest, verify_assignment
 from cache.jsonobj import metadata, object_uid
 from cache.node import NodeInfo, inferred_shares, node_from_api
 from cache.pod import DEFAULT_GANG_KEYS, GangKeys, PodInfo, pod_from_api
@@ -99,11 +102,20 @@ class ClusterCache:
         assume_ttl: float = DEFAULT_ASSUME_TTL,
         share_milli: int = 1,
         gang_keys: GangKeys = DEFAULT_GANG_KEYS,
+        assignment_key: bytes | None = None,
     ) -> None:
         self.assume_ttl = assume_ttl
         # Milli of a GPU one unit of nvidia.com/vgpu is worth (resources.shares_in_milli).
         self.share_milli = share_milli
         self.gang_keys = gang_keys
+        # The key that signs this scheduler's assignments (cache.gpu.sign_assignment);
+        # None: no signed value is trusted, only what this cache decided itself.
+        self.assignment_key = assignment_key
+        # pod uid -> (node, devices) this scheduler decided for a bound pod: the plan it
+        # bound, or a signed assignment once verified. Kept until the pod goes, so that a
+        # later change of the annotation (by a tenant, where the admission policy is not
+        # installed) cannot move the charge.
+        self._decided: dict[str, tuple[str, DeviceShares]] = {}
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, PodInfo] = {}
         self._podgroups: dict[str, PodGroupInfo] = {}
@@ -240,6 +252,7 @@ class ClusterCache:
         if event == EventType.DELETED:
             self._pods.pop(uid, None)
             self._assumed.pop(uid, None)
+            self._decided.pop(uid, None)
             self._set_charge(uid, None)
             return None
         pod = pod_from_api(obj, self.share_milli, self.gang_keys)
@@ -248,6 +261,8 @@ class ClusterCache:
         if assumed is not None and pod.node_name:
             # The bind landed: the API's word replaces the reservation.
             del self._assumed[uid]
+            if assumed.placement.node == pod.node_name and assumed.placement.shares:
+                self._decided[uid] = (pod.node_name, assumed.placement.shares)
             assumed = None
         if assumed is None:
             self._set_charge(uid, self._charge_for(pod))
@@ -258,7 +273,7 @@ class ClusterCache:
             return None
         written: DeviceShares | None = ()
         if pod.gpu.count:
-            written = pod.assignment if self._trusted(pod) else None
+            written = self._trusted(pod)
         current = self._charges.get(pod.uid)
         if (
             current is not None
@@ -278,14 +293,33 @@ class ClusterCache:
             ports=pod.host_ports,
         )
 
-    @staticmethod
-    def _trusted(pod: PodInfo) -> bool:
-        """An assignment is charged as written only when it is the shape of the pod's
-        request (and, checked against the node, names devices the node has)."""
-        shares = pod.assignment
-        if not shares or len(shares) != pod.gpu.count:
-            return False
-        return all(milli == pod.gpu.milli for _, milli in shares)
+    def _trusted(self, pod: PodInfo) -> DeviceShares | None:
+        """The devices this scheduler decided for a bound pod, None when it did not
+        (then they are inferred). Its decision is what it bound while running, else an
+        assignment carrying its signature over the pod's uid, node and devices (a bind
+        from before a restart). A value a user wrote (at create, by a patch, or copied
+        from another pod) has no valid signature and counts for nothing. The devices
+        must also be the shape of the pod's request (and, checked against the node,
+        exist there)."""
+        decided = self._decided.get(pod.uid)
+        if decided is not None and decided[0] == pod.node_name:
+            shares = decided[1]
+        else:
+            shares = pod.assignment or ()
+            signature = pod.assignment_signature
+            if (
+                not shares
+                or signature is None
+                or self.assignment_key is None
+                or not verify_assignment(
+                    self.assignment_key, pod.uid, pod.node_name, shares, signature
+                )
+            ):
+                return None
+            self._decided[pod.uid] = (pod.node_name, shares)
+        if len(shares) != pod.gpu.count or any(milli != pod.gpu.milli for _, milli in shares):
+            return None
+        return shares
 
     def _set_charge(self, uid: str, charge: _Charge | None) -> None:
         old = self._charges.get(uid)
@@ -369,6 +403,7 @@ class ClusterCache:
         for uid in [u for u in self._pods if u not in seen]:
             self._pods.pop(uid)
             self._assumed.pop(uid, None)
+            self._decided.pop(uid, None)
             self._set_charge(uid, None)
 
     def replace_podgroups(self, objs: Iterable[Mapping[str, Any]]) -> None:
@@ -412,6 +447,8 @@ class ClusterCache:
         if shares is None and assumed is not None:
             shares = assumed.placement.shares
         pod.assignment = shares if shares else None
+        if shares:
+            self._decided[uid] = (node, shares)
         self._set_charge(uid, self._charge_for(pod))
 
     def forget(self, uid: str) -> None:

@@ -12,6 +12,8 @@ Conventions (docs/conventions.md lists them for users):
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 from collections.abc import Sequence
@@ -320,3 +322,33 @@ def parse_assignment(text: str) -> DeviceShares:
             )
         shares[index] = milli
     return tuple(sorted(shares.items()))
+
+
+# --- the scheduler's signature on an assignment ---------------------------------------------
+# A bound pod's `gang-scheduler.io/gpu-devices` is trusted only when it carries the
+# scheduler's signature in this annotation (docs/security.md): anyone who may create or
+# patch a pod can write the assignment, only the holder of the key can sign it.
+SIGNATURE_ANNOTATION = "gang-scheduler.io/gpu-devices-signature"
+SIGNATURE_VERSION = "v1"
+MIN_KEY_BYTES = 16
+
+
+def _signed_text(uid: str, node: str, shares: DeviceShares) -> bytes:
+    # The pod's uid and node are signed with the devices, so a signed value copied onto
+    # another pod (or read from a pod bound elsewhere) does not verify.
+    return "\n".join((SIGNATURE_VERSION, uid, node, format_assignment(shares))).encode()
+
+
+def sign_assignment(key: bytes, uid: str, node: str, shares: DeviceShares) -> str:
+    """The signature annotation's value for this pod, node and devices:
+    `v1:<hex HMAC-SHA256>`."""
+    digest = hmac.new(key, _signed_text(uid, node, shares), hashlib.sha256).hexdigest()
+    return f"{SIGNATURE_VERSION}:{digest}"
+
+
+def verify_assignment(
+    key: bytes, uid: str, node: str, shares: DeviceShares, signature: str
+) -> bool:
+    """Whether `signature` is the scheduler's for this pod, node and devices."""
+    expected = sign_assignment(key, uid, node, shares)
+    return hmac.compare_digest(expected.encode(), signature.encode(errors="replace"))

@@ -13,6 +13,7 @@ from cache import unsupported
 from cache.gpu import (
     ASSIGNMENT_ANNOTATION,
     NO_GPU,
+    SIGNATURE_ANNOTATION,
     DeviceShares,
     GpuRequest,
     gpu_request,
@@ -92,6 +93,9 @@ class PodInfo:
     # spec.schedulingGates by name: while any is left the pod is not ready to be
     # scheduled, and the API server refuses its binding.
     scheduling_gates: tuple[str, ...] = ()
+    # The scheduler's signature on `assignment` (cache.gpu.sign_assignment), as written
+    # on the pod; the cache verifies it before it charges the assignment as written.
+    assignment_signature: str | None = None
 
     @property
     def key(self) -> str:
@@ -260,7 +264,9 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
 
     assignment = None
     # A value written before the pod was bound came from a user, not from a
-    # scheduler's bind: it is never trusted.
+    # scheduler's bind: it is never trusted. One on a bound pod counts only with the
+    # scheduler's signature (ClusterCache verifies it; docs/security.md).
+    signature = annotations.get(SIGNATURE_ANNOTATION)
     if node_name and ASSIGNMENT_ANNOTATION in annotations:
         try:
             assignment = parse_assignment(str(annotations[ASSIGNMENT_ANNOTATION]))
@@ -310,6 +316,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         problems=tuple(problems),
         claims=claims,
         scheduling_gates=_gate_names(gates),
+        assignment_signature=signature if isinstance(signature, str) else None,
     )
 
 

@@ -46,6 +46,7 @@ from policies.profile import (
 from policies.scores.fragmentation import OnlineWorkload
 from scheduler.core import DEFAULT_SCHEDULER_NAME, SchedulingCore
 from scheduler.queue import GangQueue
+from scheduler.signing import load_assignment_key
 from scheduler.yamltext import YamlSyntaxError, load_yaml
 
 BindFailurePolicy = Literal["delete", "keep"]
@@ -395,6 +396,29 @@ class EventsConfig:
     burst: int = field(default=100, metadata=_leaf("burst", _integer(1)))
 
 
+def _optional_path(value: object, path: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(path, f"must be a string (a file path, or empty), got {shown(value)}")
+    return value
+
+
+DEFAULT_ASSIGNMENT_KEY_FILE = "/var/run/secrets/gang-scheduler/assignment-key/key"
+
+
+@dataclass(frozen=True)
+class AssignmentSigningConfig:
+    """The key that signs the GPU assignment of every bind (docs/security.md): only a
+    signed `gang-scheduler.io/gpu-devices` is charged as written after a restart."""
+
+    # A file holding at least 16 bytes: where deploy/scheduler.yaml mounts the Secret
+    # gang-scheduler-assignment-key. Empty, or a file that does not exist: a random key
+    # for this process only, so that after a restart (or a new leader) earlier
+    # assignments are inferred.
+    key_file: str = field(
+        default=DEFAULT_ASSIGNMENT_KEY_FILE, metadata=_leaf("keyFile", _optional_path)
+    )
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     scheduler_name: str = field(
@@ -414,6 +438,9 @@ class SchedulerConfig:
     )
     http: HttpConfig = field(default_factory=HttpConfig, metadata=_nested("http"))
     events: EventsConfig = field(default_factory=EventsConfig, metadata=_nested("events"))
+    assignment_signing: AssignmentSigningConfig = field(
+        default_factory=AssignmentSigningConfig, metadata=_nested("assignmentSigning")
+    )
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -558,6 +585,7 @@ def build_core_from(config: SchedulerConfig) -> SchedulingCore:
             assume_ttl=timeouts.assume_ttl_seconds,
             share_milli=MILLI_PER_GPU // config.fractional_gpu.units_per_gpu,
             gang_keys=config.gang.keys(),
+            assignment_key=load_assignment_key(config.assignment_signing.key_file),
         ),
         queue=GangQueue(
             initial_backoff_seconds=timeouts.initial_backoff_seconds,

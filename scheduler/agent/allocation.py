@@ -15,8 +15,9 @@ The kubelet's Allocate names device IDs, not the pod. The rule that finds the po
    containers (below), and with a container not yet marked allocated in
    `gang-scheduler.io/gpu-allocated`;
 2. a candidate's next container is its first vgpu container (spec order, the order
-   the kubelet admits them in) not yet marked; it matches when its request equals
-   the number of IDs asked for;
+   the kubelet admits them in) not yet marked, nor served by this plugin since it
+   started (a mark removed by anyone never gets a container served twice); it
+   matches when its request equals the number of IDs asked for;
 3. among the matches, the pod bound first wins: the PodScheduled=True condition's
    lastTransitionTime, else creationTimestamp; ties by creationTimestamp, then
    namespace/name.
@@ -50,6 +51,8 @@ DEVICES_ENV = "GANG_SCHEDULER_GPU_DEVICES"
 CONTAINER_ENV = "GANG_SCHEDULER_GPU_CONTAINER"
 
 ID_SEPARATOR = "::"
+# No container served yet (read_pod, choose).
+EMPTY_SERVED: Mapping[str, frozenset[str]] = {}
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -179,12 +182,17 @@ def _refuse(reason: str) -> tuple[ContainerPart, ...]:
 
 
 def read_pod(
-    obj: Mapping[str, object], node: str, unit: int, schedulers: Iterable[str]
+    obj: Mapping[str, object],
+    node: str,
+    unit: int,
+    schedulers: Iterable[str],
+    served: Mapping[str, frozenset[str]] = EMPTY_SERVED,
 ) -> Candidate | Refused | None:
     """A pod as the Allocate rule sees it: a Candidate, a Refused vgpu pod with its
     reason, or None when the pod is not a vgpu pod that may start on this node (not
     bound here, terminating, finished, or asking for no vgpu). Never raises on a
-    user's values."""
+    user's values. `served`: pod uid -> containers this plugin served since it
+    started; they count as allocated whatever the pod's mark says now."""
     meta = mapping(obj.get("metadata"))
     spec = mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
@@ -233,13 +241,14 @@ def read_pod(
     except ValueError as error:
         return Refused(key, str(error))
     marked = annotations.get(ALLOCATED_ANNOTATION)
+    uid = str(meta.get("uid") or "")
     allocated = frozenset(
         name.strip() for name in (marked.split(",") if isinstance(marked, str) else ()) if name
-    )
+    ) | served.get(uid, frozenset())
     return Candidate(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
-        uid=str(meta.get("uid") or ""),
+        uid=uid,
         resource_version=str(meta.get("resourceVersion") or ""),
         bound_at=_bind_time(status),
         created=parse_time(meta.get("creationTimestamp")),
@@ -268,14 +277,16 @@ def choose(
     count: int,
     unit: int,
     schedulers: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
+    served: Mapping[str, frozenset[str]] = EMPTY_SERVED,
 ) -> Match | NoMatch:
-    """The container an Allocate of `count` share-devices is for (module docstring)."""
+    """The container an Allocate of `count` share-devices is for (module docstring);
+    `served` as for read_pod."""
     schedulers = tuple(schedulers)
     matches: list[Match] = []
     refused: list[Refused] = []
     waiting: list[str] = []
     for obj in pods:
-        read = read_pod(obj, node, unit, schedulers)
+        read = read_pod(obj, node, unit, schedulers, served)
         if isinstance(read, Refused):
             refused.append(read)
         elif isinstance(read, Candidate):

@@ -158,6 +158,10 @@ class DevicePlugin:
     _registered_with: tuple[int, int] | None = field(default=None, init=False)
     _last_note: str = field(default="", init=False)
     _pending_notify: asyncio.Task[None] | None = field(default=None, init=False)
+    # pod uid -> containers served since the plugin started: they stay allocated even if
+    # the pod's gpu-allocated mark is removed (docs/security.md). Pruned to the pods
+    # that still exist at every list.
+    _served: dict[str, frozenset[str]] = field(default_factory=dict, init=False)
 
     @property
     def socket_path(self) -> Path:
@@ -396,7 +400,12 @@ class DevicePlugin:
                 answers.append(fallback[: request.size])
                 continue
             match = choose(
-                pods, self.config.node_name, request.size, self.config.unit, self.config.schedulers
+                pods,
+                self.config.node_name,
+                request.size,
+                self.config.unit,
+                self.config.schedulers,
+                self._served,
             )
             if isinstance(match, Match):
                 answers.append(
@@ -426,6 +435,11 @@ class DevicePlugin:
                     await context.abort(refusal.code, refusal.message)
         return answers
 
+    def _forget_gone(self, pods: Sequence[JsonObject]) -> None:
+        present = {str((pod.get("metadata") or {}).get("uid") or "") for pod in pods}
+        for uid in [uid for uid in self._served if uid not in present]:
+            del self._served[uid]
+
     async def allocate_container(self, ids: Sequence[str]) -> api.ContainerAllocation:
         """One container's Allocate: match, answer, mark (with retries on 409 and on
         transient API errors). Refusal when it cannot be served."""
@@ -449,8 +463,14 @@ class DevicePlugin:
                     raise
                 last_error = f"cannot list the pods of node {self.config.node_name}: {error}"
                 continue
+            self._forget_gone(pods)
             match = choose(
-                pods, self.config.node_name, len(ids), self.config.unit, self.config.schedulers
+                pods,
+                self.config.node_name,
+                len(ids),
+                self.config.unit,
+                self.config.schedulers,
+                self._served,
             )
             if isinstance(match, NoMatch):
                 raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, match.message)
@@ -476,6 +496,8 @@ class DevicePlugin:
                     ) from None
                 last_error = f"marking {match.pod.key} allocated failed: {error}"
                 continue
+            uid = match.pod.uid
+            self._served[uid] = self._served.get(uid, frozenset()) | {match.container.name}
             log.info(
                 "allocated %s to %s/%s (%s)",
                 env[DEVICES_ENV],

@@ -62,7 +62,12 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from cache.cluster import Placement
-from cache.gpu import ASSIGNMENT_ANNOTATION, format_assignment
+from cache.gpu import (
+    ASSIGNMENT_ANNOTATION,
+    SIGNATURE_ANNOTATION,
+    format_assignment,
+    sign_assignment,
+)
 from cache.pod import PodInfo
 from scheduler.config import DEFAULT_PARTIAL_GRACE, BindFailurePolicy
 from scheduler.core import SchedulingCore
@@ -88,11 +93,18 @@ def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods/{name}"
 
 
-def binding_body(pod: PodInfo, placement: Placement) -> JsonObject:
-    """The Binding for one member: node, uid precondition and the GPU assignment."""
+def binding_body(pod: PodInfo, placement: Placement, key: bytes | None = None) -> JsonObject:
+    """The Binding for one member: node, uid precondition and the GPU assignment,
+    signed with `key` over (uid, node, devices) so that the cache trusts it after a
+    restart (docs/security.md); unsigned without a key."""
     meta: JsonObject = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
     if placement.shares:
-        meta["annotations"] = {ASSIGNMENT_ANNOTATION: format_assignment(placement.shares)}
+        annotations = {ASSIGNMENT_ANNOTATION: format_assignment(placement.shares)}
+        if key is not None:
+            annotations[SIGNATURE_ANNOTATION] = sign_assignment(
+                key, pod.uid, placement.node, placement.shares
+            )
+        meta["annotations"] = annotations
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -238,10 +250,13 @@ class GangBinder:
         retry_jitter: float = DEFAULT_RETRY_JITTER,
         on_failure: BindFailurePolicy = "delete",
         clock: Callable[[], float] = time.monotonic,
+        signing_key: bytes | None = None,
     ) -> None:
         if concurrency < 1 or timeout <= 0:
             raise ValueError("concurrency must be at least 1 and timeout positive")
         self.client = client
+        # Signs each Binding's GPU assignment (binding_body); the cache's key.
+        self.signing_key = signing_key
         self.timeout = timeout
         self.retry_transient = retry_transient
         self.retry_jitter = retry_jitter
@@ -327,7 +342,7 @@ class GangBinder:
             await self.client.request_json(
                 "POST",
                 pod_path(pod.namespace, pod.name) + "/binding",
-                body=binding_body(pod, placement),
+                body=binding_body(pod, placement, self.signing_key),
                 timeout=timeout,
             )
         except ApiError as err:

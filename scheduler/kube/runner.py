@@ -185,6 +185,7 @@ class SchedulerRun:
             timeout=config.timeouts.bind_timeout_seconds,
             on_failure=config.binding.on_bind_failure,
             clock=clock,
+            signing_key=self._core.cache.assignment_key,
         )
         self.partial = PartialGangs(config.binding.partial_gang_grace_seconds)
         self.volumes = VolumePrebinder(client, timeout=config.timeouts.bind_timeout_seconds)

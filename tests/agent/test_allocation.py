@@ -242,3 +242,16 @@ def test_device_and_allocate_field_numbers_on_the_wire() -> None:
     # ContainerAllocateResponse.envs = 1 is map<string, string>: entries of key 1, value 2.
     answer = api.encode_allocate_response([api.ContainerAllocation({"K": "V"})])
     assert answer == b"\x0a\x08\x0a\x06\x0a\x01K\x12\x01V"
+
+
+def test_containers_served_count_as_allocated_whatever_the_mark_says() -> None:
+    first = pod("a", 500, "0:500")  # marks nothing: its mark was removed
+    second = pod("b", 500, "1:500", created="2026-01-01T00:00:05Z")
+    served = {"uid-default-a": frozenset({"main"})}
+    match = choose([first, second], NODE, 500, 1, SCHEDULERS, served)
+    assert isinstance(match, Match) and match.pod.name == "b"
+    # Served containers are part of what the pod has allocated (and of the mark the
+    # plugin writes for it), and a pod with nothing left to serve is no candidate.
+    candidate = read_pod(first, NODE, 1, SCHEDULERS, served)
+    assert isinstance(candidate, Candidate) and candidate.allocated == {"main"}
+    assert choose([first], NODE, 500, 1, SCHEDULERS, served) == choose([], NODE, 500, 1)

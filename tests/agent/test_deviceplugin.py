@@ -287,6 +287,28 @@ async def test_two_pods_of_the_same_size_go_in_bind_order(setup: Setup) -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_removed_mark_never_gets_a_container_served_twice(setup: Setup) -> None:
+    """Where the admission policy is not installed a tenant may strip the
+    gpu-allocated mark of its running pod, so that the next pod of its size is handed
+    its GPU (bound-first puts it first again). The plugin remembers what it served."""
+    setup.emulator.put_pod(vgpu_pod("tenant", 250, "0:250", bound=MINUTE_1))
+    setup.emulator.put_pod(vgpu_pod("victim", 250, "3:250", bound=MINUTE_2))
+    client = setup.client()
+    try:
+        [first] = await client.allocate(ids_of(1, 250))
+        tenant = setup.emulator.get_pod("default", "tenant")
+        assert tenant is not None and tenant["metadata"]["annotations"][ALLOCATED_ANNOTATION]
+        del tenant["metadata"]["annotations"][ALLOCATED_ANNOTATION]
+        setup.emulator.put_pod(tenant)
+        [second] = await client.allocate(ids_of(1, 250))
+    finally:
+        await client.close()
+    assert first.envs[CONTAINER_ENV] == "default/tenant/main"
+    assert second.envs[CONTAINER_ENV] == "default/victim/main"
+    assert second.envs[VISIBLE_DEVICES_ENV] == UUIDS[3]
+
+
+@pytest.mark.asyncio
 async def test_a_pod_of_another_size_is_not_taken(setup: Setup) -> None:
     setup.emulator.put_pod(vgpu_pod("small", 100, "0:100"))
     client = setup.client()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cache.cluster import AssumeError, ClusterCache, EventType, Placement
+from cache.gpu import sign_assignment
 from cache.snapshot import PlanningView
 from tests.factories import node_obj, pod_obj
 
@@ -40,10 +41,18 @@ def test_bound_pods_of_any_scheduler_take_resources() -> None:
 
 def test_assignment_annotation_is_charged_as_written() -> None:
     cache = cluster(node_obj("n", gpus=4))
+    cache.assignment_key = b"k" * 16
+    signature = sign_assignment(cache.assignment_key, "uid-default-a", "n", ((2, 300),))
     cache.apply_pod(
         ADDED,
         pod_obj(
-            "a", vgpu=300, node_name="n", annotations={"gang-scheduler.io/gpu-devices": "2:300"}
+            "a",
+            vgpu=300,
+            node_name="n",
+            annotations={
+                "gang-scheduler.io/gpu-devices": "2:300",
+                "gang-scheduler.io/gpu-devices-signature": signature,
+            },
         ),
     )
     assert cache.node("n").gpu_free == [1000, 1000, 700, 1000]  # type: ignore[union-attr]

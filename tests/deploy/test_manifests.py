@@ -42,10 +42,19 @@ def test_every_rendered_object_is_valid() -> None:
         "PodDisruptionBudget",
         "Service",
         "DaemonSet",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
+    cluster_scoped = (
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    )
     for obj in objects:
         kubernetes_validate.validate(obj, "1.32", strict=True)
-        if obj["kind"] not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+        if obj["kind"] not in cluster_scoped:
             assert obj["metadata"]["namespace"] == "kube-system", obj["metadata"]["name"]
 
 
@@ -151,6 +160,23 @@ def test_the_deployment_is_ha_hardened_and_probed() -> None:
         assert set(container["resources"][kind]) == {"cpu", "memory"}
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+def test_the_assignment_key_is_the_mounted_secret_readable_by_the_scheduler_only() -> None:
+    """assignmentSigning.keyFile is where the Deployment mounts the Secret, owned by the
+    pod's group (the container runs as a non-root user) and unreadable by others."""
+    config = parse_config(scheduler_config_text(rendered()))
+    pod = scheduler_pod()
+    (container,) = pod["containers"]
+    key_file = Path(config.assignment_signing.key_file)
+    mount = next(m for m in container["volumeMounts"] if key_file.parent == Path(m["mountPath"]))
+    assert mount["readOnly"] is True
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    secret = volume["secret"]
+    assert secret["secretName"] == "gang-scheduler-assignment-key" and key_file.name == "key"
+    assert secret["optional"] is True  # the scheduler starts without it (docs/security.md)
+    assert secret["defaultMode"] & 0o007 == 0 and secret["defaultMode"] & 0o040
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
 
 
 def test_the_pdb_and_the_service_select_the_scheduler_pods() -> None:

@@ -13,6 +13,10 @@ of the node's pods and the patch marking the one an Allocate served. Then:
 - nothing was refused (a verb missing from deploy/ fails the test), and
 - every (role, verb, group, resource, resourceNames) the rules grant was used by some
   request (a verb granted and never used fails the test).
+
+Both run under the rendered ValidatingAdmissionPolicies too (tests/kubeapi/admission.py
+evaluates their CEL), authenticated as their service accounts (the agent's token names
+its node), so the policies refuse nothing the scheduler or the agent needs.
 """
 
 from __future__ import annotations
@@ -48,6 +52,13 @@ from tests.kubeapi import (
     STORAGE_CLASSES,
     KubeApiEmulator,
     write_kubeconfig,
+)
+from tests.kubeapi.admission import (
+    NODE_NAME_EXTRA,
+    AccessControl,
+    Account,
+    User,
+    admission_policies,
 )
 from tests.kubeapi.rbac import Attributes, Policy, RbacAuthorizer, Rule, forbidden
 from tests.volume_objects import pv_obj, pvc_obj, storage_class_obj, with_claims
@@ -98,12 +109,16 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
     authorizer = RbacAuthorizer(policy)
     config = config_from_mapping(deployed_config_with_fast_timings(free_port()))
 
+    access = AccessControl(
+        {"scheduler": Account(User(policy.user), authorizer)}, admission_policies(rendered())
+    )
+
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
-            api.authorizer = authorizer
+            api.access = access
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=2))
-            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig", token="scheduler")
             stop = asyncio.Event()
             task = asyncio.create_task(
                 run_scheduler(config, str(kubeconfig), clock=time.monotonic, stop=stop)
@@ -167,7 +182,7 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
             assert lease is not None and not lease["spec"].get("holderIdentity")
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
-    assert authorizer.denied == []
+    assert authorizer.denied == [] and access.refused == []
     unused = policy.grants() - authorizer.used
     assert unused == set(), f"granted but never used: {sorted(map(str, unused))}"
     # What it used, as (verb, resource) where it was used: nothing was needed beyond.
@@ -183,16 +198,18 @@ async def test_the_node_agent_runs_under_exactly_the_deployed_rbac(tmp_path: Pat
     pods and marks the one it serves."""
     policy = account_policy("DaemonSet", "gang-scheduler-node-agent")
     authorizer = RbacAuthorizer(policy)
+    account = Account(User(policy.user, extra={NODE_NAME_EXTRA: ("gpu-1",)}), authorizer)
+    access = AccessControl({"agent": account}, admission_policies(rendered()))
     plugin_dir = Path(tempfile.mkdtemp(prefix="dp", dir="/tmp"))  # a socket path is short
     async with KubeApiEmulator() as api:
-        api.authorizer = authorizer
+        api.access = access
         node = node_obj("gpu-1")
         node["metadata"]["annotations"] = {}
         api.put_node(node)
         notebook = pod_obj("notebook", vgpu=500, node_name="gpu-1")
         notebook["metadata"]["annotations"] = {ASSIGNMENT_ANNOTATION: "1:500"}
         api.put_pod(notebook)
-        kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+        kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig", token="agent")
         kubelet = FakeKubelet(plugin_dir)
         await kubelet.start()
         options = AgentOptions(node_name="gpu-1", kubeconfig=str(kubeconfig), interval=30)
@@ -210,7 +227,7 @@ async def test_the_node_agent_runs_under_exactly_the_deployed_rbac(tmp_path: Pat
             assert await asyncio.wait_for(agent, 5) == 0
             await kubelet.stop()
             shutil.rmtree(plugin_dir, ignore_errors=True)
-    assert authorizer.denied == []
+    assert authorizer.denied == [] and access.refused == []
     assert policy.grants() == authorizer.used
 
 

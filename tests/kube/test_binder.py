@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cache.cluster import EventType
+from cache.cluster import EventType, Placement
 from cache.gpu import ASSIGNMENT_ANNOTATION, format_assignment
 from cache.pod import pod_from_api
 from policies.profile import build_profile
@@ -391,3 +391,21 @@ async def test_binding_many_gangs_at_once_shares_one_limit(
     results = await asyncio.gather(*(binder.bind(g, p) for g, p in plans))
     assert all(r.ok for r in results) and len(bound_pods(api)) == 16
     assert api.request_count() == 16
+
+
+def test_the_binding_signs_the_assignment_over_uid_node_and_devices() -> None:
+    from cache.gpu import SIGNATURE_ANNOTATION, verify_assignment
+    from cache.pod import PodInfo
+    from scheduler.kube.binder import binding_body
+
+    pod = PodInfo(uid="u-1", namespace="ml", name="w-0")
+    shares = ((1, 1000), (3, 1000))
+    key = b"s" * 32
+    body = binding_body(pod, Placement("u-1", "gpu-7", shares), key)
+    annotations = body["metadata"]["annotations"]
+    assert annotations[ASSIGNMENT_ANNOTATION] == "1:1000,3:1000"
+    signature = annotations[SIGNATURE_ANNOTATION]
+    assert verify_assignment(key, "u-1", "gpu-7", shares, signature)
+    assert not verify_assignment(key, "u-2", "gpu-7", shares, signature)
+    assert not verify_assignment(key, "u-1", "gpu-8", shares, signature)
+    assert not verify_assignment(key, "u-1", "gpu-7", ((1, 1000),), signature)

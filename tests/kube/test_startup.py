@@ -226,9 +226,9 @@ async def test_an_address_that_cannot_be_listened_on(
 
 
 def _is_log(line: str) -> bool:
-    """A start-up log line (the connection and configuration were logged before the
-    listeners were opened)."""
-    return " info scheduler." in line
+    """A start-up log line (the connection, the configuration and the signing key were
+    logged before the listeners were opened)."""
+    return " info scheduler." in line or " warning scheduler." in line
 
 
 # --- the command line ---------------------------------------------------------------------------

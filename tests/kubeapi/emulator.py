@@ -40,7 +40,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.kubeapi import errors, node_lifecycle, strategy, writes
+from tests.kubeapi import admission, errors, node_lifecycle, strategy, writes
+from tests.kubeapi.admission import AccessControl
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.pager import Pager
 from tests.kubeapi.rbac import RbacAuthorizer
@@ -144,6 +145,18 @@ class KubeApiEmulator:
         self._timers: set[asyncio.TimerHandle] = set()
         # None: every request is allowed (no authentication, no authorization).
         self.authorizer: RbacAuthorizer | None = None
+        self._access: AccessControl | None = None
+
+    @property
+    def access(self) -> AccessControl | None:
+        """Users by bearer token, RBAC per user and ValidatingAdmissionPolicies
+        (tests/kubeapi/admission.py); None: no authentication, no admission."""
+        return self._access
+
+    @access.setter
+    def access(self, access: AccessControl | None) -> None:
+        self._access = access
+        self.store.admit = access.admit_write if access is not None else None
 
     # ----------------------------------------------------------------- lifecycle
     @property
@@ -439,6 +452,8 @@ class KubeApiEmulator:
             if denial is not None:
                 self._record(verb, route, denial.code)
                 raise denial
+        if self._access is not None:
+            self._authenticate(request, verb, route, self._access)
         fault = self._inject(verb, route)
         if fault is not None and not fault.committed:
             self._record(verb, route, fault.status)
@@ -456,6 +471,20 @@ class KubeApiEmulator:
         if verb != "watch":
             self._record(verb, route, response.status)
         return response
+
+    def _authenticate(
+        self, request: web.Request, verb: str, route: Route, access: AccessControl
+    ) -> None:
+        try:
+            account = access.authenticate(request.headers.get("Authorization"))
+            denial = access.authorize(account, verb, route)
+        except ApiError as err:
+            denial = err
+        if denial is not None:
+            self._record(verb, route, denial.code)
+            raise denial
+        # This request's task sees it; admission of its writes reads it.
+        admission.CURRENT.set(admission.Request(account.user, verb, route))
 
     # --------------------------------------------------------------------- reads
     def _stored(self, route: Route) -> StoredObject:
@@ -580,6 +609,8 @@ class KubeApiEmulator:
                 if isinstance(parsed, dict):
                     options = parsed
         current = self._stored(route)
+        if self._access is not None:
+            self._access.admit(rtype.kind, "DELETE", None, current.obj)
         preconditions = options.get("preconditions") or {}
         errors.check_preconditions(
             rtype, current, preconditions.get("uid"), preconditions.get("resourceVersion")
@@ -641,6 +672,8 @@ class KubeApiEmulator:
         if self._bind_delay > 0:
             await asyncio.sleep(self._bind_delay)
         assert route.name is not None
+        if self._access is not None and isinstance(body, dict):
+            self._access.admit("Binding", "CREATE", body, None)
         stored = writes.bind(self.store, route.namespace or "", route.name, body)
         node = stored.obj["spec"]["nodeName"]
         self.bind_log.append(BindRecord(stored.namespace, stored.name, node, stored.rv))

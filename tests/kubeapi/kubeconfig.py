@@ -10,13 +10,16 @@ import yaml
 from kubernetes_asyncio import client, config
 
 
-def kubeconfig_dict(base_url: str, *, namespace: str = "default") -> dict[str, Any]:
-    """A kubeconfig with one cluster, one (credential-less) user and one context."""
+def kubeconfig_dict(
+    base_url: str, *, namespace: str = "default", token: str | None = None
+) -> dict[str, Any]:
+    """A kubeconfig with one cluster, one user (credential-less, or with a bearer
+    `token` for an emulator with `access`) and one context."""
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "emulator", "cluster": {"server": base_url}}],
-        "users": [{"name": "emulator", "user": {}}],
+        "users": [{"name": "emulator", "user": {"token": token} if token else {}}],
         "contexts": [
             {
                 "name": "emulator",
@@ -29,12 +32,16 @@ def kubeconfig_dict(base_url: str, *, namespace: str = "default") -> dict[str, A
 
 
 def write_kubeconfig(
-    base_url: str, path: str | os.PathLike[str], *, namespace: str = "default"
+    base_url: str,
+    path: str | os.PathLike[str],
+    *,
+    namespace: str = "default",
+    token: str | None = None,
 ) -> Path:
     """Write a kubeconfig for `base_url` that kubernetes_asyncio.config.load_kube_config
     accepts; returns the path."""
     target = Path(path)
-    target.write_text(yaml.safe_dump(kubeconfig_dict(base_url, namespace=namespace)))
+    target.write_text(yaml.safe_dump(kubeconfig_dict(base_url, namespace=namespace, token=token)))
     return target
 
 

@@ -253,6 +253,10 @@ class Store:
     def __init__(self, types: tuple[ResourceType, ...], history_size: int) -> None:
         self.rv = 0
         self.by_type = {rtype: ResourceStore(rtype, history_size) for rtype in types}
+        # Validating admission of every write (tests/kubeapi/admission.py): called with
+        # the kind, the object about to be stored and the stored one (None: a create);
+        # raises the ApiError that refuses it.
+        self.admit: Callable[[str, dict[str, Any], dict[str, Any] | None], None] | None = None
 
     def of(self, rtype: ResourceType) -> ResourceStore:
         return self.by_type[rtype]
@@ -268,6 +272,8 @@ class Store:
         `obj` must be a fresh dict the caller no longer mutates; its metadata gets the
         new resourceVersion.
         """
+        if self.admit is not None:
+            self.admit(rtype.kind, obj, prev.obj if prev else None)
         self.rv += 1
         meta = dict(obj["metadata"])
         meta["resourceVersion"] = str(self.rv)
