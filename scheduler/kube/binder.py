@@ -468,7 +468,10 @@ class GangBinder:
         }
         retrying = AsyncRetrying(
             stop=stop_after_attempt(_DELETE_ATTEMPTS),
-            wait=wait_random_exponential(multiplier=0.1, max=2.0),
+            # 0.1 s then doubling, up to 2 s, at the default jitter (0.5 s).
+            wait=wait_random_exponential(
+                multiplier=self.retry_jitter / 5, max=4 * self.retry_jitter
+            ),
             retry=retry_if_exception(_deletion_retryable),
             reraise=True,
         )

@@ -146,3 +146,40 @@ async def test_a_bind_answered_201_stays_charged_while_the_watch_is_down(
             assert set(bound(api)) == {"a"}
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_a_landed_bind_whose_answer_and_reads_fail_stays_charged_until_read(
+    tmp_path: Path,
+) -> None:
+    """The bind lands but answers 500; reading the pod fails too, and so do list and
+    watch: the outcome is unknown. The reservation holds (the other pod gets nothing)
+    while the scheduler keeps trying to read the pod; once reads work it learns the bind
+    landed, sends no second binding request, and the relist confirms it."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n0", gpus=1))
+            async with scheduler(api, tmp_path, bind_timeout=1.0, assume_ttl=1.5):
+                await scheduler_watching(api)
+                api.fail_next_binds(1, status=500, committed=True)
+                api.fail_requests("get", "pods", count=10_000, status=503)
+                api.bind_delay(0.6)
+                api.put_pod(pod_obj("a", gpus=1, created="2026-01-01T00:00:00Z"))
+                api.put_pod(pod_obj("b", gpus=1, created="2026-01-01T00:01:00Z"))
+                await eventually(lambda: pending_told_why(api, "b"), "b found no room")
+                assert api.bind_log == []  # a's bind is in flight: now the watch fails
+                api.fail_requests("list", "pods", count=10_000, status=503)
+                api.fail_requests("watch", "pods", count=10_000, status=503)
+                assert api.drop_watches() > 0
+                await eventually(lambda: "a" in bound(api), "a's bind landed", 5.0)
+                # Reads of the pod keep failing for longer than any TTL: still charged.
+                await watch_for_overbooking(api, 4.0)
+                assert api.request_count("get", "pods") >= 2  # it kept asking
+                api.clear_faults()
+                await scheduler_watching(api)
+                await watch_for_overbooking(api, 2.5)
+            assert_one_bind_per_pod(api)
+            assert set(bound(api)) == {"a"}
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
