@@ -299,9 +299,9 @@ class GangBinder:
             reraise=True,
         )
         try:
-            async with self._slots:
-                async for attempt in retrying:
-                    with attempt:
+            async for attempt in retrying:
+                with attempt:
+                    async with self._slots:  # not held while backing off
                         found = await self._read_pod(
                             pod, aiohttp.ClientTimeout(total=self.timeout), counter
                         )

@@ -444,7 +444,9 @@ def failure_reason(member: MemberOutcome) -> BindFailureReason:
         return "conflict"
     if member.status == 404:
         return "not_found"
-    if member.state == "unknown" and member.status == 0:
+    if member.status == 0 and (member.state == "unknown" or member.requests > 0):
+        # No answer decided it (no answer in time, or the connection dropped), whether
+        # a read of the pod then settled it or not.
         return "timeout"
     if 400 <= member.status < 500 and member.status != 429:
         return "rejected"
