@@ -316,7 +316,7 @@ async def run(data: st.DataObject, gangs: list[tuple[int, bool]]) -> None:
             world.spawn(resolve_unknown(core, binder, clock=lambda: world.now))
         await quiet()
         check(world)
-        if not api.calls and not world.tasks:
+        if not api.calls and not world.tasks and not core.cache.unresolved():
             break
     assert not world.tasks and not api.calls
     world.relist()
