@@ -276,6 +276,10 @@ class GangBinder:
         """A member whose bind had no clear answer, after reading its pod."""
         pod = PodInfo(member.placement.pod_uid, member.namespace, member.name)
         counter = [0]
+        if member.status == 0:
+            # The connection was cut (no answer in time, or dropped): give a write the
+            # server had already handed to etcd time to commit before reading.
+            await asyncio.sleep(self.retry_jitter)
         state, why = await self.resolve(pod, member.placement, counter)
         reason = "" if state == "bound" else f"{member.reason}; then {why}"
         return dataclasses.replace(

@@ -241,7 +241,7 @@ async def test_a_bind_without_answer_in_time_breaks_the_gang(
     gang, plan = plan_next(core_from(api))
     api.bind_delay(1.0)
     started = time.monotonic()
-    binder = GangBinder(client, timeout=0.2)
+    binder = GangBinder(client, timeout=0.2, retry_jitter=0.05)
     result, undo = await binder.bind_gang(gang, plan)
     assert time.monotonic() - started < 0.9
     # A timeout is not retried; a read then shows the pod unbound (the server gave up on
