@@ -14,8 +14,12 @@ Rules it keeps (docs/architecture.md explains them):
   are recomputed for the whole node in a canonical order whenever its pods change, so
   the accounting depends only on which pods are there, never on the order events
   arrived in.
-- `assume` reserves a plan before its binds; the bound pod's event confirms it;
-  `forget` undoes it; `expire` drops reservations whose bind was never seen.
+- `assume` reserves a plan before its binds; the bound pod's event (watch or relist)
+  confirms it; `forget` undoes it when the bind definitely failed; the pod's deletion
+  ends it. Nothing else does, and no clock: a reservation whose bind may still land, or
+  did land (`mark_bound`) but whose event is late, keeps its room charged, so the room
+  is never planned twice. An outcome the binder could not learn (`mark_unknown`) stays
+  reserved until a re-read of the pod settles it (docs/kubernetes.md, "Reservations").
 """
 
 from __future__ import annotations
@@ -36,13 +40,19 @@ from cache.ports import HostPort
 from cache.resources import MILLI_PER_GPU
 from cache.snapshot import Snapshot
 
-DEFAULT_ASSUME_TTL = 30.0
-
 
 class EventType(StrEnum):
     ADDED = "ADDED"
     MODIFIED = "MODIFIED"
     DELETED = "DELETED"
+
+
+class Reservation(StrEnum):
+    """Where the bind of an assumed pod stands."""
+
+    BINDING = "binding"  # its binding request may be in flight
+    BOUND = "bound"  # the API accepted it (201); the event showing it bound is not in yet
+    UNKNOWN = "unknown"  # the binder ended without learning whether it landed
 
 
 class AssumeError(ValueError):
@@ -83,7 +93,8 @@ def _as_written(charge: _Charge, node: NodeInfo) -> bool:
 @dataclass(slots=True)
 class _Assumed:
     placement: Placement
-    deadline: float
+    since: float  # when it was assumed (for display; nothing expires on it)
+    state: Reservation = Reservation.BINDING
 
 
 def is_older(stored: str, incoming: str) -> bool:
@@ -99,12 +110,10 @@ def is_older(stored: str, incoming: str) -> bool:
 class ClusterCache:
     def __init__(
         self,
-        assume_ttl: float = DEFAULT_ASSUME_TTL,
         share_milli: int = 1,
         gang_keys: GangKeys = DEFAULT_GANG_KEYS,
         assignment_key: bytes | None = None,
     ) -> None:
-        self.assume_ttl = assume_ttl
         # Milli of a GPU one unit of nvidia.com/vgpu is worth (resources.shares_in_milli).
         self.share_milli = share_milli
         self.gang_keys = gang_keys
@@ -160,6 +169,19 @@ class ClusterCache:
     def assumed_placement(self, uid: str) -> Placement | None:
         entry = self._assumed.get(uid)
         return entry.placement if entry is not None else None
+
+    def reservation(self, uid: str) -> Reservation | None:
+        """Where the bind of an assumed pod stands (None when it is not assumed)."""
+        entry = self._assumed.get(uid)
+        return entry.state if entry is not None else None
+
+    def unresolved(self) -> list[Placement]:
+        """Reservations whose bind ended without a known outcome: to be re-read."""
+        return [
+            entry.placement
+            for entry in self._assumed.values()
+            if entry.state == Reservation.UNKNOWN
+        ]
 
     def pending_pods(self, scheduler_name: str) -> Iterator[PodInfo]:
         """Pods this scheduler must still place: ours, unbound, not being deleted, and
@@ -421,7 +443,7 @@ class ClusterCache:
                 raise AssumeError(f"node {placement.node} is unknown")
         for placement in placements:
             pod = self._pods[placement.pod_uid]
-            self._assumed[pod.uid] = _Assumed(placement, now + self.assume_ttl)
+            self._assumed[pod.uid] = _Assumed(placement, now)
             self._set_charge(
                 pod.uid,
                 _Charge(
@@ -451,17 +473,29 @@ class ClusterCache:
             self._decided[uid] = (node, shares)
         self._set_charge(uid, self._charge_for(pod))
 
-    def forget(self, uid: str) -> None:
-        """The bind failed: release the reservation; the pod is pending again."""
-        if self._assumed.pop(uid, None) is not None:
-            self._set_charge(uid, None)
+    def mark_bound(self, uid: str) -> None:
+        """The API accepted the bind: the room stays charged until the event showing the
+        pod bound arrives (watch or relist), however late, or the pod is deleted."""
+        entry = self._assumed.get(uid)
+        if entry is not None:
+            entry.state = Reservation.BOUND
 
-    def expire(self, now: float) -> list[str]:
-        """Drop reservations whose bound pod was not seen by their deadline."""
-        expired = [uid for uid, entry in self._assumed.items() if entry.deadline <= now]
-        for uid in expired:
-            self.forget(uid)
-        return expired
+    def mark_unknown(self, uid: str) -> None:
+        """The binder ended without learning whether the bind landed: the room stays
+        charged until the event shows the pod bound, the pod is deleted, or a re-read
+        of the pod settles it (`mark_bound` or `forget`)."""
+        entry = self._assumed.get(uid)
+        if entry is not None and entry.state == Reservation.BINDING:
+            entry.state = Reservation.UNKNOWN
+
+    def forget(self, uid: str) -> None:
+        """The bind definitely failed: release the reservation; the pod is pending
+        again. A bind the API accepted is never forgotten (its pod is bound)."""
+        entry = self._assumed.get(uid)
+        if entry is None or entry.state == Reservation.BOUND:
+            return
+        del self._assumed[uid]
+        self._set_charge(uid, None)
 
     # --- snapshots --------------------------------------------------------------------
     def update_snapshot(self, snapshot: Snapshot) -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar, cast
 
-from cache.cluster import DEFAULT_ASSUME_TTL, ClusterCache
+from cache.cluster import ClusterCache
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION, GangKeys
 from cache.resources import MILLI_PER_GPU, SHARED_GPU
 from policies.profile import (
@@ -290,10 +290,15 @@ class TopologyConfig:
     network_weight: float = field(default=1.0, metadata=_leaf("networkWeight", non_negative_number))
 
 
+# Obsolete: reservations no longer expire on a clock (docs/kubernetes.md,
+# "Reservations"). Still read and checked, so a config file that sets it keeps loading.
+OBSOLETE_ASSUME_TTL = 30.0
+
+
 @dataclass(frozen=True)
 class Timeouts:
     assume_ttl_seconds: float = field(
-        default=DEFAULT_ASSUME_TTL, metadata=_leaf("assumeTTLSeconds", positive_number)
+        default=OBSOLETE_ASSUME_TTL, metadata=_leaf("assumeTTLSeconds", positive_number)
     )
     bind_timeout_seconds: float = field(
         default=10.0, metadata=_leaf("bindTimeoutSeconds", positive_number)
@@ -522,14 +527,6 @@ def _check_together(config: SchedulerConfig) -> None:
             "must not exceed timeouts.maxBackoffSeconds "
             f"({timeouts.max_backoff_seconds:g}), got {timeouts.initial_backoff_seconds:g}",
         )
-    if timeouts.bind_timeout_seconds >= timeouts.assume_ttl_seconds:
-        # A reservation that expires while its bind may still land would let the same
-        # room be planned twice.
-        raise ConfigError(
-            "timeouts.bindTimeoutSeconds",
-            "must be less than timeouts.assumeTTLSeconds "
-            f"({timeouts.assume_ttl_seconds:g}), got {timeouts.bind_timeout_seconds:g}",
-        )
     election = config.leader_election
     if election.renew_deadline_seconds >= election.lease_duration_seconds:
         raise ConfigError(
@@ -576,13 +573,12 @@ def build_profile_from(config: SchedulerConfig) -> Profile:
 
 
 def build_core_from(config: SchedulerConfig) -> SchedulingCore:
-    """A scheduling core with the configured profile, name, reservation TTL and backoffs."""
+    """A scheduling core with the configured profile, name and backoffs."""
     timeouts = config.timeouts
     return SchedulingCore(
         build_profile_from(config),
         scheduler_name=config.scheduler_name,
         cache=ClusterCache(
-            assume_ttl=timeouts.assume_ttl_seconds,
             share_milli=MILLI_PER_GPU // config.fractional_gpu.units_per_gpu,
             gang_keys=config.gang.keys(),
             assignment_key=load_assignment_key(config.assignment_signing.key_file),

@@ -7,7 +7,9 @@ it in the cache; the adapter then binds (or, in the simulator, confirms) and rep
 back. Nothing here does I/O or reads a clock: `now` comes from the caller.
 
 While a gang's binds are in flight its members are shown to gang assembly as bound
-to their planned nodes, so the gang is neither re-planned nor seen as partial.
+to their planned nodes, so the gang is neither re-planned nor seen as partial. A
+reservation ends only on the API's word (the pod seen bound or deleted) or a bind that
+definitely failed (`bind_failed`); never on a clock (cache/cluster.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from cache.cluster import ClusterCache, EventType, Placement
+from cache.cluster import ClusterCache, EventType, Placement, Reservation
 from cache.jsonobj import mapping, metadata, object_uid
 from cache.pod import DEFAULT_SCHEDULER, PodInfo
 from cache.podgroup import PodGroupInfo
@@ -360,6 +362,12 @@ class SchedulingCore:
         if gang is None or not gang.ready:
             self.queue.remove(key)
             return self.schedule_next(now)
+        if self._binds_in_flight(gang):
+            # Never plan a gang while a bind of one of its members is in flight (a pod
+            # recreated meanwhile made it ready): its outcome decides what is left to
+            # place. The members' bound events, or the failure report, requeue it.
+            self.queue.failed(key, now, "binds of its members are still in flight")
+            return self.schedule_next(now)
         self.cache.update_snapshot(self.snapshot)
         ready_since = self.queue.ready_since(key)
         number = self.queue.attempts(key) + 1
@@ -435,7 +443,8 @@ class SchedulingCore:
     def bind_failed(
         self, gang_key: str, placements: Sequence[Placement], now: float, reason: str
     ) -> None:
-        """Some bind of the gang failed: release every reservation and retry later."""
+        """Some bind of the gang failed: release the reservations of `placements` (the
+        members known unbound) and retry the gang later."""
         for placement in placements:
             self.cache.forget(placement.pod_uid)
             self._reshow(placement.pod_uid)
@@ -445,12 +454,35 @@ class SchedulingCore:
         if gang_key in self.queue:
             self.queue.failed(gang_key, now, reason)
 
-    def expire(self, now: float) -> list[str]:
-        """Drop reservations whose bind was never observed; their pods are pending again."""
-        expired = self.cache.expire(now)
-        for uid in expired:
-            self._reshow(uid)
-        return expired
+    def bind_accepted(self, placements: Iterable[Placement]) -> None:
+        """The API accepted these binds (adapter with a watch): their room stays charged
+        until the watch or a relist shows them bound, however late that is."""
+        for placement in placements:
+            self.cache.mark_bound(placement.pod_uid)
+
+    def bind_unknown(self, placements: Iterable[Placement]) -> None:
+        """These binds ended without a known outcome: reserved until the pod is seen
+        bound or deleted, or a re-read settles it (`bind_resolved`)."""
+        for placement in placements:
+            self.cache.mark_unknown(placement.pod_uid)
+
+    def bind_resolved(self, placement: Placement, landed: bool, now: float) -> bool:
+        """A re-read of a pod whose bind had no known outcome: on its planned node
+        (`landed`), or definitely not bound by it (released; its gang may retry).
+        False, and nothing done, when the reservation is no longer unknown (the watch
+        settled it while the read was under way)."""
+        if self.cache.reservation(placement.pod_uid) != Reservation.UNKNOWN:
+            return False
+        if landed:
+            self.cache.mark_bound(placement.pod_uid)
+            return True
+        self.cache.forget(placement.pod_uid)
+        self._reshow(placement.pod_uid)
+        self.queue.cluster_changed(now, ClusterChange.POD_DELETED)
+        return True
+
+    def _binds_in_flight(self, gang: Gang) -> bool:
+        return any(self.cache.reservation(p.uid) == Reservation.BINDING for p in gang.bound)
 
     def _reshow(self, uid: str) -> None:
         pod = self.cache.pod(uid)

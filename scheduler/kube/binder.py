@@ -23,13 +23,19 @@ What a failed member means, and whether it is tried again:
   when that GET shows it bound to the planned node, the first write did land and the
   member counts as bound.
 - No answer within the time limit: not retried (a server that slow is not helped by
-  more requests); the write may or may not have landed, so the member is `unknown`.
-Each member has one time budget (`timeout`, default 10 s, under the cache's assume TTL)
-for all its requests, so a retry never outlives the reservation it binds.
+  more requests); the write may or may not have landed.
+Each member has one time budget (`timeout`, default 10 s) for its binding requests,
+counted from when it gets a binder slot.
+
+A member whose bind ended without a clear answer is then settled by reading the pod
+(`resolve`, a few tries with backoff): on its planned node it is bound; unbound, gone,
+replaced or on another node it definitely failed; still unreadable it stays `unknown`,
+and its reservation with it: the runner reads it again later (`resolve_unknown`), and
+the watch or a relist that shows the pod bound or deleted also settles it. No clock
+ever releases it (docs/kubernetes.md, "Reservations").
 
 One failed member breaks the gang. `undo` then deletes the members that were bound
-(`onBindFailure: delete`, the default; members found `unknown` are looked up first and
-deleted when they did get bound) with the pod's uid as precondition, so their
+(`onBindFailure: delete`, the default) with the pod's uid as precondition, so their
 controller recreates them and no partial gang holds GPUs. `keep` leaves them bound:
 right for pods nothing would recreate (bare pods), at the price of GPUs held by a gang
 that cannot run until its other members are placed.
@@ -42,6 +48,7 @@ rule is written out in docs/kubernetes.md.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -87,6 +94,8 @@ DEFAULT_RETRY_JITTER = 0.5
 # Statuses that say the bind can never succeed as sent.
 PERMANENT_STATUSES = frozenset({400, 403, 404, 409, 422})
 _DELETE_ATTEMPTS = 3
+# Reads of a pod whose bind had no clear answer, before it is left `unknown` for later.
+RESOLVE_ATTEMPTS = 4
 
 
 def pod_path(namespace: str, name: str) -> str:
@@ -159,7 +168,8 @@ class GangBindResult:
     @property
     def unbound_placements(self) -> tuple[Placement, ...]:
         """Reservations to release: members known not to be bound. Bound and unknown
-        members keep theirs until the watch shows what became of them (or the TTL)."""
+        members keep theirs until the watch shows what became of them (or a re-read
+        settles an unknown one)."""
         return tuple(m.placement for m in self.failed)
 
     @property
@@ -266,13 +276,65 @@ class GangBinder:
 
     # --- binding ----------------------------------------------------------------------
     async def bind(self, gang: Gang, plan: Plan) -> GangBindResult:
-        """Bind every member of `plan` at once; never raises for an API failure."""
+        """Bind every member of `plan` at once, then read the pods whose bind had no
+        clear answer; never raises for an API failure."""
         started = self._clock()
         members = {pod.uid: pod for pod in gang.pending}
         outcomes = await asyncio.gather(
             *(self._bind_member(members.get(p.pod_uid), p) for p in plan.placements)
         )
-        return GangBindResult(plan.gang_key, tuple(outcomes), self._clock() - started)
+        settled = await asyncio.gather(
+            *(self._settle(m) if m.state == "unknown" else _same(m) for m in outcomes)
+        )
+        return GangBindResult(plan.gang_key, tuple(settled), self._clock() - started)
+
+    async def _settle(self, member: MemberOutcome) -> MemberOutcome:
+        """A member whose bind had no clear answer, after reading its pod."""
+        pod = PodInfo(member.placement.pod_uid, member.namespace, member.name)
+        counter = [0]
+        if member.status == 0:
+            # The connection was cut (no answer in time, or dropped): give a write the
+            # server had already handed to etcd time to commit before reading.
+            await asyncio.sleep(self.retry_jitter)
+        state, why = await self.resolve(pod, member.placement, counter)
+        reason = "" if state == "bound" else f"{member.reason}; then {why}"
+        return dataclasses.replace(
+            member, state=state, reason=reason, requests=member.requests + counter[0]
+        )
+
+    async def resolve(
+        self, pod: PodInfo, placement: Placement, counter: list[int] | None = None
+    ) -> tuple[BindState, str]:
+        """Whether `pod` is bound on its planned node, from a fresh read of it (a GET
+        without resourceVersion is served from etcd, never from a stale cache):
+        "bound" when it is; "failed" when it is unbound, gone, replaced or elsewhere
+        (a bind that was cut off cannot land later: the API server abandons a request
+        whose client went away); "unknown" when reads kept failing, after
+        RESOLVE_ATTEMPTS tries with jittered exponential backoff."""
+        counter = counter if counter is not None else [0]
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(RESOLVE_ATTEMPTS),
+            wait=wait_random_exponential(multiplier=self.retry_jitter, max=4 * self.retry_jitter),
+            retry=retry_if_exception_type(_Transient),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    async with self._slots:  # not held while backing off
+                        found = await self._read_pod(
+                            pod, aiohttp.ClientTimeout(total=self.timeout), counter
+                        )
+        except _Transient as err:
+            return "unknown", f"could not read the pod ({counter[0]} tries): {err.reason}"
+        if found is None:
+            return "failed", f"pod {pod.key} is gone"
+        verdict = _placement_state(found, pod.uid, placement.node)
+        if verdict == "ours":
+            return "bound", ""
+        if verdict == "unbound":
+            return "failed", f"pod {pod.key} is not bound"
+        return "failed", verdict
 
     async def _bind_member(self, pod: PodInfo | None, placement: Placement) -> MemberOutcome:
         if pod is None:
@@ -387,20 +449,15 @@ class GangBinder:
     async def undo(self, result: GangBindResult) -> UndoResult:
         """Apply onBindFailure to a broken gang's bound members (nothing when it is ok).
 
-        `delete`: members found `unknown` are looked up first and treated as bound when
-        the API has them on their planned node; every bound member is then deleted with
-        its uid as precondition (404 or a uid mismatch means it is gone already).
+        `delete`: every bound member is deleted with its uid as precondition (404 or a
+        uid mismatch means it is gone already). Members still `unknown` after `bind`
+        read them are left to the partial-gang rule and to `resolve_unknown`.
         """
         if result.ok:
             return UndoResult(self.on_failure)
         if self.on_failure == "keep":
             return UndoResult("keep", kept=tuple(m.key for m in result.bound))
-        counter = [0]
-        resolved = await asyncio.gather(*(self._resolve(m, counter) for m in result.unknown))
-        targets = list(result.bound) + [
-            m for m, bound in zip(result.unknown, resolved, strict=True) if bound
-        ]
-        undo = await self._delete_all(targets, counter)
+        undo = await self._delete_all(list(result.bound), [0])
         for key, error in undo.errors.items():
             log.warning("could not delete %s of broken gang %s: %s", key, result.gang_key, error)
         return undo
@@ -421,20 +478,6 @@ class GangBinder:
         }
         return UndoResult("delete", deleted=deleted, errors=errors, requests=counter[0])
 
-    async def _resolve(self, member: MemberOutcome, counter: list[int]) -> bool:
-        """Whether a member whose bind had no clear answer is bound on its planned node."""
-        pod = PodInfo(member.placement.pod_uid, member.namespace, member.name)
-        async with self._slots:
-            try:
-                found = await self._read_pod(
-                    pod, aiohttp.ClientTimeout(total=self.timeout), counter
-                )
-            except _Transient:
-                return False  # still unknown: left to the partial-gang rule
-        if found is None:
-            return False
-        return _placement_state(found, pod.uid, member.placement.node) == "ours"
-
     async def _delete_member(self, member: MemberOutcome, counter: list[int]) -> str | None:
         """Delete one bound member; None when it is gone, else why not."""
         body = {
@@ -445,7 +488,10 @@ class GangBinder:
         }
         retrying = AsyncRetrying(
             stop=stop_after_attempt(_DELETE_ATTEMPTS),
-            wait=wait_random_exponential(multiplier=0.1, max=2.0),
+            # 0.1 s then doubling, up to 2 s, at the default jitter (0.5 s).
+            wait=wait_random_exponential(
+                multiplier=self.retry_jitter / 5, max=4 * self.retry_jitter
+            ),
             retry=retry_if_exception(_deletion_retryable),
             reraise=True,
         )
@@ -472,6 +518,10 @@ class GangBinder:
         """`bind`, then `undo` when the gang broke."""
         result = await self.bind(gang, plan)
         return result, (None if result.ok else await self.undo(result))
+
+
+async def _same(member: MemberOutcome) -> MemberOutcome:
+    return member
 
 
 def _deletion_retryable(err: BaseException) -> bool:
@@ -508,18 +558,21 @@ async def bind_and_settle(
     partial: PartialGangs | None = None,
     volumes: VolumePrebinder | None = None,
 ) -> tuple[GangBindResult, UndoResult | None]:
-    """Bind a plan the core assumed; when the gang breaks, apply onBindFailure first,
-    then tell the core, which releases the reservations of members known unbound and
-    requeues the gang with backoff.
+    """Bind a plan the core assumed and tell the core what became of each member:
+    bound ones stay charged until the watch shows them (`bind_accepted`), unknown ones
+    until a re-read settles them (`bind_unknown`). When the gang breaks, onBindFailure
+    is applied first, then the core releases the reservations of the members known
+    unbound and requeues the gang with backoff.
 
-    The order matters: while the bound members are being deleted their reservations
-    stand, so the gang is neither re-planned around them nor their room handed out
-    twice. Reservations of bound or unknown members are left to the watch (which
-    shows them bound, then deleted) and to the assume TTL.
+    The order matters: the core hears nothing until every bind of the gang has ended,
+    so the gang is never re-planned with a bind in flight; and while the bound members
+    are being deleted their reservations stand, so their room is not handed out twice
+    (the watch shows them deleted, which releases it).
 
     A gang with a member whose bind had no clear answer, or a bound member that could
     not be deleted, may be left partial: it is handed to `partial` (the crash-safety
-    rule) when given.
+    rule) when given. Should this raise or be cancelled, the reservations it held are
+    marked unknown, for `resolve_unknown` to settle.
 
     With `volumes`, the members' unbound claims are written first (scheduler/kube/
     volumes.py): every claim of every member before any pod is bound; a write that
@@ -527,17 +580,23 @@ async def bind_and_settle(
     kept member mounts.
     """
     prebound = None
-    if volumes is not None and plan.volumes:
-        prebound = await volumes.prebind(plan.volumes, core.volumes)
-        if not prebound.ok:
-            taken_back = await volumes.undo(prebound)
-            reason = (
-                f"binding gang {plan.gang_key} failed before any member was bound: "
-                f"writing its volumes failed: {prebound.reason}; {taken_back.describe()}"
-            )
-            core.bind_failed(plan.gang_key, plan.placements, clock(), reason)
-            return _not_bound(gang, plan, reason), None
-    result, undo = await binder.bind_gang(gang, plan)
+    try:
+        if volumes is not None and plan.volumes:
+            prebound = await volumes.prebind(plan.volumes, core.volumes)
+            if not prebound.ok:
+                taken_back = await volumes.undo(prebound)
+                reason = (
+                    f"binding gang {plan.gang_key} failed before any member was bound: "
+                    f"writing its volumes failed: {prebound.reason}; {taken_back.describe()}"
+                )
+                core.bind_failed(plan.gang_key, plan.placements, clock(), reason)
+                return _not_bound(gang, plan, reason), None
+        result, undo = await binder.bind_gang(gang, plan)
+    except BaseException:
+        core.bind_unknown(plan.placements)
+        raise
+    core.bind_accepted(m.placement for m in result.bound)
+    core.bind_unknown(m.placement for m in result.unknown)
     if undo is not None:
         now = clock()
         why = f"{result.reason}; {undo.describe()}"
@@ -572,6 +631,26 @@ def _claims_of(gang: Gang, plan: Plan, pod_keys: set[str]) -> set[str]:
         if uid in uids
         for choice in choices
     }
+
+
+async def resolve_unknown(
+    core: SchedulingCore, binder: GangBinder, clock: Callable[[], float] = time.monotonic
+) -> int:
+    """Read again every pod whose bind ended without a known outcome and tell the core
+    what each shows (its reservation is released only when the read proves the bind
+    did not land); returns how many were settled. A pod the core no longer holds as
+    unknown by the time its read returns (the watch settled it) is left alone."""
+    targets = [
+        (placement, pod)
+        for placement in core.cache.unresolved()
+        if (pod := core.cache.pod(placement.pod_uid)) is not None
+    ]
+    verdicts = await asyncio.gather(*(binder.resolve(pod, p) for p, pod in targets))
+    settled = 0
+    for (placement, _), (state, _why) in zip(targets, verdicts, strict=True):
+        if state != "unknown" and core.bind_resolved(placement, state == "bound", clock()):
+            settled += 1
+    return settled
 
 
 # --- crash safety ---------------------------------------------------------------------

@@ -12,9 +12,11 @@ between two awaits, so no lock is needed):
   process with status 1, so a stale cache never binds);
 - the scheduling loop (`SchedulerRun._schedule`). It sleeps until the informers report
   a change, a bind finishes, the queue's next wake-up (a backoff ending) or a periodic
-  tick (`TICK_SECONDS`, for reservation expiry, the feedback windows and the partial-gang
-  review), never in a busy loop. Each cycle: expire reservations whose bind was never
-  seen, then plan gangs one after the other; a Plan is bound in a background task
+  tick (`TICK_SECONDS`, for re-reading pods whose bind had no known outcome, the
+  feedback windows and the partial-gang review), never in a busy loop. Each cycle:
+  start re-reading pods whose bind outcome is unknown (`resolve_unknown`, at most every
+  `RESOLVE_INTERVAL_SECONDS`; no reservation ever expires on a clock), then plan gangs
+  one after the other; a Plan is bound in a background task
   (`bind_and_settle`; at most `MAX_GANGS_BINDING` gangs at once, the binder's semaphore
   bounds the requests), an Unschedulable result goes to the recorder. After the cycle:
   waiting messages and spec problems are published, held-back events written, and the
@@ -50,6 +52,7 @@ from scheduler.kube.binder import (
     MemberOutcome,
     PartialGangs,
     bind_and_settle,
+    resolve_unknown,
 )
 from scheduler.kube.client import KubeClient, TokenBucket
 from scheduler.kube.connect import connect
@@ -63,9 +66,11 @@ from scheduler.planner import Plan
 
 log = logging.getLogger(__name__)
 
-# The longest the loop sleeps with nothing to do: reservations expire, feedback windows
-# close and partial gangs are reviewed at this resolution.
+# The longest the loop sleeps with nothing to do: feedback windows close and partial
+# gangs are reviewed at this resolution.
 TICK_SECONDS = 1.0
+# Pods whose bind ended without a known outcome are read again at most this often.
+RESOLVE_INTERVAL_SECONDS = 2.0
 # How long shutdown waits for the scheduling loop to end once cancelled.
 SHUTDOWN_LOOP_SECONDS = 5.0
 # Gangs whose binds are in flight at once; the binder's semaphore bounds the requests.
@@ -203,6 +208,8 @@ class SchedulerRun:
             )
         self._binding: set[asyncio.Task[None]] = set()
         self._deleting: set[asyncio.Task[None]] = set()
+        self._resolving: asyncio.Task[None] | None = None
+        self._resolved_at = float("-inf")
         self._waiting_shown: dict[str, tuple[str, frozenset[str]]] = {}
         self._loop_task: asyncio.Task[int] | None = None
         # Set at shutdown; the loop checks it, so a cancellation that asyncio.wait_for
@@ -295,6 +302,9 @@ class SchedulerRun:
         """Let binds in flight end (they are bounded by the bind timeout), so a clean
         shutdown leaves no gang half-bound; cancel what outlives that."""
         pending = self._binding | self._deleting
+        if self._resolving is not None:
+            self._resolving.cancel()
+            pending = pending | {self._resolving}
         if not pending:
             return
         _, late = await asyncio.wait(pending, timeout=self.binder.timeout + 1.0)
@@ -368,7 +378,7 @@ class SchedulerRun:
 
     async def _cycle(self, now: float) -> None:
         core = self._core
-        core.expire(now)
+        self._resolve_unknown(now)
         # Gangs planned this cycle leave the pending set once bound; their members'
         # spec problems must still be published.
         planned: list[Gang] = []
@@ -468,6 +478,28 @@ class SchedulerRun:
             log.warning("could not delete %s of partial gang %s: %s", pod_key, gang.key, error)
 
     # --- binding ------------------------------------------------------------------------
+    def _resolve_unknown(self, now: float) -> None:
+        """Start re-reading the pods whose bind outcome is unknown (one pass at a time,
+        at most every RESOLVE_INTERVAL_SECONDS): their reservations hold until a read,
+        the watch or a relist settles them."""
+        if self._resolving is not None or now - self._resolved_at < RESOLVE_INTERVAL_SECONDS:
+            return
+        if not self._core.cache.unresolved():
+            return
+        self._resolving = asyncio.create_task(self._resolve_pass(), name="resolve-unknown")
+
+    async def _resolve_pass(self) -> None:
+        try:
+            settled = await resolve_unknown(self._core, self.binder, self._clock)
+            if settled:
+                log.info("settled %d bind(s) whose outcome was unknown", settled)
+                self._wake.set()
+        except Exception:
+            log.exception("re-reading pods whose bind outcome is unknown failed")
+        finally:
+            self._resolving = None
+            self._resolved_at = self._clock()
+
     def _start_bind(self, gang: Gang, plan: Plan, ready_since: float | None) -> None:
         task = asyncio.create_task(self._bind(gang, plan, ready_since), name=f"bind-{gang.key}")
         self._binding.add(task)
@@ -489,8 +521,8 @@ class SchedulerRun:
                 volumes=self.volumes,
             )
         except Exception:
-            # A bug, not an API failure (those are results): the reservations stay
-            # until the assume TTL and the watch tells what was bound.
+            # A bug, not an API failure (those are results): the reservations stay,
+            # marked unknown, until a re-read or the watch tells what was bound.
             log.exception("binding gang %s failed unexpectedly", gang.key)
             return
         now = self._clock()
@@ -554,7 +586,9 @@ def failure_reason(member: MemberOutcome) -> BindFailureReason:
         return "conflict"
     if member.status == 404:
         return "not_found"
-    if member.state == "unknown" and member.status == 0:
+    if member.status == 0 and (member.state == "unknown" or member.requests > 0):
+        # No answer decided it (no answer in time, or the connection dropped), whether
+        # a read of the pod then settled it or not.
         return "timeout"
     if 400 <= member.status < 500 and member.status != 429:
         return "rejected"

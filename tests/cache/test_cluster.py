@@ -1,10 +1,10 @@
-"""ClusterCache: events, resourceVersions, accounting, assume/forget/expire, snapshots."""
+"""ClusterCache: events, resourceVersions, accounting, assume/confirm/forget, snapshots."""
 
 from __future__ import annotations
 
 import pytest
 
-from cache.cluster import AssumeError, ClusterCache, EventType, Placement
+from cache.cluster import AssumeError, ClusterCache, EventType, Placement, Reservation
 from cache.gpu import sign_assignment
 from cache.snapshot import PlanningView
 from tests.factories import node_obj, pod_obj
@@ -122,7 +122,7 @@ def test_assume_confirm_via_event() -> None:
     cache.apply_pod(MODIFIED, bound)
     assert not cache.is_assumed("uid-default-a")
     assert cache.node("n").gpu_free == [1000, 0, 1000, 0]  # type: ignore[union-attr]
-    assert cache.expire(now=1e9) == []
+    assert cache.reservation("uid-default-a") is None
 
 
 def test_assume_forget_restores_exact_state() -> None:
@@ -161,14 +161,53 @@ def test_assume_is_all_or_nothing() -> None:
     assert accounting(cache) == before and not cache.is_assumed("uid-default-a")
 
 
-def test_assumed_pods_expire_after_ttl() -> None:
-    cache = ClusterCache(assume_ttl=30)
-    cache.apply_node(ADDED, node_obj("n", gpus=1))
+def test_a_reservation_the_api_accepted_is_never_forgotten_only_confirmed() -> None:
+    cache = cluster(node_obj("n", gpus=1))
     cache.apply_pod(ADDED, pod_obj("a", gpus=1))
     cache.assume([Placement("uid-default-a", "n", ((0, 1000),))], now=100)
-    assert cache.expire(now=129) == []
-    assert cache.expire(now=130) == ["uid-default-a"]
-    assert cache.node("n").gpu_free == [1000]  # type: ignore[union-attr]
+    assert cache.reservation("uid-default-a") == Reservation.BINDING
+    cache.mark_bound("uid-default-a")
+    # A 201'd bind is bound: a late "failure" report and an unknown mark change nothing.
+    cache.forget("uid-default-a")
+    cache.mark_unknown("uid-default-a")
+    assert cache.reservation("uid-default-a") == Reservation.BOUND
+    # A stale event (the pod still unbound) keeps it charged.
+    cache.apply_pod(MODIFIED, pod_obj("a", gpus=1, resource_version="2"))
+    assert cache.node("n").gpu_free == [0]  # type: ignore[union-attr]
+    assert list(cache.pending_pods("gang-scheduler")) == []
+    bound = pod_obj(
+        "a",
+        gpus=1,
+        node_name="n",
+        resource_version="3",
+        annotations={"gang-scheduler.io/gpu-devices": "0:1000"},
+    )
+    cache.apply_pod(MODIFIED, bound)
+    assert cache.reservation("uid-default-a") is None
+    assert cache.node("n").gpu_free == [0]  # type: ignore[union-attr]
+
+
+def test_an_unknown_bind_stays_reserved_until_settled() -> None:
+    cache = cluster(node_obj("n", gpus=2))
+    cache.apply_pod(ADDED, pod_obj("a", gpus=1))
+    cache.apply_pod(ADDED, pod_obj("b", gpus=1))
+    cache.assume(
+        [
+            Placement("uid-default-a", "n", ((0, 1000),)),
+            Placement("uid-default-b", "n", ((1, 1000),)),
+        ],
+        now=0,
+    )
+    cache.mark_unknown("uid-default-a")
+    cache.mark_unknown("uid-default-b")
+    assert {p.pod_uid for p in cache.unresolved()} == {"uid-default-a", "uid-default-b"}
+    # A relist showing both still unbound settles neither: only a read after the bind
+    # ended does (the core's bind_resolved), or the API's word on the pod.
+    cache.replace_pods([pod_obj("a", gpus=1), pod_obj("b", gpus=1)])
+    assert cache.node("n").gpu_free == [0, 0]  # type: ignore[union-attr]
+    cache.forget("uid-default-a")  # a read showed it unbound
+    cache.apply_pod(DELETED, pod_obj("b", gpus=1))
+    assert cache.unresolved() == [] and cache.node("n").gpu_free == [1000, 1000]  # type: ignore[union-attr]
     assert [p.name for p in cache.pending_pods("gang-scheduler")] == ["a"]
 
 

@@ -58,7 +58,7 @@ OPERATIONS = st.one_of(
     st.tuples(st.just("schedule"), st.floats(0, 30), st.none()),
     st.tuples(st.just("bound"), st.integers(0, 3), st.none()),
     st.tuples(st.just("bind_failed"), st.integers(0, 3), st.none()),
-    st.tuples(st.just("expire"), st.floats(0, 120), st.none()),
+    st.tuples(st.just("unknown"), st.integers(0, 7), st.booleans()),
     st.tuples(st.just("well_formed"), st.integers(0, GANG_SIZE - 1), st.none()),
     # A relist (after 410 Gone): the list holds the well-formed objects and these.
     st.tuples(st.just("relist_pods"), st.none(), st.lists(hostile_pod(), max_size=4)),
@@ -103,13 +103,28 @@ class Run:
         attempt = self.in_flight.pop(index % len(self.in_flight))
         assert isinstance(attempt.result, Plan)
         placements = attempt.result.placements
-        # A bind is confirmed only while its reservation holds: confirming one that
-        # expired is the double booking issue 10 treats apart (bind deadlines).
+        # A bind is confirmed only while its reservation holds (a reservation ends on
+        # the API's word alone: the binder never confirms one that was released).
         if ok and all(self.core.cache.is_assumed(p.pod_uid) for p in placements):
             for placement in placements:
                 self.core.bound(placement)
         else:
             self.core.bind_failed(attempt.gang.key, placements, self.now, "fuzz: bind failed")
+
+    def unknown(self, index: int, landed: bool) -> None:
+        """A gang's binds ended with no known outcome; a re-read of each pod then shows
+        it on its planned node (`landed`) or not bound at all."""
+        if not self.in_flight:
+            return
+        attempt = self.in_flight.pop(index % len(self.in_flight))
+        assert isinstance(attempt.result, Plan)
+        placements = attempt.result.placements
+        self.core.bind_unknown(placements)
+        for placement in placements:
+            if landed and self.core.cache.is_assumed(placement.pod_uid):
+                self.core.bound(placement)
+            else:
+                self.core.bind_resolved(placement, False, self.now)
 
     def step(self, operation: tuple[str, Any, Any]) -> None:
         kind, arg, obj = operation
@@ -129,9 +144,8 @@ class Run:
             self.core.replace_nodes([*obj, *good], self.now)
         elif kind == "relist_podgroups":
             self.core.replace_podgroups(obj, self.now)
-        elif kind == "expire":
-            self.now += arg
-            self.core.expire(self.now)
+        elif kind == "unknown":
+            self.unknown(arg, landed=bool(obj))
         else:
             self.core.apply_pod(EventType.MODIFIED, well_formed_gang()[arg], self.now)
 
@@ -154,7 +168,7 @@ def overcommitted(run: Run) -> set[tuple[str, str]]:
 
 
 # What the scheduler itself does (as opposed to what the cluster reports).
-DECISIONS = frozenset({"schedule", "bound", "bind_failed", "expire", "well_formed"})
+DECISIONS = frozenset({"schedule", "bound", "bind_failed", "unknown", "well_formed"})
 
 
 def assert_no_overcommit_from(run: Run, operation: tuple[str, Any, Any]) -> None:
@@ -180,7 +194,6 @@ def calm_down(run: Run) -> None:
         run.settle(0, ok=True)
     for _ in range(6):
         run.now += 400.0
-        core.expire(run.now)
         core.queue.cluster_changed(run.now, ClusterChange.NODE_ADDED)
         before = overcommitted(run)
         while (attempt := core.schedule_next(run.now)) is not None:

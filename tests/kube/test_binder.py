@@ -10,17 +10,19 @@ from typing import Any
 
 import pytest
 
-from cache.cluster import EventType, Placement
+from cache.cluster import EventType, Placement, Reservation
 from cache.gpu import ASSIGNMENT_ANNOTATION, format_assignment
 from cache.pod import pod_from_api
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
 from scheduler.gang import Gang, build_gang
 from scheduler.kube.binder import (
+    RESOLVE_ATTEMPTS,
     GangBinder,
     PartialGangs,
     bind_and_settle,
     binding_body,
+    resolve_unknown,
     restart_decision,
 )
 from scheduler.kube.client import KubeClient
@@ -158,7 +160,7 @@ async def test_a_server_error_after_the_write_landed_counts_as_bound(
 
 
 @pytest.mark.asyncio
-async def test_repeated_server_errors_leave_members_unknown_and_undo_resolves_them(
+async def test_repeated_server_errors_are_settled_by_reading_the_pod(
     api: KubeApiEmulator, client: KubeClient
 ) -> None:
     seed_gang(api)
@@ -170,14 +172,65 @@ async def test_repeated_server_errors_leave_members_unknown_and_undo_resolves_th
     result, undo = await bind_and_settle(
         core, binder, gang, plan, clock=lambda: 0.0, partial=partial
     )
-    assert len(result.bound) == 2 and len(result.unknown) == 2
-    # A bind with no clear answer may still land: the crash-safety rule watches the gang.
-    assert gang.key in partial
-    assert all(m.requests == 3 for m in result.unknown)  # bind, check, bind
-    assert undo is not None and len(undo.deleted) == 2  # the unknown ones were unbound
+    # After the last 500 a read shows the pod unbound: that bind definitely failed.
+    assert len(result.bound) == 2 and len(result.failed) == 2 and result.unknown == ()
+    assert all(m.requests == 4 for m in result.failed)  # bind, check, bind, read
+    assert all("is not bound" in m.reason for m in result.failed)
+    assert gang.key not in partial  # nothing left uncertain
+    assert undo is not None and len(undo.deleted) == 2
     assert bound_pods(api) == {}
-    # Unknown members keep their reservation until the watch (or the TTL) settles them.
-    assert all(m.placement.pod_uid in core.cache.assumed() for m in result.unknown)
+    # Failed members are released; bound ones stay charged until the watch shows them
+    # deleted.
+    assert all(m.placement.pod_uid not in core.cache.assumed() for m in result.failed)
+    assert all(
+        core.cache.reservation(m.placement.pod_uid) == Reservation.BOUND for m in result.bound
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_bind_whose_outcome_cannot_be_read_stays_reserved_until_a_later_read(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api, size=2)
+    core = core_from(api)
+    gang, plan = plan_next(core)
+    api.fail_next_binds(100, status=500)
+    api.fail_requests("get", "pods", count=100, status=503)
+    binder = GangBinder(client, retry_jitter=0.01)
+    partial = PartialGangs()
+    result, _ = await bind_and_settle(core, binder, gang, plan, clock=lambda: 0.0, partial=partial)
+    assert len(result.unknown) == 2 and gang.key in partial
+    # bind, check (fails: no retry without it), then RESOLVE_ATTEMPTS reads
+    assert all(m.requests == 2 + RESOLVE_ATTEMPTS for m in result.unknown)
+    uids = {p.pod_uid for p in plan.placements}
+    assert {p.pod_uid for p in core.cache.unresolved()} == uids
+    # The reads keep failing: nothing is released, however often it is tried.
+    assert await resolve_unknown(core, binder, clock=lambda: 1e6) == 0
+    assert {p.pod_uid for p in core.cache.unresolved()} == uids
+    # Reads work again: both pods are unbound, so both reservations go.
+    api.clear_faults()
+    assert await resolve_unknown(core, binder, clock=lambda: 1e6) == 2
+    assert core.cache.assumed() == {}
+    assert {p.uid for p in core.cache.pending_pods(SCHEDULER)} == uids
+
+
+@pytest.mark.asyncio
+async def test_a_later_read_that_finds_the_pod_bound_keeps_it_charged(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api, size=1)
+    core = core_from(api)
+    gang, plan = plan_next(core)
+    api.fail_next_binds(100, status=500, committed=True)
+    api.fail_requests("get", "pods", count=100, status=503)
+    binder = GangBinder(client, retry_jitter=0.01)
+    result, _ = await bind_and_settle(core, binder, gang, plan, clock=lambda: 0.0)
+    assert len(result.unknown) == 1 and bound_pods(api) == {"train-0": "n0"}
+    api.clear_faults()
+    assert await resolve_unknown(core, binder) == 1
+    uid = plan.placements[0].pod_uid
+    assert core.cache.reservation(uid) == Reservation.BOUND
+    assert core.cache.charged_shares(uid) == plan.placements[0].shares
 
 
 @pytest.mark.asyncio
@@ -188,14 +241,17 @@ async def test_a_bind_without_answer_in_time_breaks_the_gang(
     gang, plan = plan_next(core_from(api))
     api.bind_delay(1.0)
     started = time.monotonic()
-    binder = GangBinder(client, timeout=0.2)
+    binder = GangBinder(client, timeout=0.2, retry_jitter=0.05)
     result, undo = await binder.bind_gang(gang, plan)
     assert time.monotonic() - started < 0.9
-    assert not result.ok and len(result.unknown) == 2
-    assert "0.2s" in result.unknown[0].reason
-    assert all(m.requests == 1 for m in result.unknown)  # a timeout is not retried
+    # A timeout is not retried; a read then shows the pod unbound (the server gave up on
+    # the bind when the client went away), so the bind definitely failed.
+    assert not result.ok and len(result.failed) == 2
+    assert "0.2s" in result.failed[0].reason and "is not bound" in result.failed[0].reason
+    assert all(m.requests == 2 for m in result.failed)  # bind, read
     api.bind_delay(0.0)
-    assert undo is not None and undo.deleted == ()  # the server gave up on the binds
+    await asyncio.sleep(1.0)  # the cancelled binds never land
+    assert undo is not None and undo.deleted == ()
     assert bound_pods(api) == {}
 
 

@@ -252,6 +252,9 @@ def test_bind_failures_are_labelled_by_cause() -> None:
     assert failure_reason(member(409)) == "conflict"
     assert failure_reason(member(404)) == "not_found"
     assert failure_reason(member(0, "unknown")) == "timeout"
+    # No answer in time, then a read showed the pod unbound: still a timeout.
+    no_answer = MemberOutcome(Placement("u", "n"), "ns", "p", "failed", 0, "", requests=2)
+    assert failure_reason(no_answer) == "timeout"
     assert failure_reason(member(422)) == "rejected"
     assert failure_reason(member(503, "unknown")) == "server_error"
     assert failure_reason(member(429)) == "server_error"

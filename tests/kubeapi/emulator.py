@@ -235,6 +235,10 @@ class KubeApiEmulator:
         """Generic form of fail_next_binds for any (verb, resource, subresource)."""
         self._faults.append(_Fault(verb, resource, subresource, after, count, status, committed))
 
+    def clear_faults(self) -> None:
+        """Forget every injected failure not yet used up: the server is healthy again."""
+        self._faults.clear()
+
     def bind_delay(self, seconds: float) -> None:
         """Every later bind waits this long before it is processed."""
         self._bind_delay = seconds

@@ -184,10 +184,9 @@ def test_a_zero_weight_turns_a_score_off() -> None:
     assert profile.gang_scores == ()
 
 
-def test_core_takes_name_ttl_and_backoffs() -> None:
+def test_core_takes_name_and_backoffs() -> None:
     core = build_core_from(parse_config(FULL))
     assert core.scheduler_name == "gpu-gangs"
-    assert core.cache.assume_ttl == 45
     assert core.queue.initial_backoff_seconds == 0.5
     assert core.queue.max_backoff_seconds == 30
     assert core.queue.max_unschedulable_seconds == 120
@@ -276,11 +275,6 @@ def test_exact_messages(text: str, message: str) -> None:
             "timeouts: {initialBackoffSeconds: 90}",
             "timeouts.initialBackoffSeconds",
             "must not exceed timeouts.maxBackoffSeconds (60), got 90",
-        ),
-        (
-            "timeouts: {bindTimeoutSeconds: 30}",
-            "timeouts.bindTimeoutSeconds",
-            "must be less than timeouts.assumeTTLSeconds (30), got 30",
         ),
         ("binding: {concurrency: 0}", "binding.concurrency", ">= 1, got 0"),
         ("client: {qps: -5}", "client.qps", "> 0, got -5"),

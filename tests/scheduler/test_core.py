@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cache.cluster import EventType
+from cache.cluster import EventType, Reservation
 from policies.profile import build_profile
 from scheduler.config import build_core_from, config_from_mapping
 from scheduler.core import SchedulingCore
@@ -80,11 +80,21 @@ def test_bind_failure_releases_everything_and_retries_after_backoff() -> None:
     assert retry is not None and isinstance(retry.result, Plan)
 
 
-def test_expired_reservations_make_pods_pending_again() -> None:
-    core = core_with([node_obj("n", gpus=1)], [pod_obj("solo", gpus=1)])
-    assert core.schedule_next(0) is not None
-    assert core.expire(100) == ["uid-default-solo"]
-    again = core.schedule_next(100)
+def test_reservations_never_expire_and_an_unknown_bind_waits_for_a_read() -> None:
+    core = core_with([node_obj("n", gpus=1)], [pod_obj("solo", gpus=1), pod_obj("late", gpus=1)])
+    first = core.schedule_next(0)
+    assert first is not None and isinstance(first.result, Plan)
+    placement = first.result.placements[0]
+    # However long the bind takes, the room is not planned again.
+    late = core.schedule_next(1e6)
+    assert late is not None and isinstance(late.result, Unschedulable)
+    core.bind_unknown([placement])
+    assert core.cache.reservation(placement.pod_uid) == Reservation.UNKNOWN
+    assert core.cache.node("n").gpu_free == [0]  # type: ignore[union-attr]
+    # A read that shows the pod unbound releases it, and the room is planned again.
+    assert core.bind_resolved(placement, landed=False, now=3e6)
+    assert not core.bind_resolved(placement, landed=False, now=3e6)  # settled already
+    again = core.schedule_next(3e6 + 100)
     assert again is not None and isinstance(again.result, Plan)
 
 
@@ -269,3 +279,38 @@ def test_configured_gang_keys_group_and_size_pods_and_name_themselves_in_problem
         "pod default/plain has annotation example.com/gang-size='2' but no "
         "pod-group.scheduling.sigs.k8s.io label, so it belongs to no gang; it is scheduled alone"
     )
+
+
+def test_a_gang_is_not_planned_while_a_bind_of_a_member_is_in_flight() -> None:
+    """A member deleted and recreated (new uid) while the gang's binds are in flight
+    makes the gang ready again; it is planned only once those binds have an outcome."""
+    core = core_with([node_obj(f"n{i}", gpus=1) for i in range(3)], gang("g", 2, 1))
+    first = core.schedule_next(0)
+    assert first is not None and isinstance(first.result, Plan)
+    kept, lost = first.result.placements
+    doomed = next(p for p in gang("g", 2, 1) if p["metadata"]["uid"] == lost.pod_uid)
+    core.apply_pod(DELETED, doomed, 1)
+    recreated = pod_obj(
+        doomed["metadata"]["name"], gang="g", min_member=2, gpus=1, uid="uid-recreated"
+    )
+    core.apply_pod(ADDED, recreated, 1)
+    assert core.schedule_next(2) is None  # the bind of `kept` is still in flight
+    assert core.cache.is_assumed(kept.pod_uid)
+    # The API accepted it and the watch shows it bound: the gang is planned again, for
+    # its recreated member only.
+    core.bind_accepted([kept])
+    name = next(p for p in gang("g", 2, 1) if p["metadata"]["uid"] == kept.pod_uid)
+    bound = pod_obj(
+        name["metadata"]["name"],
+        gang="g",
+        min_member=2,
+        gpus=1,
+        node_name=kept.node,
+        resource_version="5",
+        annotations={"gang-scheduler.io/gpu-devices": "0:1000"},
+    )
+    core.apply_pod(MODIFIED, bound, 3)
+    again = core.schedule_next(10)
+    assert again is not None and isinstance(again.result, Plan)
+    assert [p.pod_uid for p in again.result.placements] == ["uid-recreated"]
+    assert again.result.placements[0].node != kept.node
