@@ -19,9 +19,13 @@ from cache.gpu import (
 )
 from cache.jsonobj import MALFORMED, mapping, metadata, object_uid
 from cache.terms import (
+    PodAffinity,
     SelectorTerm,
+    SpreadConstraint,
     Toleration,
+    parse_pod_affinity,
     parse_required_affinity,
+    parse_spread_constraints,
     parse_tolerations,
 )
 
@@ -71,6 +75,10 @@ class PodInfo:
     # Why this pod cannot be scheduled as written (malformed request, refused GPU
     # shape, ...). A pending pod with problems is refused with these messages.
     problems: tuple[str, ...] = ()
+    # Inter-pod affinity and anti-affinity terms (None: none) and topology spread
+    # constraints, resolved against this pod's namespace and labels (cache.terms).
+    pod_affinity: PodAffinity | None = None
+    spread: tuple[SpreadConstraint, ...] = ()
 
     @property
     def key(self) -> str:
@@ -99,7 +107,17 @@ class PodInfo:
             tuple(sorted(self.node_selector.items())),
             self.required_affinity,
             self.tolerations,
+            # Terms of their own make pods different shapes; spread counts pods of the
+            # pod's namespace, so the namespace matters then too.
+            self.pod_affinity,
+            self.spread,
+            self.namespace if self.spread else "",
         )
+
+    @property
+    def has_pod_constraints(self) -> bool:
+        """Whether the pod carries inter-pod affinity terms or spread constraints."""
+        return self.pod_affinity is not None or bool(self.spread)
 
 
 def parse_time(text: object) -> float:
@@ -195,6 +213,14 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         tolerations = parse_tolerations(spec.get("tolerations"))
     except ValueError as error:
         problems.append(str(error))
+    namespace = str(meta.get("namespace") or "default")
+    pod_affinity = None
+    spread: tuple[SpreadConstraint, ...] = ()
+    try:
+        pod_affinity = parse_pod_affinity(spec.get("affinity"), namespace, labels)
+        spread = parse_spread_constraints(spec.get("topologySpreadConstraints"), labels)
+    except ValueError as error:
+        problems.append(str(error))
 
     assignment = None
     # A value written before the pod was bound came from a user, not from a
@@ -237,4 +263,6 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         min_member_text=str(min_member) if min_member is not None else None,
         assignment=assignment,
         problems=tuple(problems),
+        pod_affinity=pod_affinity,
+        spread=spread,
     )

@@ -39,6 +39,7 @@ from policies.capacity import copies_that_fit
 from policies.diagnosis import FilterMemo, first_failure, summarize
 from policies.gpu_models import allowed_models
 from policies.interface import GangContext
+from policies.pod_constraints import ConstraintAttempt, DomainCache, GangConstraints
 from policies.profile import Profile
 
 
@@ -108,6 +109,9 @@ class _Attempt:
     failed: dict[str, str]  # uid -> reason phrase
     score: float
     view: PlanningView
+    # Inter-pod affinity and spread state with this attempt's members placed (None when
+    # no such constraint applies to the gang).
+    constraints: ConstraintAttempt | None = None
 
 
 class _Ranking:
@@ -141,6 +145,8 @@ class Planner:
         self.max_rankings = max_rankings
         self._rankings: OrderedDict[Hashable, _Ranking] = OrderedDict()
         self._ranked_snapshot: Snapshot | None = None
+        # Eligible topology-spread domains, kept while node labels stay put.
+        self.domains = DomainCache()
 
     def plan(self, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
         return _GangPlanning(self, gang, snapshot).run()
@@ -235,6 +241,15 @@ class _GangPlanning:
             else:
                 shape.members.append(pod)
         self.shape_of = {pod.uid: shape for shape in self.shapes.values() for pod in shape.members}
+        self.member_by_uid = {pod.uid: pod for pod in self.members}
+        # Inter-pod affinity and topology spread: checked on top of the node filters,
+        # against running pods and the members placed before in the same attempt.
+        self.constraints = GangConstraints(self.members, snapshot, planner.domains)
+        self.constrained = self.constraints.pods_constrained()
+        # While a constrained member is being placed: whether a node passes its
+        # inter-pod constraints in the current attempt.
+        self._admit: Callable[[str], bool] | None = None
+        self._state: ConstraintAttempt | None = None
 
     # --- the call ---------------------------------------------------------------------
     def run(self) -> PlanResult:
@@ -271,6 +286,10 @@ class _GangPlanning:
         if len(self.members) > 1:
             yield from self._domain_attempts(by_size)
         yield self._greedy("best-score", by_size, None, self._best_scored)
+        if any(pod.spread for pod in self.members if pod.uid in self.constrained):
+            # Spread first: each member to the least-filled domain of its constraints,
+            # so that the gang fills the domains level by level (docs/policies.md).
+            yield self._greedy("spread-balanced", by_size, None, self._least_filled)
         if len(self.shapes) > 1:
             constrained = sorted(
                 self.members,
@@ -291,15 +310,40 @@ class _GangPlanning:
         names = self.snapshot.candidates(
             pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), self.profile.prefers_tight
         )
+        coverage = self._coverage(shape) if limit else None
+        base = self.constraints.start() if pod.uid in self.constrained else None
         for name in names:
             node = nodes[name]
             if models is not None and node.labels.get(PRODUCT_LABEL) not in models:
                 continue
             if memo.first_failure(node) is not None:
                 continue
+            if base is not None and base.filter(pod, node) is not None:
+                continue
             shape.candidates.append(name)
+            if coverage is not None and coverage.see(node):
+                continue  # short of domains: keep collecting past the bound
             if limit and len(shape.candidates) >= limit:
                 break
+
+    def _coverage(self, shape: _Shape) -> _DomainCoverage | None:
+        """For a constrained shape, what the candidate bound must also cover: with
+        required pod affinity every feasible node (the domain the gang must join is
+        not known in advance); with anti-affinity or spread, enough distinct domains
+        of each topology key for every member of the shape to have its own."""
+        pod = shape.pod
+        if pod.uid not in self.constrained:
+            return None
+        terms = pod.pod_affinity
+        if terms is not None and terms.required:
+            return _DomainCoverage((), 0, unbounded=True)
+        keys = {c.topology_key for c in pod.spread if c.hard}
+        if terms is not None:
+            keys |= {t.topology_key for t in terms.required_anti}
+        for other in self.members:
+            if other.pod_affinity is not None:
+                keys |= {t.topology_key for t in other.pod_affinity.required_anti}
+        return _DomainCoverage(tuple(sorted(keys)), len(shape.members) + 1)
 
     def _choice(self, shape: _Shape, view: PlanningView, name: str) -> _Choice | None:
         """The shape's best choice on this node as the view has it; None if it does not
@@ -331,28 +375,59 @@ class _GangPlanning:
     ) -> _Attempt:
         view = PlanningView(self.snapshot, self.versions)
         context = GangContext()
-        attempt = _Attempt(name, [], {}, 0.0, view)
+        state = self.constraints.start() if self.constrained else None
+        attempt = _Attempt(name, [], {}, 0.0, view, state)
+        self._state = state
         for pod in order:
             shape = self.shape_of[pod.uid]
+            self._admit = (
+                _admission(state, pod, view) if state and pod.uid in self.constrained else None
+            )
             found = pick(pod, shape, view, context, allowed)
+            self._admit = None
             if found is None:
                 attempt.failed[pod.uid] = ""
                 continue
             node_name, choice = found
             view.place(node_name, pod.requests, choice.shares)
             context.record(view.node(node_name), self.profile.topology_keys)
+            if state is not None:
+                state.place(pod, view.node(node_name))
             attempt.placements.append(Placement(pod.uid, node_name, choice.shares))
             attempt.score += choice.score
+        self._state = None
+        if state is not None:
+            self._drop_violations(attempt, state)
         return attempt
+
+    def _drop_violations(self, attempt: _Attempt, state: ConstraintAttempt) -> None:
+        """Judge the finished placement as a whole; members that break a constraint
+        once all the others are placed count as not placed."""
+        placed = [
+            (self.member_by_uid[p.pod_uid], attempt.view.node(p.node)) for p in attempt.placements
+        ]
+        broken = state.violations(placed)
+        if not broken:
+            return
+        kept = []
+        for placement in attempt.placements:
+            if placement.pod_uid in broken:
+                attempt.failed[placement.pod_uid] = broken[placement.pod_uid]
+                member = self.member_by_uid[placement.pod_uid]
+                state.place(member, attempt.view.node(placement.node), -1)
+            else:
+                kept.append(placement)
+        attempt.placements = kept
 
     def _feasible(
         self, shape: _Shape, view: PlanningView, allowed: frozenset[str] | None
     ) -> Iterator[tuple[str, _Choice]]:
+        admit = self._admit
         for name in shape.candidates:
             if allowed is not None and name not in allowed:
                 continue
             choice = self._choice(shape, view, name)
-            if choice is not None:
+            if choice is not None and (admit is None or admit(name)):
                 yield name, choice
 
     def _best_scored(
@@ -390,16 +465,21 @@ class _GangPlanning:
         evaluated afresh."""
         best: tuple[str, _Choice] | None = None
         best_key: tuple[float, int, str] | None = None
+        admit = self._admit
         for key in ranking.order:
             name = key[2]
-            if (allowed is None or name in allowed) and not view.version(name):
+            if (
+                (allowed is None or name in allowed)
+                and not view.version(name)
+                and (admit is None or admit(name))
+            ):
                 best, best_key = (name, ranking.choices[name]), key
                 break
         for name in view.changed_nodes():
             if allowed is not None and name not in allowed:
                 continue
             choice = self._choice(shape, view, name)
-            if choice is None:
+            if choice is None or (admit is not None and not admit(name)):
                 continue
             key = (-choice.score, self.planner.rank(name), name)
             if best_key is None or key < best_key:
@@ -420,6 +500,35 @@ class _GangPlanning:
             copies = copies_that_fit(pod, view.node(name))
             if copies < room:
                 best, room = (name, choice), copies
+        return best
+
+    def _least_filled(
+        self,
+        pod: PodInfo,
+        shape: _Shape,
+        view: PlanningView,
+        context: GangContext,
+        allowed: frozenset[str] | None,
+    ) -> tuple[str, _Choice] | None:
+        """The feasible node whose spread domains hold the fewest matching pods; the
+        best score among equals."""
+        state = self._state
+        members = state.classes.get(state.class_of.get(pod.uid, "")) if state else None
+        spread = members.spread if members is not None else None
+        if spread is None:
+            return self._best_scored(pod, shape, view, context, allowed)
+        best: tuple[str, _Choice] | None = None
+        best_key = (1 << 62, float("inf"), 0)
+        rank = self.planner.rank
+        for name, choice in self._feasible(shape, view, allowed):
+            labels = view.node(name).labels
+            load = sum(
+                counts.get(labels.get(constraint.topology_key, ""), 0)
+                for constraint, counts in zip(spread.constraints, spread.counts, strict=True)
+            )
+            key = (load, -choice.score, rank(name))
+            if key < best_key:
+                best, best_key = (name, choice), key
         return best
 
     # --- topology domains ---------------------------------------------------------------
@@ -459,12 +568,16 @@ class _GangPlanning:
         view = attempt.view
         reasons: Counter[str] = Counter()
         nodes = 0
+        member = self.member_by_uid.get(uid, pod)
+        state = attempt.constraints if uid in self.constrained else None
         for name, node in self.snapshot.nodes.items():
             nodes += 1
             if view.version(name):
                 reason = first_failure(self.profile.filters, pod, view.node(name))
             else:
                 reason = memo.first_failure(node)
+            if reason is None and state is not None:
+                reason = state.filter(member, view.node(name))
             if reason is not None:
                 reasons[reason] += 1
         if not reasons:
@@ -522,3 +635,37 @@ class _GangPlanning:
 
 # Node scores judge a choice alone; they are handed an empty gang context.
 _NO_GANG = GangContext()
+
+
+def _admission(state: ConstraintAttempt, pod: PodInfo, view: PlanningView) -> Callable[[str], bool]:
+    """Whether a node passes `pod`'s inter-pod constraints in the attempt so far."""
+
+    def admit(name: str) -> bool:
+        return state.filter(pod, view.node(name)) is None
+
+    return admit
+
+
+class _DomainCoverage:
+    """Counts the distinct domains per topology key among collected candidates, to
+    say when a constrained shape has enough of them."""
+
+    def __init__(self, keys: tuple[str, ...], wanted: int, unbounded: bool = False) -> None:
+        self.keys = keys
+        self.wanted = wanted
+        self.unbounded = unbounded
+        self.seen: dict[str, set[str]] = {key: set() for key in keys}
+
+    def see(self, node: NodeInfo) -> bool:
+        """Record a candidate; True while more candidates are still wanted."""
+        if self.unbounded:
+            return True
+        short = False
+        for key in self.keys:
+            values = self.seen[key]
+            value = node.labels.get(key)
+            if value is not None:
+                values.add(value)
+            if len(values) < self.wanted:
+                short = True
+        return short
