@@ -90,7 +90,7 @@ class PodIndex:
         placed = PlacedPod(pod, node)
         ns = pod.namespace
         self._by_namespace.setdefault(ns, {})[pod.uid] = placed
-        for key, value in pod.labels.items():
+        for key, value in string_labels(pod):
             self._by_label.setdefault((ns, key, value), {})[pod.uid] = placed
         for term_key, value in _terms_of(pod, node_labels):
             counts = self._terms.get(term_key)
@@ -109,7 +109,7 @@ class PodIndex:
     def _unindex(self, pod: PodInfo, node: str, node_labels: Mapping[str, str]) -> None:
         ns = pod.namespace
         _discard(self._by_namespace, ns, pod.uid)
-        for key, value in pod.labels.items():
+        for key, value in string_labels(pod):
             _discard(self._by_label, (ns, key, value), pod.uid)
         for term_key, value in _terms_of(pod, node_labels):
             counts = self._terms[term_key]
@@ -166,6 +166,8 @@ class PodIndex:
         namespace_labels = self.namespace_labels.get(namespace, {})
         candidates: set[_TermKey] = set(self._terms_unindexed)
         for key, value in labels.items():
+            if not isinstance(value, str):
+                continue
             bucket = self._terms_by_label.get((key, value))
             if bucket:
                 candidates |= bucket
@@ -176,6 +178,14 @@ class PodIndex:
 
     def has_terms(self, kinds: frozenset[str]) -> bool:
         return any(kind in kinds for kind, _ in self._terms)
+
+
+def string_labels(pod: PodInfo) -> Iterator[tuple[str, str]]:
+    """The pod's labels that a selector can match (a malformed object's other values
+    match nothing, and are left out of the index)."""
+    for key, value in pod.labels.items():
+        if isinstance(key, str) and isinstance(value, str):
+            yield key, value
 
 
 def terms_with_kind(pod: PodInfo) -> Iterator[tuple[str, PodAffinityTerm]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from cache.node import NodeInfo
 from cache.pod import PodInfo
-from cache.pod_index import REQUIRED_ANTI
+from cache.pod_index import REQUIRED_ANTI, string_labels
 from cache.snapshot import Snapshot
 from cache.terms import SpreadConstraint
 from policies.filters.inter_pod_affinity import InterPodAffinityState
@@ -35,7 +35,7 @@ def constraint_class(pod: PodInfo) -> Hashable:
     """Members with equal keys are judged alike by every inter-pod constraint."""
     return (
         pod.namespace,
-        frozenset(pod.labels.items()),
+        frozenset(string_labels(pod)),
         pod.pod_affinity,
         pod.spread,
         tuple(sorted(pod.node_selector.items())),
@@ -86,14 +86,14 @@ class MemberConstraints:
             self.spread.clone() if self.spread else None,
         )
 
-    def filter(self, node: NodeInfo) -> str | None:
+    def filter(self, node: NodeInfo, check_affinity: bool = True) -> str | None:
         # kube-scheduler runs PodTopologySpread before InterPodAffinity.
         if self.spread is not None:
             reason = self.spread.filter(node)
             if reason is not None:
                 return reason
         if self.affinity is not None:
-            return self.affinity.filter(node)
+            return self.affinity.filter(node, check_affinity)
         return None
 
     def add(self, other: PodInfo, node: NodeInfo, delta: int) -> None:
@@ -148,6 +148,23 @@ class GangConstraints:
             if self.classes[key].affinity is not None or self.classes[key].spread is not None
         )
 
+    def anchors(self, members: Sequence[PodInfo]) -> list[PodInfo]:
+        """Members whose required affinity selects a fellow member: placed first with
+        that affinity deferred, they give the others a place to join (a parameter
+        server with affinity to its workers' hosts, say)."""
+        found = []
+        for pod in members:
+            terms = pod.pod_affinity
+            if terms is None or not terms.required:
+                continue
+            for other in members:
+                if other.uid != pod.uid and all(
+                    t.matches(other.namespace, other.labels, {}) for t in terms.required
+                ):
+                    found.append(pod)
+                    break
+        return found
+
     def start(self) -> ConstraintAttempt:
         return ConstraintAttempt(
             {key: state.clone() for key, state in self.classes.items()}, self.class_of
@@ -164,11 +181,19 @@ class ConstraintAttempt:
         self.classes = classes
         self.class_of = class_of
 
-    def filter(self, pod: PodInfo, node: NodeInfo) -> str | None:
+    def filter(self, pod: PodInfo, node: NodeInfo, check_affinity: bool = True) -> str | None:
         key = self.class_of.get(pod.uid)
         if key is None:
             return None
-        return self.classes[key].filter(node)
+        return self.classes[key].filter(node, check_affinity)
+
+    def excluded_for_good(self, pod: PodInfo, node: NodeInfo) -> str | None:
+        """The anti-affinity reason, if any, that keeps `pod` off `node` whatever the
+        rest of the gang does (more pods only add exclusions), unlike affinity or
+        spread, which fellow members placed elsewhere may yet satisfy."""
+        key = self.class_of.get(pod.uid)
+        affinity = self.classes[key].affinity if key is not None else None
+        return affinity.filter(node, check_affinity=False) if affinity is not None else None
 
     def place(self, pod: PodInfo, node: NodeInfo, delta: int = 1) -> None:
         for state in self.classes.values():

@@ -213,6 +213,17 @@ def plan_gang(profile: Profile, gang: PlannableGang, snapshot: Snapshot) -> Plan
     return Planner(profile).plan(gang, snapshot)
 
 
+def _dependence(pod: PodInfo) -> int:
+    """Members whose own inter-pod constraints read where the others go are placed
+    after them: unconstrained members first, then spread and anti-affinity, then
+    required affinity (a member with affinity to its fellow members can only follow
+    them). A member judged before the others it counts could not see them."""
+    terms = pod.pod_affinity
+    if terms is not None and terms.required:
+        return 2
+    return 1 if pod.has_pod_constraints else 0
+
+
 def _size_key(pod: PodInfo) -> tuple[int, int]:
     """Biggest first: GPU milli, then CPU."""
     return (-pod.gpu.total_milli, -pod.requests.get(CPU, 0))
@@ -282,7 +293,9 @@ class _GangPlanning:
         return self._unschedulable(needed, best)
 
     def _attempts(self) -> Iterator[_Attempt]:
-        by_size = sorted(self.members, key=lambda p: (_size_key(p), p.created, p.name))
+        by_size = sorted(
+            self.members, key=lambda p: (_dependence(p), _size_key(p), p.created, p.name)
+        )
         if len(self.members) > 1:
             yield from self._domain_attempts(by_size)
         yield self._greedy("best-score", by_size, None, self._best_scored)
@@ -293,10 +306,24 @@ class _GangPlanning:
         if len(self.shapes) > 1:
             constrained = sorted(
                 self.members,
-                key=lambda p: (len(self.shape_of[p.uid].candidates), _size_key(p), p.name),
+                key=lambda p: (
+                    _dependence(p),
+                    len(self.shape_of[p.uid].candidates),
+                    _size_key(p),
+                    p.name,
+                ),
             )
             yield self._greedy("most-constrained-first", constrained, None, self._best_scored)
         yield self._greedy("first-fit-decreasing", by_size, None, self._tightest)
+        anchors = self.constraints.anchors(self.members) if self.constrained else []
+        if anchors:
+            # Members with affinity to fellow members go first, that affinity deferred,
+            # and the rest gather around them (network topology prefers their hosts);
+            # the finished placement is then judged whole like every other.
+            first = {pod.uid for pod in anchors}
+            order = [pod for pod in by_size if pod.uid in first]
+            order += [pod for pod in by_size if pod.uid not in first]
+            yield self._greedy("affinity-anchors-first", order, None, self._best_scored, first)
 
     # --- candidates -------------------------------------------------------------------
     def _collect_candidates(self, shape: _Shape) -> None:
@@ -318,7 +345,7 @@ class _GangPlanning:
                 continue
             if memo.first_failure(node) is not None:
                 continue
-            if base is not None and base.filter(pod, node) is not None:
+            if base is not None and base.excluded_for_good(pod, node) is not None:
                 continue
             shape.candidates.append(name)
             if coverage is not None and coverage.see(node):
@@ -372,6 +399,7 @@ class _GangPlanning:
             [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
             tuple[str, _Choice] | None,
         ],
+        deferred: frozenset[str] | set[str] = frozenset(),
     ) -> _Attempt:
         view = PlanningView(self.snapshot, self.versions)
         context = GangContext()
@@ -381,7 +409,9 @@ class _GangPlanning:
         for pod in order:
             shape = self.shape_of[pod.uid]
             self._admit = (
-                _admission(state, pod, view) if state and pod.uid in self.constrained else None
+                _admission(state, pod, view, pod.uid not in deferred)
+                if state and pod.uid in self.constrained
+                else None
             )
             found = pick(pod, shape, view, context, allowed)
             self._admit = None
@@ -637,11 +667,13 @@ class _GangPlanning:
 _NO_GANG = GangContext()
 
 
-def _admission(state: ConstraintAttempt, pod: PodInfo, view: PlanningView) -> Callable[[str], bool]:
+def _admission(
+    state: ConstraintAttempt, pod: PodInfo, view: PlanningView, check_affinity: bool
+) -> Callable[[str], bool]:
     """Whether a node passes `pod`'s inter-pod constraints in the attempt so far."""
 
     def admit(name: str) -> bool:
-        return state.filter(pod, view.node(name)) is None
+        return state.filter(pod, view.node(name), check_affinity) is None
 
     return admit
 

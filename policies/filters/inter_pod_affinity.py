@@ -145,9 +145,12 @@ class InterPodAffinityState:
                     _bump(self.anti, (term.topology_key, value), delta)
 
     # --- Filter -------------------------------------------------------------------------
-    def filter(self, node: NodeInfo) -> str | None:
+    def filter(self, node: NodeInfo, check_affinity: bool = True) -> str | None:
+        """The reason the node fails, None when it passes. `check_affinity` False leaves
+        the affinity terms out (a gang member placed ahead of the members it is to
+        join; the finished placement is judged whole)."""
         labels = node.labels
-        if self.required:
+        if self.required and check_affinity:
             pods_exist = True
             for term in self.required:
                 value = labels.get(term.topology_key)
