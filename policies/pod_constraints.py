@@ -148,6 +148,29 @@ class GangConstraints:
             if self.classes[key].affinity is not None or self.classes[key].spread is not None
         )
 
+    def one_domain_impossible(self, members: Sequence[PodInfo], keys: Sequence[str]) -> bool:
+        """Whether the whole gang inside one domain of the last of `keys` (a hierarchy,
+        broadest first) must break a member's hard constraint: anti-affinity between
+        members at that level or a broader one, or a spread at such a level with more
+        matching members than maxSkew."""
+        levels = set(keys)
+        for pod in members:
+            fellows = [other for other in members if other.uid != pod.uid]
+            terms = pod.pod_affinity
+            if terms is not None:
+                for term in terms.required_anti:
+                    if term.topology_key in levels and any(
+                        term.matches(o.namespace, o.labels, {}) for o in fellows
+                    ):
+                        return True
+            for constraint in pod.spread:
+                if not constraint.hard or constraint.topology_key not in levels:
+                    continue
+                matching = sum(1 for o in members if constraint.selector.matches(o.labels))
+                if matching > constraint.max_skew:
+                    return True
+        return False
+
     def anchors(self, members: Sequence[PodInfo]) -> list[PodInfo]:
         """Members whose required affinity selects a fellow member: placed first with
         that affinity deferred, they give the others a place to join (a parameter
@@ -180,19 +203,24 @@ class ConstraintAttempt:
     ) -> None:
         self.classes = classes
         self.class_of = class_of
+        # uid -> its class's state, resolved once (class keys are costly to hash).
+        self._of = {uid: classes[key] for uid, key in class_of.items()}
+
+    def state_of(self, pod: PodInfo) -> MemberConstraints | None:
+        return self._of.get(pod.uid)
 
     def filter(self, pod: PodInfo, node: NodeInfo, check_affinity: bool = True) -> str | None:
-        key = self.class_of.get(pod.uid)
-        if key is None:
+        state = self._of.get(pod.uid)
+        if state is None:
             return None
-        return self.classes[key].filter(node, check_affinity)
+        return state.filter(node, check_affinity)
 
     def excluded_for_good(self, pod: PodInfo, node: NodeInfo) -> str | None:
         """The anti-affinity reason, if any, that keeps `pod` off `node` whatever the
         rest of the gang does (more pods only add exclusions), unlike affinity or
         spread, which fellow members placed elsewhere may yet satisfy."""
-        key = self.class_of.get(pod.uid)
-        affinity = self.classes[key].affinity if key is not None else None
+        state = self._of.get(pod.uid)
+        affinity = state.affinity if state is not None else None
         return affinity.filter(node, check_affinity=False) if affinity is not None else None
 
     def place(self, pod: PodInfo, node: NodeInfo, delta: int = 1) -> None:

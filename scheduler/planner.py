@@ -112,6 +112,9 @@ class _Attempt:
     # Inter-pod affinity and spread state with this attempt's members placed (None when
     # no such constraint applies to the gang).
     constraints: ConstraintAttempt | None = None
+    # Whether a member that found no node was refused some node by those constraints
+    # (what another order of placement might change).
+    refused_by_constraints: bool = False
 
 
 class _Ranking:
@@ -298,8 +301,11 @@ class _GangPlanning:
         )
         if len(self.members) > 1:
             yield from self._domain_attempts(by_size)
-        yield self._greedy("best-score", by_size, None, self._best_scored)
-        if any(pod.spread for pod in self.members if pod.uid in self.constrained):
+        first = self._greedy("best-score", by_size, None, self._best_scored)
+        yield first
+        if first.refused_by_constraints and any(
+            pod.spread for pod in self.members if pod.uid in self.constrained
+        ):
             # Spread first: each member to the least-filled domain of its constraints,
             # so that the gang fills the domains level by level (docs/policies.md).
             yield self._greedy("spread-balanced", by_size, None, self._least_filled)
@@ -316,14 +322,14 @@ class _GangPlanning:
             yield self._greedy("most-constrained-first", constrained, None, self._best_scored)
         yield self._greedy("first-fit-decreasing", by_size, None, self._tightest)
         anchors = self.constraints.anchors(self.members) if self.constrained else []
-        if anchors:
+        if anchors and first.refused_by_constraints:
             # Members with affinity to fellow members go first, that affinity deferred,
             # and the rest gather around them (network topology prefers their hosts);
             # the finished placement is then judged whole like every other.
-            first = {pod.uid for pod in anchors}
-            order = [pod for pod in by_size if pod.uid in first]
-            order += [pod for pod in by_size if pod.uid not in first]
-            yield self._greedy("affinity-anchors-first", order, None, self._best_scored, first)
+            leading = {pod.uid for pod in anchors}
+            order = [pod for pod in by_size if pod.uid in leading]
+            order += [pod for pod in by_size if pod.uid not in leading]
+            yield self._greedy("affinity-anchors-first", order, None, self._best_scored, leading)
 
     # --- candidates -------------------------------------------------------------------
     def _collect_candidates(self, shape: _Shape) -> None:
@@ -408,15 +414,18 @@ class _GangPlanning:
         self._state = state
         for pod in order:
             shape = self.shape_of[pod.uid]
-            self._admit = (
-                _admission(state, pod, view, pod.uid not in deferred)
+            admission = (
+                _Admission(state, pod, view, pod.uid not in deferred)
                 if state and pod.uid in self.constrained
                 else None
             )
+            self._admit = admission
             found = pick(pod, shape, view, context, allowed)
             self._admit = None
             if found is None:
                 attempt.failed[pod.uid] = ""
+                if admission is not None and admission.refused:
+                    attempt.refused_by_constraints = True
                 continue
             node_name, choice = found
             view.place(node_name, pod.requests, choice.shares)
@@ -452,12 +461,14 @@ class _GangPlanning:
     def _feasible(
         self, shape: _Shape, view: PlanningView, allowed: frozenset[str] | None
     ) -> Iterator[tuple[str, _Choice]]:
-        admit = self._admit
+        """Candidates that fit as the view has them. The inter-pod constraints
+        (`self._admit`) are left to the caller, which asks only about a node that would
+        beat its best so far: most candidates never need the question."""
         for name in shape.candidates:
             if allowed is not None and name not in allowed:
                 continue
             choice = self._choice(shape, view, name)
-            if choice is not None and (admit is None or admit(name)):
+            if choice is not None:
                 yield name, choice
 
     def _best_scored(
@@ -474,13 +485,14 @@ class _GangPlanning:
         best: tuple[str, _Choice] | None = None
         best_key = (float("inf"), 0)
         rank = self.planner.rank
+        admit = self._admit
         for name, choice in self._feasible(shape, view, allowed):
             total = choice.score
             if gang_scores:
                 node = view.node(name)
                 total += sum(w * s.score(pod, node, choice.shares, context) for s, w in gang_scores)
             key = (-total, rank(name))
-            if key < best_key:
+            if key < best_key and (admit is None or admit(name)):
                 best, best_key = (name, choice), key
         return best
 
@@ -526,9 +538,10 @@ class _GangPlanning:
     ) -> tuple[str, _Choice] | None:
         best: tuple[str, _Choice] | None = None
         room = 1 << 62
+        admit = self._admit
         for name, choice in self._feasible(shape, view, allowed):
             copies = copies_that_fit(pod, view.node(name))
-            if copies < room:
+            if copies < room and (admit is None or admit(name)):
                 best, room = (name, choice), copies
         return best
 
@@ -543,7 +556,7 @@ class _GangPlanning:
         """The feasible node whose spread domains hold the fewest matching pods; the
         best score among equals."""
         state = self._state
-        members = state.classes.get(state.class_of.get(pod.uid, "")) if state else None
+        members = state.state_of(pod) if state else None
         spread = members.spread if members is not None else None
         if spread is None:
             return self._best_scored(pod, shape, view, context, allowed)
@@ -557,7 +570,7 @@ class _GangPlanning:
                 for constraint, counts in zip(spread.constraints, spread.counts, strict=True)
             )
             key = (load, -choice.score, rank(name))
-            if key < best_key:
+            if key < best_key and (self._admit is None or self._admit(name)):
                 best, best_key = (name, choice), key
         return best
 
@@ -566,7 +579,13 @@ class _GangPlanning:
         """The whole gang inside one domain, most specific level first; at each level
         the two tightest domains that can hold every member (by resources alone)."""
         nodes = self.snapshot.nodes
-        for key in reversed(self.profile.topology_keys):
+        keys = self.profile.topology_keys
+        for level in reversed(range(len(keys))):
+            key = keys[level]
+            if self.constrained and self.constraints.one_domain_impossible(
+                self.members, keys[: level + 1]
+            ):
+                continue
             capacity: dict[str, Counter[Hashable]] = {}
             members_of: dict[str, set[str]] = {}
             for signature, shape in self.shapes.items():
@@ -667,15 +686,26 @@ class _GangPlanning:
 _NO_GANG = GangContext()
 
 
-def _admission(
-    state: ConstraintAttempt, pod: PodInfo, view: PlanningView, check_affinity: bool
-) -> Callable[[str], bool]:
-    """Whether a node passes `pod`'s inter-pod constraints in the attempt so far."""
+class _Admission:
+    """Whether a node passes a member's inter-pod constraints in the attempt so far;
+    remembers whether it refused any."""
 
-    def admit(name: str) -> bool:
-        return state.filter(pod, view.node(name), check_affinity) is None
+    __slots__ = ("check_affinity", "pod", "refused", "state", "view")
 
-    return admit
+    def __init__(
+        self, state: ConstraintAttempt, pod: PodInfo, view: PlanningView, check_affinity: bool
+    ) -> None:
+        self.state = state
+        self.pod = pod
+        self.view = view
+        self.check_affinity = check_affinity
+        self.refused = False
+
+    def __call__(self, name: str) -> bool:
+        if self.state.filter(self.pod, self.view.node(name), self.check_affinity) is None:
+            return True
+        self.refused = True
+        return False
 
 
 class _DomainCoverage:
