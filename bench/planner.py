@@ -321,11 +321,12 @@ def main() -> int:
         "--constraints",
         action="store_true",
         help="gangs of 8 with and without one-per-node anti-affinity and a zone spread "
-        "(default 5000 nodes, --gangs of each kind, default 200)",
+        "(default 5000 nodes; --gangs of each kind, default 600: the cluster fills and "
+        "the last gangs fail)",
     )
     args = parser.parse_args()
     if args.constraints:
-        result = run_constrained(args.nodes or 5000, args.gangs or 200, args.seed)
+        result = run_constrained(args.nodes or 5000, args.gangs or 600, args.seed)
         if args.json:
             print(json.dumps(result))
         else:

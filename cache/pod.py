@@ -102,16 +102,24 @@ class PodInfo:
     def placement_signature(self) -> Hashable:
         """Equal for pods that any placement treats alike (members of one template)."""
         return (
-            tuple(sorted(self.requests.items())),
-            self.gpu,
-            tuple(sorted(self.node_selector.items())),
-            self.required_affinity,
-            self.tolerations,
+            self.node_signature(),
             # Terms of their own make pods different shapes; spread counts pods of the
             # pod's namespace, so the namespace matters then too.
             self.pod_affinity,
             self.spread,
             self.namespace if self.spread else "",
+        )
+
+    def node_signature(self) -> Hashable:
+        """Equal for pods that every node filter and node score treats alike: what
+        answers kept per node (filter memo, rankings) may be shared by. Inter-pod
+        terms are judged apart, on top of those answers, so they are left out."""
+        return (
+            tuple(sorted(self.requests.items())),
+            self.gpu,
+            tuple(sorted(self.node_selector.items())),
+            self.required_affinity,
+            self.tolerations,
         )
 
     @property

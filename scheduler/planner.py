@@ -37,6 +37,8 @@ from cache.resources import CPU
 from cache.snapshot import PlanningView, Snapshot
 from policies.capacity import copies_that_fit
 from policies.diagnosis import FilterMemo, first_failure, summarize
+from policies.filters.inter_pod_affinity import REASON_AFFINITY
+from policies.filters.pod_topology_spread import REASON_MISSING_LABEL, REASON_SKEW
 from policies.gpu_models import allowed_models
 from policies.interface import GangContext
 from policies.pod_constraints import ConstraintAttempt, DomainCache, GangConstraints
@@ -112,9 +114,9 @@ class _Attempt:
     # Inter-pod affinity and spread state with this attempt's members placed (None when
     # no such constraint applies to the gang).
     constraints: ConstraintAttempt | None = None
-    # Whether a member that found no node was refused some node by those constraints
-    # (what another order of placement might change).
-    refused_by_constraints: bool = False
+    # The reasons the inter-pod constraints refused nodes to members that then found
+    # none (what another order of placement might change).
+    refused_by: set[str] = field(default_factory=set)
 
 
 class _Ranking:
@@ -167,7 +169,7 @@ class Planner:
         if snapshot is not self._ranked_snapshot:
             self._rankings.clear()
             self._ranked_snapshot = snapshot
-        signature = pod.placement_signature()
+        signature = pod.node_signature()
         ranking = self._rankings.get(signature)
         names: Iterable[str]
         if ranking is None:
@@ -303,9 +305,7 @@ class _GangPlanning:
             yield from self._domain_attempts(by_size)
         first = self._greedy("best-score", by_size, None, self._best_scored)
         yield first
-        if first.refused_by_constraints and any(
-            pod.spread for pod in self.members if pod.uid in self.constrained
-        ):
+        if first.refused_by & _SPREAD_REASONS:
             # Spread first: each member to the least-filled domain of its constraints,
             # so that the gang fills the domains level by level (docs/policies.md).
             yield self._greedy("spread-balanced", by_size, None, self._least_filled)
@@ -322,7 +322,7 @@ class _GangPlanning:
             yield self._greedy("most-constrained-first", constrained, None, self._best_scored)
         yield self._greedy("first-fit-decreasing", by_size, None, self._tightest)
         anchors = self.constraints.anchors(self.members) if self.constrained else []
-        if anchors and first.refused_by_constraints:
+        if anchors and REASON_AFFINITY in first.refused_by:
             # Members with affinity to fellow members go first, that affinity deferred,
             # and the rest gather around them (network topology prefers their hosts);
             # the finished placement is then judged whole like every other.
@@ -339,7 +339,7 @@ class _GangPlanning:
             limit = max(limit, 2 * len(shape.members))
         models = allowed_models(pod)
         nodes = self.snapshot.nodes
-        memo = self.memo.for_shape(pod.placement_signature(), pod)
+        memo = self.memo.for_shape(pod.node_signature(), pod)
         names = self.snapshot.candidates(
             pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), self.profile.prefers_tight
         )
@@ -424,8 +424,8 @@ class _GangPlanning:
             self._admit = None
             if found is None:
                 attempt.failed[pod.uid] = ""
-                if admission is not None and admission.refused:
-                    attempt.refused_by_constraints = True
+                if admission is not None:
+                    attempt.refused_by |= admission.refused
                 continue
             node_name, choice = found
             view.place(node_name, pod.requests, choice.shares)
@@ -613,7 +613,7 @@ class _GangPlanning:
     # --- explaining ---------------------------------------------------------------------
     def _explain(self, uid: str, attempt: _Attempt) -> str:
         pod = self.shape_of[uid].pod
-        memo = self.memo.for_shape(pod.placement_signature(), pod)
+        memo = self.memo.for_shape(pod.node_signature(), pod)
         view = attempt.view
         reasons: Counter[str] = Counter()
         nodes = 0
@@ -682,6 +682,8 @@ class _GangPlanning:
         return Unschedulable(self.gang.key, needed, placeable, message, reasons)
 
 
+_SPREAD_REASONS = frozenset({REASON_SKEW, REASON_MISSING_LABEL})
+
 # Node scores judge a choice alone; they are handed an empty gang context.
 _NO_GANG = GangContext()
 
@@ -692,6 +694,8 @@ class _Admission:
 
     __slots__ = ("check_affinity", "pod", "refused", "state", "view")
 
+    refused: set[str]
+
     def __init__(
         self, state: ConstraintAttempt, pod: PodInfo, view: PlanningView, check_affinity: bool
     ) -> None:
@@ -699,12 +703,13 @@ class _Admission:
         self.pod = pod
         self.view = view
         self.check_affinity = check_affinity
-        self.refused = False
+        self.refused = set()
 
     def __call__(self, name: str) -> bool:
-        if self.state.filter(self.pod, self.view.node(name), self.check_affinity) is None:
+        reason = self.state.filter(self.pod, self.view.node(name), self.check_affinity)
+        if reason is None:
             return True
-        self.refused = True
+        self.refused.add(reason)
         return False
 
 
