@@ -56,6 +56,7 @@ class PodIndex:
         self._terms: dict[_TermKey, Counter[str]] = {}
         self._terms_by_label: dict[tuple[str, str], set[_TermKey]] = {}
         self._terms_unindexed: set[_TermKey] = set()
+        self._kinds: Counter[str] = Counter()  # distinct terms held, per kind
         # Namespace name -> its labels (namespaceSelector reads them).
         self.namespace_labels: dict[str, Mapping[str, str]] = {}
 
@@ -96,6 +97,7 @@ class PodIndex:
             counts = self._terms.get(term_key)
             if counts is None:
                 counts = self._terms[term_key] = Counter()
+                self._kinds[term_key[0]] += 1
                 positive = first_positive(term_key[1].selector)
                 if positive is None:
                     self._terms_unindexed.add(term_key)
@@ -118,6 +120,7 @@ class PodIndex:
                 del counts[value]
             if not counts:
                 del self._terms[term_key]
+                self._kinds[term_key[0]] -= 1
                 positive = first_positive(term_key[1].selector)
                 if positive is None:
                     self._terms_unindexed.discard(term_key)
@@ -177,7 +180,7 @@ class PodIndex:
                 yield kind, term, self._terms[term_key]
 
     def has_terms(self, kinds: frozenset[str]) -> bool:
-        return any(kind in kinds for kind, _ in self._terms)
+        return any(self._kinds[kind] > 0 for kind in kinds)
 
 
 def string_labels(pod: PodInfo) -> Iterator[tuple[str, str]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from cache.node import NodeInfo
 from cache.pod import PodInfo
-from cache.pod_index import REQUIRED_ANTI, string_labels
+from cache.pod_index import TERM_KINDS, string_labels
 from cache.snapshot import Snapshot
 from cache.terms import SpreadConstraint
 from policies.filters.inter_pod_affinity import InterPodAffinityState
@@ -27,8 +27,10 @@ from policies.filters.pod_topology_spread import (
     eligible_domains,
     hard_constraints,
 )
+from policies.scores.inter_pod_affinity import PreferredAffinityState
+from policies.scores.pod_topology_spread import SoftSpreadState
 
-_ANTI_ONLY = frozenset({REQUIRED_ANTI})
+_ANY_TERM = frozenset(TERM_KINDS)
 
 
 def constraint_class(pod: PodInfo) -> Hashable:
@@ -75,16 +77,29 @@ class DomainCache:
 
 @dataclass(slots=True)
 class MemberConstraints:
-    """The inter-pod state of one member class."""
+    """The inter-pod state of one member class: what filters it (required terms,
+    DoNotSchedule) and what scores it (preferred terms, ScheduleAnyway)."""
 
     affinity: InterPodAffinityState | None
     spread: PodTopologySpreadState | None
+    preferred: PreferredAffinityState | None = None
+    soft_spread: SoftSpreadState | None = None
 
     def clone(self) -> MemberConstraints:
         return MemberConstraints(
             self.affinity.clone() if self.affinity else None,
             self.spread.clone() if self.spread else None,
+            self.preferred.clone() if self.preferred else None,
+            self.soft_spread.clone() if self.soft_spread else None,
         )
+
+    @property
+    def filters(self) -> bool:
+        return self.affinity is not None or self.spread is not None
+
+    @property
+    def scores(self) -> bool:
+        return self.preferred is not None or self.soft_spread is not None
 
     def filter(self, node: NodeInfo, check_affinity: bool = True) -> str | None:
         # kube-scheduler runs PodTopologySpread before InterPodAffinity.
@@ -101,6 +116,10 @@ class MemberConstraints:
             self.spread.add(other, node, delta)
         if self.affinity is not None:
             self.affinity.add(other, node, delta)
+        if self.preferred is not None:
+            self.preferred.add(other, node, delta)
+        if self.soft_spread is not None:
+            self.soft_spread.add(other, node, delta)
 
 
 class GangConstraints:
@@ -116,8 +135,10 @@ class GangConstraints:
         gang_has_anti = any(
             p.pod_affinity is not None and p.pod_affinity.required_anti for p in members
         )
-        existing_anti = index.has_terms(_ANTI_ONLY)
-        if not (gang_has_anti or existing_anti or any(p.has_pod_constraints for p in members)):
+        # Likewise any member's affinity terms, for the scores of the others.
+        gang_has_terms = any(p.pod_affinity is not None for p in members)
+        existing_terms = index.has_terms(_ANY_TERM)
+        if not (existing_terms or any(p.has_pod_constraints for p in members)):
             return
         for pod in members:
             key = constraint_class(pod)
@@ -134,37 +155,42 @@ class GangConstraints:
             # A member without terms of its own still needs the state when another
             # member's (or a running pod's) anti-affinity may select it.
             needed = affinity.active or gang_has_anti
-            self.classes[key] = MemberConstraints(affinity if needed else None, spread)
-
-    @property
-    def active(self) -> bool:
-        return any(c.affinity is not None or c.spread is not None for c in self.classes.values())
+            preferred = PreferredAffinityState.compute(pod, index, snapshot.nodes)
+            self.classes[key] = MemberConstraints(
+                affinity if needed else None,
+                spread,
+                preferred if preferred.active or gang_has_terms else None,
+                SoftSpreadState.compute(pod, index, snapshot.nodes),
+            )
 
     def pods_constrained(self) -> frozenset[str]:
-        """Uids of members some inter-pod constraint applies to."""
-        return frozenset(
-            uid
-            for uid, key in self.class_of.items()
-            if self.classes[key].affinity is not None or self.classes[key].spread is not None
-        )
+        """Uids of members some required inter-pod constraint applies to."""
+        return frozenset(uid for uid, key in self.class_of.items() if self.classes[key].filters)
 
-    def one_domain_impossible(self, members: Sequence[PodInfo], keys: Sequence[str]) -> bool:
-        """Whether the whole gang inside one domain of the last of `keys` (a hierarchy,
-        broadest first) must break a member's hard constraint: anti-affinity between
-        members at that level or a broader one, or a spread at such a level with more
-        matching members than maxSkew."""
-        levels = set(keys)
+    def pods_scored(self) -> frozenset[str]:
+        """Uids of members some preferred term or ScheduleAnyway constraint scores."""
+        return frozenset(uid for uid, key in self.class_of.items() if self.classes[key].scores)
+
+    def one_domain_unwanted(self, members: Sequence[PodInfo], narrower: Sequence[str]) -> bool:
+        """Whether the whole gang inside one domain of a level of the network hierarchy
+        goes against what a member asks: anti-affinity (required or preferred) between
+        members, or a spread constraint (DoNotSchedule or ScheduleAnyway) with more
+        matching members than maxSkew, whose topology key is not one of the levels
+        `narrower` than that one (a key of that level or a broader one is one value
+        for the whole domain; a key outside the hierarchy may be too). Such a gang is
+        not kept in one domain."""
+        finer = set(narrower)
         for pod in members:
             fellows = [other for other in members if other.uid != pod.uid]
             terms = pod.pod_affinity
             if terms is not None:
-                for term in terms.required_anti:
-                    if term.topology_key in levels and any(
+                for term in (*terms.required_anti, *terms.preferred_anti):
+                    if term.topology_key not in finer and any(
                         term.matches(o.namespace, o.labels, {}) for o in fellows
                     ):
                         return True
             for constraint in pod.spread:
-                if not constraint.hard or constraint.topology_key not in levels:
+                if constraint.topology_key in finer:
                     continue
                 matching = sum(1 for o in members if constraint.selector.matches(o.labels))
                 if matching > constraint.max_skew:
@@ -236,7 +262,8 @@ class ConstraintAttempt:
         ones' placement matter too.)"""
         found: dict[str, str] = {}
         for pod, node in placed:
-            if pod.uid not in self.class_of:
+            state = self._of.get(pod.uid)
+            if state is None or not state.filters:
                 continue
             self.place(pod, node, -1)
             reason = self.filter(pod, node)

@@ -41,8 +41,14 @@ from policies.filters.inter_pod_affinity import REASON_AFFINITY
 from policies.filters.pod_topology_spread import REASON_MISSING_LABEL, REASON_SKEW
 from policies.gpu_models import allowed_models
 from policies.interface import GangContext
-from policies.pod_constraints import ConstraintAttempt, DomainCache, GangConstraints
+from policies.pod_constraints import (
+    ConstraintAttempt,
+    DomainCache,
+    GangConstraints,
+    MemberConstraints,
+)
 from policies.profile import Profile
+from policies.scores.inter_pod_affinity import normalize as normalize_affinity
 
 
 class PlannableGang(Protocol):
@@ -262,6 +268,7 @@ class _GangPlanning:
         # against running pods and the members placed before in the same attempt.
         self.constraints = GangConstraints(self.members, snapshot, planner.domains)
         self.constrained = self.constraints.pods_constrained()
+        self.scored = self.constraints.pods_scored()
         # While a constrained member is being placed: whether a node passes its
         # inter-pod constraints in the current attempt.
         self._admit: Callable[[str], bool] | None = None
@@ -409,7 +416,7 @@ class _GangPlanning:
     ) -> _Attempt:
         view = PlanningView(self.snapshot, self.versions)
         context = GangContext()
-        state = self.constraints.start() if self.constrained else None
+        state = self.constraints.start() if self.constrained or self.scored else None
         attempt = _Attempt(name, [], {}, 0.0, view, state)
         self._state = state
         for pod in order:
@@ -480,6 +487,10 @@ class _GangPlanning:
         allowed: frozenset[str] | None,
     ) -> tuple[str, _Choice] | None:
         gang_scores = self.profile.gang_scores if context.placed else ()
+        if pod.uid in self.scored and self._state is not None:
+            soft = self._state.state_of(pod)
+            if soft is not None:
+                return self._best_with_inter_pod_scores(pod, shape, view, context, allowed, soft)
         if shape.ranking is not None and not gang_scores:
             return self._best_ranked(shape, shape.ranking, view, allowed)
         best: tuple[str, _Choice] | None = None
@@ -495,6 +506,47 @@ class _GangPlanning:
             if key < best_key and (admit is None or admit(name)):
                 best, best_key = (name, choice), key
         return best
+
+    def _best_with_inter_pod_scores(
+        self,
+        pod: PodInfo,
+        shape: _Shape,
+        view: PlanningView,
+        context: GangContext,
+        allowed: frozenset[str] | None,
+        soft: MemberConstraints,
+    ) -> tuple[str, _Choice] | None:
+        """Best score with the inter-pod scores added. Those are normalised over the
+        nodes compared (kube-scheduler's NormalizeScore), so every candidate is scored
+        first; then the best admitted one wins."""
+        gang_scores = self.profile.gang_scores if context.placed else ()
+        rows: list[tuple[str, _Choice, float]] = []
+        for name, choice in self._feasible(shape, view, allowed):
+            total = choice.score
+            if gang_scores:
+                node = view.node(name)
+                total += sum(w * s.score(pod, node, choice.shares, context) for s, w in gang_scores)
+            rows.append((name, choice, total))
+        if not rows:
+            return None
+        nodes = [view.node(name) for name, _, _ in rows]
+        totals = [total for _, _, total in rows]
+        weight = self.profile.pod_affinity_weight
+        if soft.preferred is not None and weight:
+            normal = normalize_affinity([soft.preferred.raw(node) for node in nodes])
+            totals = [t + weight * n for t, n in zip(totals, normal, strict=True)]
+        weight = self.profile.topology_spread_weight
+        if soft.soft_spread is not None and weight:
+            spread_scores = soft.soft_spread.scores(nodes)
+            totals = [t + weight * n for t, n in zip(totals, spread_scores, strict=True)]
+        rank = self.planner.rank
+        order = sorted(range(len(rows)), key=lambda i: (-totals[i], rank(rows[i][0])))
+        admit = self._admit
+        for i in order:
+            name, choice, _ = rows[i]
+            if admit is None or admit(name):
+                return name, choice
+        return None
 
     def _best_ranked(
         self,
@@ -582,8 +634,8 @@ class _GangPlanning:
         keys = self.profile.topology_keys
         for level in reversed(range(len(keys))):
             key = keys[level]
-            if self.constrained and self.constraints.one_domain_impossible(
-                self.members, keys[: level + 1]
+            if (self.constrained or self.scored) and self.constraints.one_domain_unwanted(
+                self.members, keys[level + 1 :]
             ):
                 continue
             capacity: dict[str, Counter[Hashable]] = {}
@@ -601,7 +653,8 @@ class _GangPlanning:
                 for domain, counts in capacity.items()
                 if all(counts[sig] >= len(s.members) for sig, s in self.shapes.items())
             ]
-            fitting.sort(key=lambda d: (sum(capacity[d].values()), d))
+            preference = self._preferred_domains(order[0], fitting, members_of)
+            fitting.sort(key=lambda d: (-preference.get(d, 0), sum(capacity[d].values()), d))
             for domain in fitting[:2]:
                 attempt = self._greedy(
                     "domain", order, frozenset(members_of[domain]), self._best_scored
@@ -609,6 +662,21 @@ class _GangPlanning:
                 if len(attempt.placements) == len(self.members):
                     yield attempt
                     return
+
+    def _preferred_domains(
+        self, pod: PodInfo, domains: Sequence[str], members_of: dict[str, set[str]]
+    ) -> dict[str, int]:
+        """Per domain, the best raw preferred-affinity score of its nodes for `pod`
+        (empty when no preferred term concerns the gang): a gang kept in one domain
+        goes to the one its members prefer, the tightest among equals."""
+        if pod.uid not in self.scored:
+            return {}
+        state = self.constraints.start().state_of(pod)
+        if state is None or state.preferred is None or not state.preferred.scores:
+            return {}
+        nodes = self.snapshot.nodes
+        raw = state.preferred.raw
+        return {d: max(raw(nodes[name]) for name in members_of[d]) for d in domains}
 
     # --- explaining ---------------------------------------------------------------------
     def _explain(self, uid: str, attempt: _Attempt) -> str:

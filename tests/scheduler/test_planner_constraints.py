@@ -16,6 +16,7 @@ from tests.podconstraints import (
     ZONE,
     cluster,
     labelled_pod,
+    preferred,
     required,
     snapshot_of,
     spread,
@@ -217,3 +218,36 @@ def test_failed_scheduling_message_counts_each_node_under_its_first_failing_cons
         "0/12 nodes are available: 8 node(s) didn't match pod topology spread constraints, "
         "4 node(s) didn't match pod anti-affinity rules."
     )
+
+
+def test_preferred_anti_affinity_spreads_a_gang_that_bin_packing_would_stack() -> None:
+    nodes = [zoned_node(f"n{i}", "z1", gpus=8) for i in range(2)]
+    stacked, _ = plan_for(nodes, gang(2, gpus=1))
+    assert isinstance(stacked, Plan) and len(set(placed_nodes(stacked))) == 1
+    apart = preferred("podAntiAffinity", (100, term(WORKER, HOST)))
+    result, _ = plan_for(nodes, gang(2, gpus=1, affinity=apart))
+    assert isinstance(result, Plan) and len(set(placed_nodes(result))) == 2
+
+
+def test_preferred_affinity_draws_the_gang_to_a_running_pods_zone() -> None:
+    nodes = [zoned_node(f"{z}{i}", z, gpus=8) for z in ("za", "zb") for i in range(2)]
+    cache_pod = labelled_pod("cache", {"app": "dataset-cache"}, node_name="zb1")
+    near = preferred("podAffinity", (50, term({"app": "dataset-cache"}, ZONE)))
+    result, _ = plan_for(nodes, [cache_pod, *gang(3, gpus=1, affinity=near)])
+    assert isinstance(result, Plan)
+    assert {zones(nodes)[n] for n in placed_nodes(result)} == {"zb"}
+
+
+def test_schedule_anyway_spread_evens_out_a_gang_over_zones() -> None:
+    nodes = [zoned_node(f"{z}{i}", z, gpus=8) for z in ("za", "zb") for i in range(2)]
+    soft = [spread(WORKER, when="ScheduleAnyway")]
+    result, _ = plan_for(nodes, gang(4, gpus=1, spread=soft), topology_keys=[HOST])
+    assert isinstance(result, Plan)
+    assert sorted(Counter(zones(nodes)[n] for n in placed_nodes(result)).values()) == [2, 2]
+
+
+def test_inter_pod_score_weights_zero_turn_the_scores_off() -> None:
+    nodes = [zoned_node(f"n{i}", "z1", gpus=8) for i in range(2)]
+    apart = preferred("podAntiAffinity", (100, term(WORKER, HOST)))
+    result, _ = plan_for(nodes, gang(2, gpus=1, affinity=apart), pod_affinity_weight=0)
+    assert isinstance(result, Plan) and len(set(placed_nodes(result))) == 1
