@@ -118,6 +118,15 @@ class SchedulingCore:
         else:
             self.index.upsert_podgroup(group)
 
+    def apply_namespace(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
+        """Namespace labels, for pod affinity's namespaceSelector: a change may let a
+        gang waiting on such a term fit."""
+        name = str(metadata(obj).get("name") or "")
+        before = self.cache.namespace_labels().get(name)
+        self.cache.apply_namespace(event, obj)
+        if self.cache.namespace_labels().get(name) != before:
+            self.queue.cluster_changed(now, ClusterChange.NAMESPACE_CHANGED)
+
     # --- relists ------------------------------------------------------------------------
     # After a broken watch or 410 Gone the adapter lists again and reconciles: every
     # listed object is applied as an update, every known one the list lacks is gone.
@@ -143,6 +152,17 @@ class SchedulingCore:
             for pod in [p for p in self.cache.pods() if p.uid not in listed]:
                 gone = {"metadata": {"uid": pod.uid, "namespace": pod.namespace, "name": pod.name}}
                 self.apply_pod(EventType.DELETED, gone, now)
+
+        return Reconciliation(apply, remove_missing)
+
+    def relist_namespaces(self) -> Reconciliation:
+        def apply(obj: Mapping[str, Any], now: float) -> str:
+            self.apply_namespace(EventType.MODIFIED, obj, now)
+            return str(metadata(obj).get("name") or "")
+
+        def remove_missing(listed: set[str], now: float) -> None:
+            for name in [n for n in self.cache.namespace_labels() if n not in listed]:
+                self.apply_namespace(EventType.DELETED, {"metadata": {"name": name}}, now)
 
         return Reconciliation(apply, remove_missing)
 

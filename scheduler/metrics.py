@@ -32,7 +32,7 @@ AttemptResult = Literal["scheduled", "unschedulable", "error"]
 # within bindTimeoutSeconds; rejected: any other 4xx; server_error: 5xx or a broken
 # connection.
 BindFailureReason = Literal["conflict", "not_found", "timeout", "rejected", "server_error"]
-Resource = Literal["pods", "nodes", "podgroups"]
+Resource = Literal["pods", "nodes", "podgroups", "namespaces"]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)
 RESOURCES: tuple[Resource, ...] = get_args(Resource)

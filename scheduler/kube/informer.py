@@ -1,6 +1,6 @@
 """Informers: list, then watch, and feed every change to the scheduling core.
 
-One `Informer` per resource (pods of all namespaces, nodes, PodGroups). Its loop:
+One `Informer` per resource (pods of all namespaces, nodes, PodGroups, namespaces). Its loop:
 
 1. LIST (paged) and hand each page to the core's reconciliation (`relist_*`) as it
    arrives: what the list lacks is gone at the end, reservations of pods that still
@@ -76,6 +76,8 @@ class ResourceKind:
 
 PODS = ResourceKind("pods", "/api/v1/pods")
 NODES = ResourceKind("nodes", "/api/v1/nodes")
+# Namespace labels, which pod affinity's namespaceSelector reads.
+NAMESPACES = ResourceKind("namespaces", "/api/v1/namespaces")
 PODGROUPS = ResourceKind(
     "podgroups", f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}/{PODGROUP_PLURAL}", optional=True
 )
@@ -342,10 +344,11 @@ class ClusterInformers:
         self.podgroups = (
             informer(PODGROUPS, core.apply_podgroup, core.relist_podgroups) if podgroups else None
         )
+        self.namespaces = informer(NAMESPACES, core.apply_namespace, core.relist_namespaces)
 
     @property
     def informers(self) -> list[Informer]:
-        found = [self.nodes, self.pods]
+        found = [self.nodes, self.pods, self.namespaces]
         if self.podgroups is not None:
             found.append(self.podgroups)
         return found

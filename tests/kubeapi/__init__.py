@@ -10,12 +10,13 @@ See emulator.py for what is served and what is a guess.
 
 from tests.kubeapi.emulator import BindRecord, KubeApiEmulator, RequestRecord
 from tests.kubeapi.kubeconfig import api_client, kubeconfig_dict, write_kubeconfig
-from tests.kubeapi.resources import EVENTS, EVENTS_V1, LEASES, NODES, PODGROUPS, PODS
+from tests.kubeapi.resources import EVENTS, EVENTS_V1, LEASES, NAMESPACES, NODES, PODGROUPS, PODS
 
 __all__ = [
     "EVENTS",
     "EVENTS_V1",
     "LEASES",
+    "NAMESPACES",
     "NODES",
     "PODGROUPS",
     "PODS",

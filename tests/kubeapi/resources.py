@@ -204,7 +204,25 @@ PODGROUPS = ResourceType(
     short_names=("pg",),
 )
 
-ALL_TYPES: tuple[ResourceType, ...] = (PODS, NODES, EVENTS, EVENTS_V1, LEASES, PODGROUPS)
+NAMESPACES = ResourceType(
+    CORE,
+    "v1",
+    "namespaces",
+    "Namespace",
+    namespaced=False,
+    subresources=frozenset({"status"}),
+    short_names=("ns",),
+)
+
+ALL_TYPES: tuple[ResourceType, ...] = (
+    PODS,
+    NODES,
+    EVENTS,
+    EVENTS_V1,
+    LEASES,
+    PODGROUPS,
+    NAMESPACES,
+)
 
 
 def find_type(group: str, version: str, plural: str) -> ResourceType | None:
