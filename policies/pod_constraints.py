@@ -135,8 +135,15 @@ class GangConstraints:
         gang_has_anti = any(
             p.pod_affinity is not None and p.pod_affinity.required_anti for p in members
         )
-        # Likewise any member's affinity terms, for the scores of the others.
-        gang_has_terms = any(p.pod_affinity is not None for p in members)
+        # Likewise members' terms that score others: affinity (required ones count
+        # hardPodAffinityWeight) and preferred anti-affinity.
+        gang_has_terms = any(
+            p.pod_affinity is not None
+            and (
+                p.pod_affinity.required or p.pod_affinity.preferred or p.pod_affinity.preferred_anti
+            )
+            for p in members
+        )
         existing_terms = index.has_terms(_ANY_TERM)
         if not (existing_terms or any(p.has_pod_constraints for p in members)):
             return
