@@ -315,7 +315,17 @@ def parse_spread_constraints(
     raw: Sequence[Mapping[str, Any]] | None, labels: Mapping[str, str]
 ) -> tuple[SpreadConstraint, ...]:
     result = []
+    seen: set[tuple[str, object]] = set()
     for item in raw or ():
+        pair = (str(item.get("topologyKey") or ""), item.get("whenUnsatisfiable"))
+        if pair in seen:
+            # The API server's validation refuses it too; kube-scheduler keys its counts
+            # by topology key, so two such constraints would share them.
+            raise ValueError(
+                f"topology spread constraint: duplicate {{{pair[0]}, {pair[1]}}} "
+                "(topologyKey and whenUnsatisfiable)"
+            )
+        seen.add(pair)
         max_skew = item.get("maxSkew")
         if not isinstance(max_skew, int) or isinstance(max_skew, bool) or max_skew < 1:
             raise ValueError(f"topology spread constraint: maxSkew must be >= 1, got {max_skew!r}")

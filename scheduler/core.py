@@ -78,6 +78,10 @@ class SchedulingCore:
         self.index = GangIndex(scheduler_name, self.cache.gang_keys)
         self.snapshot = Snapshot()
         self.gangs: dict[str, Gang] = {}
+        # Gangs with required pod affinity or DoNotSchedule spread, with those members:
+        # a pod their terms select that starts running (or is relabelled) may let them
+        # fit (kube-scheduler's queueing hints for these plugins do the same).
+        self._pod_dependent: dict[str, list[PodInfo]] = {}
         self.problems: list[Problem] = []
 
     # --- events -----------------------------------------------------------------------
@@ -108,6 +112,16 @@ class SchedulingCore:
                 self.profile.workload.observe(pod)
         if held and (pod is None or not pod.consumes_resources):
             self.queue.cluster_changed(now, ClusterChange.POD_DELETED)
+        elif (
+            self._pod_dependent
+            and pod is not None
+            and pod.consumes_resources
+            and (not held or before is None or before.labels != pod.labels)
+        ):
+            namespaces = self.cache.namespace_labels()
+            for key, members in self._pod_dependent.items():
+                if any(_selects(member, pod, namespaces) for member in members):
+                    self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
 
     def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         group = self.cache.apply_podgroup(event, obj)
@@ -207,6 +221,11 @@ class SchedulingCore:
         self.problems = gang_set.problems
         for key in changed:
             gang = self.gangs.get(key)
+            dependent = [p for p in gang.pending if _waits_on_pods(p)] if gang else []
+            if dependent:
+                self._pod_dependent[key] = dependent
+            else:
+                self._pod_dependent.pop(key, None)
             if gang is None or not gang.ready:
                 if self.queue.state(key) != "in_flight":
                     self.queue.remove(key)
@@ -275,6 +294,25 @@ class SchedulingCore:
         pod = self.cache.pod(uid)
         if pod is not None:
             self._show(pod)
+
+
+def _waits_on_pods(pod: PodInfo) -> bool:
+    """Whether a pod's placement can depend on pods that start running elsewhere."""
+    terms = pod.pod_affinity
+    return bool(terms is not None and terms.required) or any(c.hard for c in pod.spread)
+
+
+def _selects(member: PodInfo, other: PodInfo, namespaces: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether `member`'s required affinity or hard spread terms select `other`."""
+    terms = member.pod_affinity
+    if terms is not None:
+        labels = namespaces.get(other.namespace, {})
+        for term in terms.required:
+            if term.matches(other.namespace, other.labels, labels):
+                return True
+    return other.namespace == member.namespace and any(
+        c.hard and c.selector.matches(other.labels) for c in member.spread
+    )
 
 
 def _reconcile(

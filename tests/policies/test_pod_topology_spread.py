@@ -221,3 +221,10 @@ def test_malformed_constraints_are_refused_with_the_reason(
 ) -> None:
     pod = pod_from_api(labelled_pod("in", FOO, spread=[constraint]))
     assert any(problem in text for text in pod.problems), pod.problems
+
+
+def test_two_constraints_on_one_key_and_action_are_refused_as_the_api_does() -> None:
+    twice = [spread(FOO), spread({"other": "x"})]
+    pod = pod_from_api(labelled_pod("in", FOO, spread=twice))
+    problem = "duplicate {topology.kubernetes.io/zone, DoNotSchedule}"
+    assert any(problem in text for text in pod.problems), pod.problems

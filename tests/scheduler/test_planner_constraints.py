@@ -9,6 +9,7 @@ from typing import Any
 
 from cache.cluster import ClusterCache
 from policies.profile import build_profile
+from scheduler.core import SchedulingCore
 from scheduler.gang import assemble_gangs
 from scheduler.planner import Plan, Planner, Unschedulable, plan_gang
 from tests.podconstraints import (
@@ -251,3 +252,24 @@ def test_inter_pod_score_weights_zero_turn_the_scores_off() -> None:
     apart = preferred("podAntiAffinity", (100, term(WORKER, HOST)))
     result, _ = plan_for(nodes, gang(2, gpus=1, affinity=apart), pod_affinity_weight=0)
     assert isinstance(result, Plan) and len(set(placed_nodes(result))) == 1
+
+
+def test_a_gang_waiting_on_pod_affinity_is_retried_when_such_a_pod_starts() -> None:
+    core = SchedulingCore(build_profile())
+    for node in (zoned_node("za0", "za", gpus=4), zoned_node("zb0", "zb", gpus=4)):
+        core.apply_node("ADDED", node, 0)
+    near = required("podAffinity", term({"app": "dataset-cache"}, ZONE))
+    for pod in gang(2, gpus=1, affinity=near):
+        core.apply_pod("ADDED", pod, 0)
+    attempt = core.schedule_next(0)
+    assert attempt is not None and isinstance(attempt.result, Unschedulable)
+    assert core.queue.state("default/g") == "unschedulable"
+    # A pod of another gang being bound does not concern it...
+    core.apply_pod("ADDED", labelled_pod("other", {"app": "web"}, node_name="za0"), 1)
+    assert core.queue.state("default/g") == "unschedulable"
+    # ...the pod its affinity names does.
+    core.apply_pod("ADDED", labelled_pod("cache", {"app": "dataset-cache"}, node_name="zb0"), 2)
+    assert core.queue.state("default/g") != "unschedulable"
+    retried = core.schedule_next(100)
+    assert retried is not None and isinstance(retried.result, Plan)
+    assert {p.node for p in retried.result.placements} == {"zb0"}
