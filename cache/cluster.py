@@ -28,6 +28,7 @@ from cache.jsonobj import metadata, object_uid
 from cache.node import NodeInfo, inferred_shares, node_from_api
 from cache.pod import DEFAULT_GANG_KEYS, GangKeys, PodInfo, pod_from_api
 from cache.podgroup import PodGroupInfo, podgroup_from_api
+from cache.ports import HostPort
 from cache.resources import MILLI_PER_GPU
 from cache.snapshot import Snapshot
 
@@ -63,6 +64,7 @@ class _Charge:
     written: DeviceShares | None
     order: tuple[float, str]  # canonical order among inferred charges: (created, uid)
     shares: DeviceShares = ()  # what is charged on the node now
+    ports: tuple[HostPort, ...] = ()  # host ports the pod holds on the node
 
 
 def _as_written(charge: _Charge, node: NodeInfo) -> bool:
@@ -153,6 +155,13 @@ class ClusterCache:
             ):
                 yield pod
 
+    def pods_on(self, node: str) -> Iterator[PodInfo]:
+        """The pods charged to a node: bound there, or planned there (assumed)."""
+        for uid in self._on_node.get(node, ()):
+            pod = self._pods.get(uid)
+            if pod is not None:
+                yield pod
+
     def charged_shares(self, uid: str) -> DeviceShares | None:
         """The GPU shares the cache charges for a pod (None when it takes nothing)."""
         charge = self._charges.get(uid)
@@ -199,17 +208,18 @@ class ClusterCache:
         if node is None:
             return
         node.requested = {}
+        node.used_ports = {}
         node.gpu_free = [MILLI_PER_GPU] * len(node.devices)
         inferred = []
         for charge in self._on_node.get(name, {}).values():
             if _as_written(charge, node):
                 charge.shares = charge.written or ()
-                node.charge(charge.requests, charge.shares)
+                node.charge(charge.requests, charge.shares, charge.ports)
             else:
                 inferred.append(charge)
         for charge in sorted(inferred, key=lambda c: c.order):
             charge.shares = inferred_shares(node, charge.gpu.count, charge.gpu.milli)
-            node.charge(charge.requests, charge.shares)
+            node.charge(charge.requests, charge.shares, charge.ports)
         self._touch(node)
 
     # --- pods -------------------------------------------------------------------------
@@ -257,6 +267,7 @@ class ClusterCache:
             and current.requests == pod.requests
             and current.written == written
             and current.order == (pod.created, pod.uid)
+            and current.ports == pod.host_ports
         ):
             return current
         return _Charge(
@@ -265,6 +276,7 @@ class ClusterCache:
             gpu=pod.gpu,
             written=written,
             order=(pod.created, pod.uid),
+            ports=pod.host_ports,
         )
 
     @staticmethod
@@ -303,10 +315,10 @@ class ClusterCache:
             self._rebuild_node(name)
             return
         if remove:
-            node.discharge(charge.requests, charge.shares)
+            node.discharge(charge.requests, charge.shares, charge.ports)
         else:
             charge.shares = charge.written or ()
-            node.charge(charge.requests, charge.shares)
+            node.charge(charge.requests, charge.shares, charge.ports)
         self._touch(node)
 
     # --- PodGroups --------------------------------------------------------------------
@@ -389,6 +401,7 @@ class ClusterCache:
                     gpu=pod.gpu,
                     written=placement.shares,
                     order=(pod.created, pod.uid),
+                    ports=pod.host_ports,
                 ),
             )
 

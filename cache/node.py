@@ -20,6 +20,7 @@ from cache.gpu import (
     parse_topology,
 )
 from cache.jsonobj import MALFORMED, mapping, metadata
+from cache.ports import HostPort, UsedPorts, copy_ports, release_ports, take_ports
 from cache.terms import Taint, parse_taints
 
 MILLI = res.MILLI_PER_GPU
@@ -43,6 +44,9 @@ class NodeInfo:
     requested: res.Resources = field(default_factory=dict)
     gpu_free: list[int] = field(default_factory=list)
     generation: int = 0
+    # Host ports the pods on the node hold (cache.ports); empty on most nodes, so a
+    # copy costs nothing there.
+    used_ports: UsedPorts = field(default_factory=dict)
     # Whether every device of `_health_of` (the devices tuple last looked at) is
     # healthy: usable_free runs ~10^6 times in a trace replay and is a plain copy then.
     _all_healthy: bool = field(default=True, init=False, repr=False, compare=False)
@@ -69,23 +73,33 @@ class NodeInfo:
             requested=dict(self.requested),
             gpu_free=list(self.gpu_free),
             generation=self.generation,
+            used_ports=copy_ports(self.used_ports) if self.used_ports else {},
         )
 
     def with_accounting_of(self, other: NodeInfo) -> None:
         """Carry the accounting of the previous record of this node over to this one."""
         self.requested = dict(other.requested)
+        self.used_ports = copy_ports(other.used_ports)
         if len(other.gpu_free) == len(self.devices):
             self.gpu_free = list(other.gpu_free)
 
     # --- accounting -----------------------------------------------------------------
-    def charge(self, requests: Mapping[str, int], shares: DeviceShares) -> None:
+    def charge(
+        self, requests: Mapping[str, int], shares: DeviceShares, ports: tuple[HostPort, ...] = ()
+    ) -> None:
+        if ports:
+            take_ports(self.used_ports, ports)
         res.add(self.requested, requests)
         self.requested[res.PODS] = self.requested.get(res.PODS, 0) + 1
         for index, milli in shares:
             if index < len(self.gpu_free):
                 self.gpu_free[index] -= milli
 
-    def discharge(self, requests: Mapping[str, int], shares: DeviceShares) -> None:
+    def discharge(
+        self, requests: Mapping[str, int], shares: DeviceShares, ports: tuple[HostPort, ...] = ()
+    ) -> None:
+        if ports:
+            release_ports(self.used_ports, ports)
         res.subtract(self.requested, requests)
         res.subtract(self.requested, {res.PODS: 1})
         for index, milli in shares:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from cache import resources as res
+from cache import unsupported
 from cache.gpu import (
     ASSIGNMENT_ANNOTATION,
     NO_GPU,
@@ -18,6 +19,8 @@ from cache.gpu import (
     parse_assignment,
 )
 from cache.jsonobj import MALFORMED, mapping, metadata, object_uid
+from cache.ports import HostPort, parse_host_ports
+from cache.preferences import PreferredTerm, parse_preferred_affinity
 from cache.terms import (
     PodAffinity,
     SelectorTerm,
@@ -28,6 +31,7 @@ from cache.terms import (
     parse_spread_constraints,
     parse_tolerations,
 )
+from cache.volumes import PodClaim, VolumeNeed, pod_claims
 
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -70,6 +74,10 @@ class PodInfo:
     required_affinity: tuple[SelectorTerm, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
     gang_name: str | None = None
+    # Host ports of the regular containers (cache.ports; hostNetwork implies them).
+    host_ports: tuple[HostPort, ...] = ()
+    # preferredDuringSchedulingIgnoredDuringExecution node affinity, weight above 0.
+    preferred_affinity: tuple[PreferredTerm, ...] = ()
     min_member_text: str | None = None
     assignment: DeviceShares | None = None
     # Why this pod cannot be scheduled as written (malformed request, refused GPU
@@ -79,6 +87,15 @@ class PodInfo:
     # constraints, resolved against this pod's namespace and labels (cache.terms).
     pod_affinity: PodAffinity | None = None
     spread: tuple[SpreadConstraint, ...] = ()
+    # The PersistentVolumeClaims the pod mounts, in its namespace (cache.volumes.
+    # pod_claims): named ones and those of its generic ephemeral volumes.
+    claims: tuple[PodClaim, ...] = ()
+    # What the pod's claims allow, resolved against the cluster's volumes just before
+    # the pod is planned (policies.filters.volume_binding); () for a pod without claims.
+    volume_needs: tuple[VolumeNeed, ...] = ()
+    # Nodes where this pod's CSI volumes would exceed the driver's attach limit
+    # (policies.filters.node_volume_limits), resolved with its claims.
+    volume_limited: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:
@@ -116,10 +133,14 @@ class PodInfo:
         terms are judged apart, on top of those answers, so they are left out."""
         return (
             tuple(sorted(self.requests.items())),
+            self.host_ports,
+            self.preferred_affinity,
             self.gpu,
             tuple(sorted(self.node_selector.items())),
             self.required_affinity,
             self.tolerations,
+            self.volume_needs,
+            self.volume_limited,
         )
 
     @property
@@ -168,8 +189,25 @@ def pod_requests(spec: Mapping[str, Any]) -> res.Resources:
             init_peak = res.maximum(init_peak, phase)
     res.add(running, sidecars)
     total = res.maximum(running, init_peak)
+    total.update(_pod_level_requests(spec))
     res.add(total, res.parse_resource_list(spec.get("overhead")))
     return {name: amount for name, amount in total.items() if amount}
+
+
+def _is_pod_level_resource(name: str) -> bool:
+    return name in (res.CPU, res.MEMORY) or name.startswith("hugepages-")
+
+
+def _pod_level_requests(spec: Mapping[str, Any]) -> res.Resources:
+    """Pod-level `spec.resources` (PodLevelResources): for cpu, memory and hugepages
+    the pod's own request replaces its containers' sum, as kube-scheduler computes it
+    (component-helpers resource.PodRequests). A limit with no request is the request,
+    as the API server defaults it."""
+    level = spec.get("resources") or {}
+    merged = dict(level.get("limits") or {})
+    merged.update(level.get("requests") or {})
+    wanted = {name: value for name, value in merged.items() if _is_pod_level_resource(name)}
+    return res.parse_resource_list(wanted)
 
 
 def pod_from_api(
@@ -214,6 +252,14 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
     except ValueError as error:
         problems.append(str(error))
 
+    preferred: tuple[PreferredTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    try:
+        preferred = parse_preferred_affinity(spec.get("affinity"))
+        host_ports = parse_host_ports(spec)
+    except ValueError as error:
+        problems.append(str(error))
+
     affinity = None
     tolerations: tuple[Toleration, ...] = ()
     try:
@@ -249,7 +295,13 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             "(up to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
         )
         gang_name = None
+    problems.extend(unsupported.unsupported_fields(spec, in_gang=gang_name is not None))
     min_member = annotations.get(keys.min_member_annotation)
+    claims: tuple[PodClaim, ...] = ()
+    try:
+        claims = pod_claims(str(meta.get("name") or ""), spec.get("volumes"))
+    except ValueError as error:
+        problems.append(str(error))
     return PodInfo(
         uid=object_uid(obj),
         namespace=str(meta.get("namespace") or "default"),
@@ -267,10 +319,13 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
         required_affinity=affinity,
         tolerations=tolerations,
+        host_ports=host_ports,
+        preferred_affinity=preferred,
         gang_name=str(gang_name) if gang_name else None,
         min_member_text=str(min_member) if min_member is not None else None,
         assignment=assignment,
         problems=tuple(problems),
         pod_affinity=pod_affinity,
         spread=spread,
+        claims=claims,
     )

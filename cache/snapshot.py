@@ -19,6 +19,7 @@ from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.pod_index import PodIndex
+from cache.ports import HostPort
 
 _IndexKey = tuple[int, int, int, str]
 
@@ -142,12 +143,20 @@ class PlanningView:
         for name, node in self.snapshot.nodes.items():
             yield self._changed.get(name, node)
 
-    def place(self, name: str, requests: Mapping[str, int], shares: DeviceShares) -> None:
+    def place(
+        self,
+        name: str,
+        requests: Mapping[str, int],
+        shares: DeviceShares,
+        ports: tuple[HostPort, ...] = (),
+    ) -> None:
+        """Charge a member on the node: its resources, devices and host ports, so that
+        a later member of the same plan sees what this one took."""
         node = self._changed.get(name)
         if node is None:
             node = self.snapshot.nodes[name].clone()
             self._changed[name] = node
-        node.charge(requests, shares)
+        node.charge(requests, shares, ports)
         self._versions[name] = next(self._counter)
 
     def changed_nodes(self) -> Iterable[str]:

@@ -15,6 +15,8 @@ from policies.scores.gpu_topology import GpuTopology
 from policies.scores.least_allocated import LeastAllocated
 from policies.scores.most_allocated import MostAllocated
 from policies.scores.network_topology import NetworkTopology
+from policies.scores.node_affinity import PreferredNodeAffinity
+from policies.scores.taint_toleration import PreferNoScheduleTaints
 from policies.scores.truncated import Truncated
 
 DEFAULT_CANDIDATE_LIMIT = 128
@@ -64,14 +66,21 @@ class Profile:
         return tight >= roomy
 
 
+# What the pod's author asked for softly (preferred node affinity, PreferNoSchedule
+# taints), with kube-scheduler's default weights (NodeAffinity 2, TaintToleration 3
+# against NodeResourcesFit 1): a stated preference outweighs packing, as it does
+# there. Pods and nodes without them score alike everywhere, so the policies'
+# placements are unchanged for them (the simulator's traces have none).
+USER_PREFERENCES: dict[str, float] = {"node-affinity": 2.0, "taint-toleration": 3.0}
+
 # Named policies: node scores and their weights. "binpack" is the default: packing
 # keeps whole nodes and well-joined GPU sets free for the big gangs that need them.
 POLICIES: dict[str, dict[str, float]] = {
-    "binpack": {"most-allocated": 1.0, "gpu-topology": 1.0},
-    "spread": {"least-allocated": 1.0, "gpu-topology": 1.0},
+    "binpack": {"most-allocated": 1.0, "gpu-topology": 1.0, **USER_PREFERENCES},
+    "spread": {"least-allocated": 1.0, "gpu-topology": 1.0, **USER_PREFERENCES},
     # FGD's integer score, ties broken by fill fragmentation: what the openb
     # experiment measured best (docs/benchmarks.md); the small weight keeps it a tie-break.
-    "fgd": {"fragmentation": 1.0, "fill-fragmentation": 0.001},
+    "fgd": {"fragmentation": 1.0, "fill-fragmentation": 0.001, **USER_PREFERENCES},
 }
 
 
@@ -89,9 +98,13 @@ def score_plugin(name: str, workload: WorkloadProvider) -> Score:
         return Truncated(Fragmentation(workload))
     if name == "fill-fragmentation":
         return FillFragmentation(workload)
+    if name == "node-affinity":
+        return PreferredNodeAffinity()
+    if name == "taint-toleration":
+        return PreferNoScheduleTaints()
     raise ValueError(
         f"unknown score {name!r}; known: fill-fragmentation, fragmentation, gpu-topology, "
-        "least-allocated, most-allocated"
+        "least-allocated, most-allocated, node-affinity, taint-toleration"
     )
 
 

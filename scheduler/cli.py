@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import NoReturn
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -17,6 +18,7 @@ from rich.table import Table
 
 from cache.pod import pod_from_api
 from scheduler.demo import run_demo
+from scheduler.logs import LOG_FORMATS, LOG_LEVELS
 from scheduler.sim import profiles as openb_policies
 from scheduler.sim import timeline as timeline_policies
 from scheduler.sim.cluster_spec import ClusterSpecError, default_cluster, gpu_pools, load_cluster
@@ -357,22 +359,20 @@ def _node_agent(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     # Imported here: the API client and the server are needed by no other command.
     import asyncio
-    import logging
     import signal
     import time
 
     from scheduler.config import ConfigError, load_config
     from scheduler.kube.runner import run_scheduler
+    from scheduler.logs import configure_logging
+    from scheduler.startup import StartupError
 
     try:
         config = load_config(args.config)
     except ConfigError as error:
         print(f"gang-scheduler run: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level, args.log_format)
 
     async def until_signalled() -> int:
         stop = asyncio.Event()
@@ -381,13 +381,27 @@ def _run(args: argparse.Namespace) -> int:
             loop.add_signal_handler(signum, stop.set)
         # Wall-clock time drives the core, so /debug/gangs shows real times; a clock
         # step only shifts a backoff or a reservation's expiry.
-        return await run_scheduler(config, args.kubeconfig, clock=time.time, stop=stop)
+        return await run_scheduler(
+            config, args.kubeconfig, clock=time.time, stop=stop, config_path=args.config
+        )
 
-    return asyncio.run(until_signalled())
+    try:
+        return asyncio.run(until_signalled())
+    except StartupError as error:
+        print(f"gang-scheduler run: error: {error}", file=sys.stderr)
+        return 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a mistake on the command line is one line on stderr and
+    exit code 2, as every other mistake the CLI reports (`--help` shows the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gang-scheduler",
         description="A Kubernetes scheduler for learning tasks: all-or-nothing gangs, "
         "fractional GPUs, GPU topology.",
@@ -557,7 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="schedule pods on a Kubernetes cluster (the scheduler Deployment)",
         description="Watch pods, nodes and PodGroups, and bind gangs all-or-nothing onto "
-        "nodes and GPUs; serve /metrics, /healthz, /readyz and /debug/gangs. With leader "
+        "nodes and GPUs; serve /metrics, /healthz, /readyz (and /debug/gangs on loopback). "
+        "What stops it from starting is one line on stderr and exit status 2. With leader "
         "election (the default) only the replica holding the Lease schedules. SIGTERM "
         "stops it cleanly. See docs/kubernetes.md.",
     )
@@ -575,9 +590,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--log-level",
-        choices=("debug", "info", "warning", "error"),
+        choices=LOG_LEVELS,
         default="info",
         help="log level (default: info)",
+    )
+    run.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text: time level logger: message key=value...; json: one JSON object per "
+        "line (default: text; docs/operator-guide.md)",
     )
     run.set_defaults(handler=_run)
     return parser

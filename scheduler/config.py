@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -187,6 +188,21 @@ def _label_keys(value: object, path: str) -> tuple[str, ...]:
         if key in keys[:i]:
             raise ConfigError(f"{path}[{i}]", f"{shown(key)} is listed twice")
     return keys
+
+
+def _loopback(value: object, path: str) -> str:
+    text = _text(value, path)
+    try:
+        loopback = text == "localhost" or ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            path,
+            "must be a loopback address (127.0.0.1, ::1 or localhost): /debug/gangs names "
+            f"every tenant's gangs; reach it with kubectl port-forward. Got {shown(value)}",
+        )
+    return text
 
 
 def _divisor_of(whole: int) -> Check:
@@ -358,6 +374,10 @@ class HttpConfig:
     # All interfaces, so that Prometheus can scrape the pod through its Service.
     address: str = field(default="0.0.0.0", metadata=_leaf("address", _text))
     port: int = field(default=DEFAULT_HTTP_PORT, metadata=_leaf("port", _integer(1, 65535)))
+    # /debug/gangs names every tenant's gangs: a loopback address only, reached with
+    # `kubectl port-forward` (docs/security-endpoints.md). Port 0: not served.
+    debug_address: str = field(default="127.0.0.1", metadata=_leaf("debugAddress", _loopback))
+    debug_port: int = field(default=0, metadata=_leaf("debugPort", _integer(0, 65535)))
 
 
 @dataclass(frozen=True)
@@ -503,6 +523,12 @@ def _check_together(config: SchedulerConfig) -> None:
             "leaderElection.retryPeriodSeconds",
             "must be less than leaderElection.renewDeadlineSeconds "
             f"({election.renew_deadline_seconds:g}), got {election.retry_period_seconds:g}",
+        )
+    http = config.http
+    if http.debug_port and http.debug_port == http.port:
+        # The public listener on all interfaces holds the port on loopback as well.
+        raise ConfigError(
+            "http.debugPort", f"must differ from http.port ({http.port}), got {http.debug_port}"
         )
 
 

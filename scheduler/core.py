@@ -21,6 +21,9 @@ from cache.cluster import ClusterCache, EventType, Placement
 from cache.jsonobj import metadata, object_uid
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
+from cache.volumes import VolumeCache
+from policies.filters.node_volume_limits import attached_volumes, pod_csi_volumes
+from policies.filters.volume_binding import claim_users, claims_with_single_user, resolve_members
 from policies.profile import Profile
 from policies.scores.fragmentation import OnlineWorkload
 from scheduler.gang import Gang, GangIndex, Problem
@@ -38,6 +41,8 @@ class Attempt:
     result: Plan | Unschedulable
     # When the gang first became ready and entered the queue (for gang wait time).
     ready_since: float | None = None
+    # Which attempt this was for the gang (1 for the first), as logged.
+    number: int = 1
 
 
 @dataclass
@@ -83,6 +88,10 @@ class SchedulingCore:
         # fit (kube-scheduler's queueing hints for these plugins do the same).
         self._pod_dependent: dict[str, list[PodInfo]] = {}
         self.problems: list[Problem] = []
+        # Claims, PVs, StorageClasses and CSINodes (scheduler/kube/informer.py feeds
+        # them; the simulator has none), and the static PVs each planned gang holds.
+        self.volumes = VolumeCache()
+        self._held_volumes: dict[str, list[tuple[str, str]]] = {}
 
     # --- events -----------------------------------------------------------------------
     def apply_node(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
@@ -140,6 +149,33 @@ class SchedulingCore:
         self.cache.apply_namespace(event, obj)
         if self.cache.namespace_labels().get(name) != before:
             self.queue.cluster_changed(now, ClusterChange.NAMESPACE_CHANGED)
+
+    def apply_volume_object(
+        self, kind: str, event: EventType | str, obj: Mapping[str, Any], now: float
+    ) -> None:
+        """A claim, PV, StorageClass or CSINode event (kind: the VolumeCache store:
+        claims, volumes, classes, csinodes). A change may let a waiting gang fit."""
+        generation = self.volumes.generation
+        _VOLUME_APPLY[kind](self.volumes, str(event), obj)
+        if self.volumes.generation != generation:
+            self.queue.cluster_changed(now, ClusterChange.VOLUME_CHANGED)
+
+    def relist_volume_objects(self, kind: str) -> Reconciliation:
+        def apply(obj: Mapping[str, Any], now: float) -> str:
+            self.apply_volume_object(kind, EventType.MODIFIED, obj, now)
+            meta = metadata(obj)
+            if kind == "claims":
+                return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+            return str(meta.get("name") or "")
+
+        def remove_missing(listed: set[str], now: float) -> None:
+            store: Mapping[str, object] = getattr(self.volumes, kind)
+            generation = self.volumes.generation
+            self.volumes.forget(kind, [key for key in store if key not in listed])
+            if self.volumes.generation != generation:
+                self.queue.cluster_changed(now, ClusterChange.VOLUME_CHANGED)
+
+        return Reconciliation(apply, remove_missing)
 
     # --- relists ------------------------------------------------------------------------
     # After a broken watch or 410 Gone the adapter lists again and reconciles: every
@@ -256,15 +292,58 @@ class SchedulingCore:
             return self.schedule_next(now)
         self.cache.update_snapshot(self.snapshot)
         ready_since = self.queue.ready_since(key)
-        result = self.planner.plan(gang, self.snapshot)
+        number = self.queue.attempts(key) + 1
+        result = self._plan(gang)
         if isinstance(result, Plan):
+            self._hold_volumes(result)
             self.cache.assume(result.placements, now)
             for placement in result.placements:
                 self._reshow(placement.pod_uid)
             self.queue.done(key)
         else:
             self.queue.failed(key, now, result.message)
-        return Attempt(gang, result, ready_since)
+        return Attempt(gang, result, ready_since, number)
+
+    def _plan(self, gang: Gang) -> Plan | Unschedulable:
+        """Plan the gang with its members' claims resolved against the volumes."""
+        if not any(pod.claims for pod in gang.pending):
+            return self.planner.plan(gang, self.snapshot)
+        keys = claims_with_single_user(gang.pending, self.volumes)
+        users = claim_users(self._placed_pods(), keys) if keys else {}
+        limits = None
+        if self.volumes.csinodes:
+            drivers = {
+                d for pod in gang.pending for d in pod_csi_volumes(pod, self.volumes).values()
+            }
+            if drivers:
+                limits = attached_volumes(drivers, self.volumes, self.cache.pods_on)
+        members, volumes = resolve_members(gang.pending, self.volumes, users, limits)
+        view = dataclasses.replace(gang, pending=members)
+        return self.planner.plan(view, self.snapshot, volumes)
+
+    def _placed_pods(self) -> Iterable[PodInfo]:
+        """Pods on a node or planned onto one, not finished: those holding a claim."""
+        for pod in self.cache.pods():
+            if pod.consumes_resources or self.cache.is_assumed(pod.uid):
+                yield pod
+
+    def _hold_volumes(self, plan: Plan) -> None:
+        """Hold the static PVs the plan chose until their events show them bound (or
+        the gang breaks), so that the next gang is not given them too."""
+        for key in [
+            key
+            for key, pairs in self._held_volumes.items()
+            if all(self.volumes.held_for(volume) != claim for volume, claim in pairs)
+        ]:
+            del self._held_volumes[key]  # every hold of that gang is over
+        held = []
+        for choices in plan.volumes.values():
+            for choice in choices:
+                if choice.volume:
+                    self.volumes.hold(choice.volume, choice.claim.key)
+                    held.append((choice.volume, choice.claim.key))
+        if held:
+            self._held_volumes[plan.gang_key] = held
 
     # --- outcomes of binding ----------------------------------------------------------
     def bound(self, placement: Placement) -> None:
@@ -279,6 +358,8 @@ class SchedulingCore:
         for placement in placements:
             self.cache.forget(placement.pod_uid)
             self._reshow(placement.pod_uid)
+        for volume, claim in self._held_volumes.pop(gang_key, ()):
+            self.volumes.release(volume, claim)
         self.refresh(now)
         if gang_key in self.queue:
             self.queue.failed(gang_key, now, reason)
@@ -320,3 +401,11 @@ def _reconcile(
 ) -> None:
     reconciliation.add(objs, now)
     reconciliation.finish(now)
+
+
+_VOLUME_APPLY: dict[str, Callable[[VolumeCache, str, Mapping[str, Any]], object]] = {
+    "claims": VolumeCache.apply_claim,
+    "volumes": VolumeCache.apply_volume,
+    "classes": VolumeCache.apply_class,
+    "csinodes": VolumeCache.apply_csinode,
+}

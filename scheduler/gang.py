@@ -125,7 +125,7 @@ class Gang:
             schedulable = self.existing - refused
             return (
                 f"{refused} {verb} be scheduled as written: "
-                f"{schedulable}/{self.min_member} schedulable"
+                f"{schedulable}/{self.min_member} schedulable; {_refusals(self.pending)}"
             )
         return "no member is waiting to be scheduled"
 
@@ -254,6 +254,15 @@ def build_gang(
 
 def _age_order(pod: PodInfo) -> tuple[float, str]:
     return (pod.created, pod.name)
+
+
+def _refusals(pending: Iterable[PodInfo]) -> str:
+    """Why members are refused, so that every member's condition names the field or
+    value at fault (an unsupported field, a refused GPU shape), the first few members."""
+    refused = [pod for pod in pending if pod.problems]
+    shown = "; ".join(f"{pod.key}: {', '.join(pod.problems)}" for pod in refused[:_NAMES_SHOWN])
+    more = len(refused) - _NAMES_SHOWN
+    return shown + (f"; and {more} more" if more > 0 else "")
 
 
 def _size_single(gang: Gang, keys: GangKeys) -> None:

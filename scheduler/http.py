@@ -1,4 +1,15 @@
-"""The HTTP server of `gang-scheduler run`: metrics, health, readiness, and what waits.
+"""The HTTP servers of `gang-scheduler run`: metrics, health, readiness, and what waits.
+
+Two listeners (docs/security-endpoints.md):
+
+- the public one (`http.address`/`http.port`, all interfaces, what Prometheus and the
+  kubelet's probes reach): `/metrics`, `/healthz`, `/readyz`. Nothing it serves names a
+  tenant: metric labels are closed sets (result, reason, resource, state, type) and GPU
+  models, never a namespace, gang, pod or node name (`METRIC_LABELS`).
+- the debug one (`http.debugAddress`/`http.debugPort`, loopback only, off unless a port
+  is configured): `/debug/gangs`, which names every tenant's namespaces and gangs.
+  Reaching it from outside the pod takes `kubectl port-forward`, i.e. the API server's
+  authorization of `create pods/portforward` in the scheduler's namespace.
 
 - `/metrics`: Prometheus exposition of `SchedulerMetrics`; the state gauges are
   refreshed from the core on each scrape (the text format by default, OpenMetrics when
@@ -27,6 +38,7 @@ from scheduler.core import SchedulingCore
 from scheduler.gang import Gang
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue import GangStatus
+from scheduler.startup import StartupError, os_error_text
 
 # The state of a gang that is not in the queue: fewer than minMember members exist or
 # can be scheduled as written; its pods carry the waiting message.
@@ -60,23 +72,36 @@ STATUS_KEY = web.AppKey("status", StatusSource)
 
 
 def make_app(status: StatusSource) -> web.Application:
+    """The public listener's routes: metrics and probes, nothing naming a tenant."""
     app = web.Application()
     app[STATUS_KEY] = status
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
+    return app
+
+
+def make_debug_app(status: StatusSource) -> web.Application:
+    """The loopback listener's routes: what the scheduler knows of every gang."""
+    app = web.Application()
+    app[STATUS_KEY] = status
     app.router.add_get("/debug/gangs", _debug_gangs)
     return app
 
 
 async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
     """Start serving `app`; stop it with `await runner.cleanup()`. Port 0 picks a free
-    port (see `bound_port`). Signals are left to the caller."""
+    port (see `bound_port`). Signals are left to the caller. An address that cannot be
+    listened on (taken, not local, not permitted) is a StartupError naming it."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:
         await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise StartupError(f"cannot listen on {where}: {os_error_text(error)}") from None
     except BaseException:
         await runner.cleanup()
         raise

@@ -32,11 +32,24 @@ AttemptResult = Literal["scheduled", "unschedulable", "error"]
 # within bindTimeoutSeconds; rejected: any other 4xx; server_error: 5xx or a broken
 # connection.
 BindFailureReason = Literal["conflict", "not_found", "timeout", "rejected", "server_error"]
-Resource = Literal["pods", "nodes", "podgroups", "namespaces"]
+Resource = Literal[
+    "pods",
+    "nodes",
+    "podgroups",
+    "namespaces",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "storageclasses",
+    "csinodes",
+]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)
 RESOURCES: tuple[Resource, ...] = get_args(Resource)
 CACHE_KINDS = ("nodes", "pods", "assumed_pods", "podgroups")
+# Every label name a metric may carry. /metrics is served to anyone who can reach the
+# pod (docs/security-endpoints.md), so no label may name a tenant: no namespace, gang,
+# pod or node. tests/scheduler/test_metrics.py fails on a label outside this set.
+METRIC_LABELS = frozenset({"result", "reason", "resource", "state", "type", "model"})
 UNKNOWN_MODEL = "unknown"
 
 # The text format every Prometheus version reads; /metrics negotiates others (render).

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -39,6 +39,12 @@ from policies.capacity import copies_that_fit
 from policies.diagnosis import FilterMemo, first_failure, summarize
 from policies.filters.inter_pod_affinity import REASON_AFFINITY
 from policies.filters.pod_topology_spread import REASON_MISSING_LABEL, REASON_SKEW
+from policies.filters.volume_binding import (
+    BIND_CONFLICT,
+    ClaimChoice,
+    GangVolumes,
+    VolumeAssignment,
+)
 from policies.gpu_models import allowed_models
 from policies.interface import GangContext
 from policies.pod_constraints import (
@@ -76,6 +82,8 @@ class Plan:
     left_out: dict[str, str] = field(default_factory=dict)
     score: float = 0.0
     attempt: str = ""
+    # pod uid -> what PreBind writes for its unbound WaitForFirstConsumer claims.
+    volumes: Mapping[str, tuple[ClaimChoice, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,12 +125,17 @@ class _Attempt:
     failed: dict[str, str]  # uid -> reason phrase
     score: float
     view: PlanningView
+    volumes: VolumeAssignment | None = None
     # Inter-pod affinity and spread state with this attempt's members placed (None when
     # no such constraint applies to the gang).
     constraints: ConstraintAttempt | None = None
     # The reasons the inter-pod constraints refused nodes to members that then found
     # none (what another order of placement might change).
     refused_by: set[str] = field(default_factory=set)
+
+
+# How many nodes a member is offered before its claims are declared unservable.
+_VOLUME_TRIES = 64
 
 
 class _Ranking:
@@ -159,8 +172,13 @@ class Planner:
         # Eligible topology-spread domains, kept while node labels stay put.
         self.domains = DomainCache()
 
-    def plan(self, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
-        return _GangPlanning(self, gang, snapshot).run()
+    def plan(
+        self, gang: PlannableGang, snapshot: Snapshot, volumes: GangVolumes | None = None
+    ) -> PlanResult:
+        """`volumes`: the members' unbound claims and attach-limited CSI volumes; each
+        attempt then gives the claims PVs or provisioning on the proposed nodes, never
+        one PV to two members, and never attaches more than a node's limit."""
+        return _GangPlanning(self, gang, snapshot, volumes or GangVolumes()).run()
 
     @property
     def exhaustive(self) -> bool:
@@ -241,8 +259,15 @@ def _size_key(pod: PodInfo) -> tuple[int, int]:
 
 
 class _GangPlanning:
-    def __init__(self, planner: Planner, gang: PlannableGang, snapshot: Snapshot) -> None:
+    def __init__(
+        self,
+        planner: Planner,
+        gang: PlannableGang,
+        snapshot: Snapshot,
+        volumes: GangVolumes,
+    ) -> None:
         self.planner = planner
+        self.volumes = volumes
         self.profile = planner.profile
         self.memo = planner.memo
         self.gang = gang
@@ -301,6 +326,15 @@ class _GangPlanning:
                 },
                 score=best.score,
                 attempt=best.name,
+                volumes=(
+                    {
+                        uid: claims
+                        for uid, claims in best.volumes.by_pod.items()
+                        if uid not in best.failed
+                    }
+                    if best.volumes is not None
+                    else {}
+                ),
             )
         return self._unschedulable(needed, best)
 
@@ -416,8 +450,9 @@ class _GangPlanning:
     ) -> _Attempt:
         view = PlanningView(self.snapshot, self.versions)
         context = GangContext()
+        volumes = VolumeAssignment(self.volumes) if self.volumes else None
         state = self.constraints.start() if self.constrained or self.scored else None
-        attempt = _Attempt(name, [], {}, 0.0, view, state)
+        attempt = _Attempt(name, [], {}, 0.0, view, volumes, state)
         self._state = state
         for pod in order:
             shape = self.shape_of[pod.uid]
@@ -428,6 +463,8 @@ class _GangPlanning:
             )
             self._admit = admission
             found = pick(pod, shape, view, context, allowed)
+            if found is not None and volumes is not None and self.volumes.concerns(pod.uid):
+                found = self._with_volumes(pod, shape, view, context, allowed, pick, found, volumes)
             self._admit = None
             if found is None:
                 attempt.failed[pod.uid] = ""
@@ -435,7 +472,7 @@ class _GangPlanning:
                     attempt.refused_by |= admission.refused
                 continue
             node_name, choice = found
-            view.place(node_name, pod.requests, choice.shares)
+            view.place(node_name, pod.requests, choice.shares, pod.host_ports)
             context.record(view.node(node_name), self.profile.topology_keys)
             if state is not None:
                 state.place(pod, view.node(node_name))
@@ -464,6 +501,35 @@ class _GangPlanning:
             else:
                 kept.append(placement)
         attempt.placements = kept
+
+    def _with_volumes(
+        self,
+        pod: PodInfo,
+        shape: _Shape,
+        view: PlanningView,
+        context: GangContext,
+        allowed: frozenset[str] | None,
+        pick: Callable[
+            [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
+            tuple[str, _Choice] | None,
+        ],
+        found: tuple[str, _Choice],
+        volumes: VolumeAssignment,
+    ) -> tuple[str, _Choice] | None:
+        """The picked node if the member's unbound claims can be served there (a PV no
+        other member took, or provisioning); else the next best node that can."""
+        pool = allowed if allowed is not None else frozenset(shape.candidates)
+        pool |= frozenset(n for n in view.changed_nodes() if allowed is None or n in allowed)
+        for _ in range(_VOLUME_TRIES):
+            name = found[0]
+            if volumes.admit(pod, view.node(name)):
+                return found
+            pool -= {name}
+            picked = pick(pod, shape, view, context, pool)
+            if picked is None:
+                return None
+            found = picked
+        return None
 
     def _feasible(
         self, shape: _Shape, view: PlanningView, allowed: frozenset[str] | None
@@ -697,6 +763,14 @@ class _GangPlanning:
                 reason = state.filter(member, view.node(name))
             if reason is not None:
                 reasons[reason] += 1
+        if not reasons and self.volumes.concerns(uid):
+            # Every node passes alone, but the PVs that match (or the attach limits)
+            # went to other members.
+            return (
+                f"0/{nodes} nodes are available: {nodes} {BIND_CONFLICT} or exceed max "
+                f"volume count (the matching PersistentVolumes or the nodes' volume "
+                f"attach limits were taken by other members of gang {self.gang.key})"
+            )
         if not reasons:
             # Every node passes the filters: the gang's own members took the room, or
             # the candidate bound left the rest unseen.

@@ -10,18 +10,24 @@ from __future__ import annotations
 from policies.filters.gpu_fit import GpuFit
 from policies.filters.gpu_type import GpuType
 from policies.filters.node_affinity import NodeAffinity
+from policies.filters.node_ports import NodePorts
 from policies.filters.node_unschedulable import NodeUnschedulable
+from policies.filters.node_volume_limits import NodeVolumeLimits
 from policies.filters.resource_fit import ResourceFit
 from policies.filters.taint_toleration import TaintToleration
+from policies.filters.volume_binding import VolumeBinding
 from policies.interface import Filter
 
 __all__ = [
     "GpuFit",
     "GpuType",
     "NodeAffinity",
+    "NodePorts",
     "NodeUnschedulable",
+    "NodeVolumeLimits",
     "ResourceFit",
     "TaintToleration",
+    "VolumeBinding",
     "default_filters",
 ]
 
@@ -32,6 +38,9 @@ def default_filters() -> list[Filter]:
         TaintToleration(),
         GpuType(),
         NodeAffinity(),
+        NodePorts(),
         ResourceFit(),
         GpuFit(),
+        NodeVolumeLimits(),
+        VolumeBinding(),
     ]

@@ -68,6 +68,7 @@ from scheduler.config import DEFAULT_PARTIAL_GRACE, BindFailurePolicy
 from scheduler.core import SchedulingCore
 from scheduler.gang import Gang
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
+from scheduler.kube.volumes import VolumePrebinder
 from scheduler.planner import Plan
 
 log = logging.getLogger(__name__)
@@ -490,6 +491,7 @@ async def bind_and_settle(
     plan: Plan,
     clock: Callable[[], float] = time.monotonic,
     partial: PartialGangs | None = None,
+    volumes: VolumePrebinder | None = None,
 ) -> tuple[GangBindResult, UndoResult | None]:
     """Bind a plan the core assumed; when the gang breaks, apply onBindFailure first,
     then tell the core, which releases the reservations of members known unbound and
@@ -503,16 +505,58 @@ async def bind_and_settle(
     A gang with a member whose bind had no clear answer, or a bound member that could
     not be deleted, may be left partial: it is handed to `partial` (the crash-safety
     rule) when given.
+
+    With `volumes`, the members' unbound claims are written first (scheduler/kube/
+    volumes.py): every claim of every member before any pod is bound; a write that
+    fails binds nobody, and a gang that breaks takes back the writes of the claims no
+    kept member mounts.
     """
+    prebound = None
+    if volumes is not None and plan.volumes:
+        prebound = await volumes.prebind(plan.volumes, core.volumes)
+        if not prebound.ok:
+            taken_back = await volumes.undo(prebound)
+            reason = (
+                f"binding gang {plan.gang_key} failed before any member was bound: "
+                f"writing its volumes failed: {prebound.reason}; {taken_back.describe()}"
+            )
+            core.bind_failed(plan.gang_key, plan.placements, clock(), reason)
+            return _not_bound(gang, plan, reason), None
     result, undo = await binder.bind_gang(gang, plan)
     if undo is not None:
         now = clock()
-        core.bind_failed(
-            plan.gang_key, result.unbound_placements, now, f"{result.reason}; {undo.describe()}"
-        )
+        why = f"{result.reason}; {undo.describe()}"
+        if volumes is not None and prebound is not None:
+            kept = {m.key for m in result.members} - {m.key for m in result.failed}
+            kept -= set(undo.deleted)
+            still_used = _claims_of(gang, plan, kept)
+            why += "; " + (await volumes.undo(prebound, still_used)).describe()
+        core.bind_failed(plan.gang_key, result.unbound_placements, now, why)
         if partial is not None and (result.unknown or undo.errors):
             partial.suspect(plan.gang_key, now)
     return result, undo
+
+
+def _not_bound(gang: Gang, plan: Plan, reason: str) -> GangBindResult:
+    """Every member failed before its bind was sent."""
+    pods = {pod.uid: pod for pod in gang.pending}
+    members = []
+    for placement in plan.placements:
+        pod = pods.get(placement.pod_uid)
+        namespace, name = (pod.namespace, pod.name) if pod else ("", placement.pod_uid)
+        members.append(MemberOutcome(placement, namespace, name, "failed", 0, reason))
+    return GangBindResult(plan.gang_key, tuple(members))
+
+
+def _claims_of(gang: Gang, plan: Plan, pod_keys: set[str]) -> set[str]:
+    """Keys of the planned claims that the members `pod_keys` mount."""
+    uids = {pod.uid for pod in gang.pending if pod.key in pod_keys}
+    return {
+        choice.claim.key
+        for uid, choices in plan.volumes.items()
+        if uid in uids
+        for choice in choices
+    }
 
 
 # --- crash safety ---------------------------------------------------------------------
@@ -590,7 +634,7 @@ class PartialGangs:
             decision = restart_decision(
                 gang,
                 now,
-                self.grace,
+                self.grace_for(gang),
                 partial_since=self._since[key],
                 placeable=self._placeable.get(key),
             )
@@ -602,3 +646,12 @@ class PartialGangs:
     def _drop(self, key: str) -> None:
         self._since.pop(key, None)
         self._placeable.pop(key, None)
+
+    def grace_for(self, gang: Gang) -> float:
+        """How long this gang may stay partial: its PodGroup's scheduleTimeoutSeconds
+        (what scheduler-plugins' coscheduling lets a gang's members hold their room while
+        the rest is missing, its Permit wait), but never longer than the operator's
+        binding.partialGangGraceSeconds: a tenant may ask for its GPUs to be released
+        sooner, not held longer (docs/decisions.md)."""
+        timeout = gang.timeout_seconds
+        return self.grace if timeout is None else min(float(timeout), self.grace)

@@ -1,6 +1,7 @@
 """Informers: list, then watch, and feed every change to the scheduling core.
 
-One `Informer` per resource (pods of all namespaces, nodes, PodGroups, namespaces). Its loop:
+One `Informer` per resource (pods of all namespaces, nodes, PodGroups, namespaces, and
+the claims, PVs, StorageClasses and CSINodes a pod's volumes need). Its loop:
 
 1. LIST (paged) and hand each page to the core's reconciliation (`relist_*`) as it
    arrives: what the list lacks is gone at the end, reservations of pods that still
@@ -37,6 +38,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -81,6 +83,13 @@ NAMESPACES = ResourceKind("namespaces", "/api/v1/namespaces")
 PODGROUPS = ResourceKind(
     "podgroups", f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}/{PODGROUP_PLURAL}", optional=True
 )
+# What a pod's volumes need (policies/filters/volume_binding.py), by VolumeCache store.
+VOLUME_KINDS = {
+    "claims": ResourceKind("persistentvolumeclaims", "/api/v1/persistentvolumeclaims"),
+    "volumes": ResourceKind("persistentvolumes", "/api/v1/persistentvolumes"),
+    "classes": ResourceKind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses"),
+    "csinodes": ResourceKind("csinodes", "/apis/storage.k8s.io/v1/csinodes"),
+}
 
 
 @dataclass(frozen=True)
@@ -345,13 +354,17 @@ class ClusterInformers:
             informer(PODGROUPS, core.apply_podgroup, core.relist_podgroups) if podgroups else None
         )
         self.namespaces = informer(NAMESPACES, core.apply_namespace, core.relist_namespaces)
+        self.volumes = [
+            informer(kind, _volume_apply(core, store), partial(core.relist_volume_objects, store))
+            for store, kind in VOLUME_KINDS.items()
+        ]
 
     @property
     def informers(self) -> list[Informer]:
         found = [self.nodes, self.pods, self.namespaces]
         if self.podgroups is not None:
             found.append(self.podgroups)
-        return found
+        return found + self.volumes
 
     @property
     def synced(self) -> bool:
@@ -370,3 +383,10 @@ class ClusterInformers:
         self.changed.set()
         if self._on_change is not None:
             self._on_change()
+
+
+def _volume_apply(core: SchedulingCore, store: str) -> ApplyEvent:
+    def apply(event: str, obj: Mapping[str, Any], now: float) -> None:
+        core.apply_volume_object(store, event, obj, now)
+
+    return apply

@@ -4,8 +4,8 @@ What runs, all on one event loop (the core is single-threaded; nothing else touc
 between two awaits, so no lock is needed):
 
 - the informers (pods, nodes, PodGroups) feeding the core; every change wakes the loop;
-- the HTTP server (`/metrics`, `/healthz`, `/readyz`, `/debug/gangs`), reading the
-  core through `SchedulerRun` (the `StatusSource`);
+- the HTTP servers (`/metrics`, `/healthz`, `/readyz`; `/debug/gangs` on loopback),
+  reading the core through `SchedulerRun` (the `StatusSource`);
 - the `WriteQueue` workers writing conditions, events and PodGroup status;
 - the `LeaderElector` when leader election is enabled: only the leader schedules, and
   losing the lease stops scheduling at once (the elector's default callback exits the
@@ -35,10 +35,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
+from aiohttp import web
+
 from scheduler.config import SchedulerConfig, build_core_from
 from scheduler.core import SchedulingCore
 from scheduler.gang import Gang
-from scheduler.http import make_app, serve
+from scheduler.http import make_app, make_debug_app, serve
 from scheduler.kube.binder import (
     GangBinder,
     GangBindResult,
@@ -46,10 +48,13 @@ from scheduler.kube.binder import (
     PartialGangs,
     bind_and_settle,
 )
-from scheduler.kube.client import KubeClient, TokenBucket, create_client
+from scheduler.kube.client import KubeClient, TokenBucket
+from scheduler.kube.connect import connect
 from scheduler.kube.events import FeedbackRecorder, WriteQueue
 from scheduler.kube.informer import ClusterInformers
 from scheduler.kube.leader import LeaderElector
+from scheduler.kube.volumes import VolumePrebinder
+from scheduler.logs import log_event
 from scheduler.metrics import BindFailureReason, Resource, SchedulerMetrics
 from scheduler.planner import Plan
 
@@ -79,16 +84,37 @@ async def run_scheduler(
     *,
     clock: Callable[[], float] = time.monotonic,
     stop: asyncio.Event | None = None,
+    config_path: str | None = None,
 ) -> int:
     """Run the scheduler until `stop` is set (0) or something fatal happens (1): the
-    lease lost, an informer failing on a bug, the scheduling loop crashing."""
-    client = await create_client(kubeconfig, qps=config.client.qps, burst=config.client.burst)
+    lease lost, an informer failing on a bug, the scheduling loop crashing. What stops it
+    from starting (the kubeconfig, the API server, a port) raises StartupError.
+    `config_path` is only logged (where `config` came from)."""
+    client, _ = await connect(kubeconfig, qps=config.client.qps, burst=config.client.burst)
+    log_configuration(config, config_path)
     try:
         run = SchedulerRun(config, client, clock=clock)
         async with collector_tuned_for(run.informers):
             return await run.run(stop or asyncio.Event())
     finally:
         await client.close()
+
+
+def log_configuration(config: SchedulerConfig, path: str | None) -> None:
+    """The configuration in use, at start-up: its file and the options that decide what
+    this instance does and where it listens."""
+    http = config.http
+    log_event(
+        log,
+        "configuration",
+        config=path or "(none: every option at its default)",
+        schedulerName=config.scheduler_name,
+        policy=config.policy.name,
+        leaderElection=config.leader_election.enabled,
+        onBindFailure=config.binding.on_bind_failure,
+        metrics=f"{http.address}:{http.port}",
+        debug=f"{http.debug_address}:{http.debug_port}" if http.debug_port else "off",
+    )
 
 
 @contextlib.asynccontextmanager
@@ -157,6 +183,7 @@ class SchedulerRun:
             clock=clock,
         )
         self.partial = PartialGangs(config.binding.partial_gang_grace_seconds)
+        self.volumes = VolumePrebinder(client, timeout=config.timeouts.bind_timeout_seconds)
         self.elector: LeaderElector | None = None
         election = config.leader_election
         if election.enabled:
@@ -201,6 +228,11 @@ class SchedulerRun:
     # --- the process --------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> int:
         http = await serve(make_app(self), self.config.http.address, self.config.http.port)
+        try:
+            debug = await self._serve_debug()
+        except BaseException:
+            await http.cleanup()
+            raise
         self.writes.start()
         informers = asyncio.create_task(self.informers.run(), name="informers")
         elector = (
@@ -237,7 +269,16 @@ class SchedulerRun:
                     await self.elector.release()
                 self._metrics.set_leader(False)
             await http.cleanup()
+            if debug is not None:
+                await debug.cleanup()
         return code
+
+    async def _serve_debug(self) -> web.AppRunner | None:
+        """The loopback listener of /debug/gangs, when http.debugPort is set."""
+        settings = self.config.http
+        if not settings.debug_port:
+            return None
+        return await serve(make_debug_app(self), settings.debug_address, settings.debug_port)
 
     async def _finish_binds(self) -> None:
         """Let binds in flight end (they are bounded by the bind timeout), so a clean
@@ -307,9 +348,28 @@ class SchedulerRun:
                 if attempt.gang.problems:
                     planned.append(attempt.gang)
                 self._metrics.attempt("scheduled", seconds)
+                log_event(
+                    log,
+                    "gang planned",
+                    gang=attempt.gang.key,
+                    members=len(result.placements),
+                    nodes=plan_nodes(result),
+                    attempt=attempt.number,
+                    duration=seconds,
+                )
                 self._start_bind(attempt.gang, result, attempt.ready_since)
             else:
                 self._metrics.attempt("unschedulable", seconds)
+                log_event(
+                    log,
+                    "gang unschedulable",
+                    gang=attempt.gang.key,
+                    members=result.needed,
+                    placeable=result.placeable,
+                    attempt=attempt.number,
+                    reason=result.message,
+                    duration=seconds,
+                )
                 self.recorder.unschedulable(attempt.gang, result, now)
             # Let binds, watch events and scrapes run between two plans.
             await asyncio.sleep(0)
@@ -338,12 +398,14 @@ class SchedulerRun:
             gang = self._core.gangs.get(key)
             if decision != "delete" or gang is None or not gang.bound:
                 continue
-            log.warning(
-                "gang %s stayed partial (%d/%d bound) past the grace period: deleting "
-                "its bound members",
-                key,
-                len(gang.bound),
-                gang.min_member,
+            log_event(
+                log,
+                "gang stayed partial past its grace period: deleting its bound members",
+                logging.WARNING,
+                gang=key,
+                bound=len(gang.bound),
+                members=gang.min_member,
+                grace=self.partial.grace_for(gang),
             )
             task = asyncio.create_task(self._delete_partial(gang), name=f"undo-{key}")
             self._deleting.add(task)
@@ -367,7 +429,13 @@ class SchedulerRun:
     async def _bind(self, gang: Gang, plan: Plan, ready_since: float | None) -> None:
         try:
             result, undo = await bind_and_settle(
-                self._core, self.binder, gang, plan, clock=self._clock, partial=self.partial
+                self._core,
+                self.binder,
+                gang,
+                plan,
+                clock=self._clock,
+                partial=self.partial,
+                volumes=self.volumes,
             )
         except Exception:
             # A bug, not an API failure (those are results): the reservations stay
@@ -382,7 +450,17 @@ class SchedulerRun:
             if member.state != "bound":
                 self._metrics.bind_failed(failure_reason(member))
         message = result.reason if undo is None else f"{result.reason}; {undo.describe()}"
-        log.warning("%s", message)
+        log_event(
+            log,
+            "gang bind failed",
+            logging.WARNING,
+            gang=gang.key,
+            members=len(plan.placements),
+            bound=len(result.bound),
+            nodes=plan_nodes(plan),
+            reason=message,
+            duration=result.seconds,
+        )
         self.recorder.bind_failed(gang, message, now)
 
     def _bound(
@@ -400,10 +478,23 @@ class SchedulerRun:
             self._metrics.bound(result.seconds, wall - since if since > 0 else None)
         if ready_since is not None:
             self._metrics.gang_bound(now - ready_since)
+        log_event(
+            log,
+            "gang bound",
+            gang=gang.key,
+            members=len(result.members),
+            nodes=plan_nodes(plan),
+            duration=result.seconds,
+        )
         self.recorder.scheduled(gang, plan, now)
 
     def _relisted(self, resource: str) -> None:
         self._metrics.relisted(cast(Resource, resource))
+
+
+def plan_nodes(plan: Plan) -> list[str]:
+    """The distinct nodes of a plan, in order, as logged."""
+    return list(dict.fromkeys(placement.node for placement in plan.placements))
 
 
 def failure_reason(member: MemberOutcome) -> BindFailureReason:

@@ -5,8 +5,9 @@ emulator enforcing the rendered Roles and ClusterRoles of their ServiceAccounts 
 ones the Deployment and the DaemonSet name). The scenarios take every path that writes:
 binds, a bind answered 500 (read back, retried), a gang broken by a 409 (its bound
 member deleted), FailedScheduling created then its count patched, PodScheduled
-conditions, PodGroup status, an event on a PodGroup (its uid read), the Lease created,
-read and renewed; the agent's get and patch of its Node, and its device plugin's list
+conditions, PodGroup status, an event on a PodGroup (its uid read), volumes (a static PV's
+claimRef, a claim's selected node, both taken back from a broken gang), the Lease
+created, read and renewed; the agent's get and patch of its Node, and its device plugin's list
 of the node's pods and the patch marking the one an Allocate served. Then:
 
 - nothing was refused (a verb missing from deploy/ fails the test), and
@@ -39,8 +40,17 @@ from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.kubelet import FakeKubelet, PluginClient
 from tests.deploy.render import one, rendered, scheduler_config_text
 from tests.factories import node_obj, pod_obj, podgroup_obj
-from tests.kubeapi import LEASES, PODGROUPS, KubeApiEmulator, write_kubeconfig
+from tests.kubeapi import (
+    LEASES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODGROUPS,
+    STORAGE_CLASSES,
+    KubeApiEmulator,
+    write_kubeconfig,
+)
 from tests.kubeapi.rbac import Attributes, Policy, RbacAuthorizer, Rule, forbidden
+from tests.volume_objects import pv_obj, pvc_obj, storage_class_obj, with_claims
 from tests.waiting import eventually, free_port
 
 TEST_TIMEOUT = 30.0
@@ -124,6 +134,25 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                     api.put_pod(pod_obj(f"huge-{i}", gang="huge", min_member=2, gpus=8))
                 await eventually(
                     lambda: api.request_count("patch", "events") >= 1, "an event's count"
+                )
+                # Volumes: a static local PV bound to its claim, a claim given its
+                # node, then the same writes taken back when the gang breaks.
+                api.put(STORAGE_CLASSES, storage_class_obj("local"))
+                api.put(PERSISTENT_VOLUMES, pv_obj("disk-n0", node="n0"))
+                api.put(PERSISTENT_VOLUME_CLAIMS, pvc_obj("db-data"))
+                api.put_pod(with_claims(pod_obj("db", cpu="1"), "db-data"))
+                await eventually(lambda: bound(api, "db") == 1, "db bound")
+                provisioned = storage_class_obj("csi", provisioner="ebs.csi.aws.com")
+                api.put(STORAGE_CLASSES, provisioned)
+                api.fail_next_binds(1, status=409, after=1)
+                for i in range(2):
+                    api.put(PERSISTENT_VOLUME_CLAIMS, pvc_obj(f"v-{i}", storage_class="csi"))
+                    api.put_pod(
+                        with_claims(pod_obj(f"vol-{i}", gang="vol", min_member=2), f"v-{i}")
+                    )
+                await eventually(
+                    lambda: api.request_count("patch", "persistentvolumeclaims") >= 4,
+                    "selected-node written and taken back",
                 )
                 # A PodGroup that is wrong: a Warning on the PodGroup (its uid read).
                 api.put(PODGROUPS, podgroup_obj("bad", 0))

@@ -31,10 +31,10 @@ from tests.waiting import eventually, free_port
 TEST_TIMEOUT = 20.0
 
 
-def fast_config(port: int, *, leader: bool = False) -> SchedulerConfig:
+def fast_config(port: int, *, leader: bool = False, debug_port: int = 0) -> SchedulerConfig:
     return config_from_mapping(
         {
-            "http": {"address": "127.0.0.1", "port": port},
+            "http": {"address": "127.0.0.1", "port": port, "debugPort": debug_port},
             "leaderElection": {
                 "enabled": leader,
                 "leaseDurationSeconds": 1.0,
@@ -82,15 +82,15 @@ async def running(
     *,
     leader: bool = False,
     clock: Callable[[], float] = time.monotonic,
+    debug_port: int = 0,
 ) -> AsyncIterator[int]:
     """Run the scheduler against `api`; yields its HTTP port; stops it on exit and
     checks it ended cleanly (and within a bound: shutdown must not hang)."""
     port = free_port()
     kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
     stop = asyncio.Event()
-    task = asyncio.create_task(
-        run_scheduler(fast_config(port, leader=leader), str(kubeconfig), clock=clock, stop=stop)
-    )
+    config = fast_config(port, leader=leader, debug_port=debug_port)
+    task = asyncio.create_task(run_scheduler(config, str(kubeconfig), clock=clock, stop=stop))
     try:
         yield port
     finally:
@@ -221,11 +221,14 @@ async def test_health_readiness_and_metrics_are_served(tmp_path: Path) -> None:
         async with KubeApiEmulator() as api:
             api.put_node(node_obj("n0", gpus=1))
             seed_gang(api, "solo", 1)
-            async with running(api, tmp_path) as port, aiohttp.ClientSession() as http:
-                base = f"http://127.0.0.1:{port}"
+            debug_port = free_port()
+            async with (
+                running(api, tmp_path, debug_port=debug_port) as port,
+                aiohttp.ClientSession() as http,
+            ):
 
-                async def status(path: str) -> tuple[int, str]:
-                    async with http.get(base + path) as response:
+                async def status(path: str, port: int = port) -> tuple[int, str]:
+                    async with http.get(f"http://127.0.0.1:{port}{path}") as response:
                         return response.status, await response.text()
 
                 await eventually(lambda: len(bound(api)) == 1, "the pod bound")
@@ -234,7 +237,9 @@ async def test_health_readiness_and_metrics_are_served(tmp_path: Path) -> None:
                 code, text = await status("/metrics")
                 assert code == 200
                 assert 'gang_scheduler_schedule_attempts_total{result="scheduled"} 1.0' in text
-                code, text = await status("/debug/gangs")
+                # Gang names only on the loopback debug listener.
+                assert (await status("/debug/gangs"))[0] == 404
+                code, text = await status("/debug/gangs", debug_port)
                 assert code == 200 and '"gangs": []' in text  # bound gangs wait for nothing
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)

@@ -10,16 +10,32 @@ See emulator.py for what is served and what is a guess.
 
 from tests.kubeapi.emulator import BindRecord, KubeApiEmulator, RequestRecord
 from tests.kubeapi.kubeconfig import api_client, kubeconfig_dict, write_kubeconfig
-from tests.kubeapi.resources import EVENTS, EVENTS_V1, LEASES, NAMESPACES, NODES, PODGROUPS, PODS
+from tests.kubeapi.resources import (
+    CSI_NODES,
+    EVENTS,
+    EVENTS_V1,
+    LEASES,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODGROUPS,
+    PODS,
+    STORAGE_CLASSES,
+)
 
 __all__ = [
+    "CSI_NODES",
     "EVENTS",
     "EVENTS_V1",
     "LEASES",
     "NAMESPACES",
     "NODES",
+    "PERSISTENT_VOLUMES",
+    "PERSISTENT_VOLUME_CLAIMS",
     "PODGROUPS",
     "PODS",
+    "STORAGE_CLASSES",
     "BindRecord",
     "KubeApiEmulator",
     "RequestRecord",

@@ -2,7 +2,9 @@
 
 Served: core/v1 pods (with status and binding subresources), nodes (status), events;
 events.k8s.io/v1 events; coordination.k8s.io/v1 leases; the PodGroup custom resource
-scheduling.x-k8s.io/v1alpha1 (status subresource), which a switch removes; discovery.
+scheduling.x-k8s.io/v1alpha1 (status subresource), which a switch removes; core/v1
+persistentvolumeclaims and persistentvolumes (status), storage.k8s.io/v1 storageclasses
+and csinodes; discovery.
 Verbs: list, watch, get, create, update, patch (merge, strategic merge, JSON patch),
 delete. Behaviour that is not taken from the API reference or the apiserver source is
 marked "EMULATOR GUESS" where it is implemented.

@@ -213,6 +213,34 @@ NAMESPACES = ResourceType(
     subresources=frozenset({"status"}),
     short_names=("ns",),
 )
+# Storage (pkg/registry/core/persistentvolume{,claim}, pkg/registry/storage/*): core/v1
+# claims (namespaced) and volumes (cluster-scoped), both with a status subresource, both
+# updatable without a resourceVersion and not created on update; storage.k8s.io/v1
+# StorageClasses and CSINodes, cluster-scoped, no status. EMULATOR GUESS: only the
+# metadata field selectors (the real claims and volumes also accept a legacy `name`).
+PERSISTENT_VOLUME_CLAIMS = ResourceType(
+    CORE,
+    "v1",
+    "persistentvolumeclaims",
+    "PersistentVolumeClaim",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    short_names=("pvc",),
+)
+PERSISTENT_VOLUMES = ResourceType(
+    CORE,
+    "v1",
+    "persistentvolumes",
+    "PersistentVolume",
+    namespaced=False,
+    subresources=frozenset({"status"}),
+    short_names=("pv",),
+)
+STORAGE_CLASSES = ResourceType(
+    "storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short_names=("sc",)
+)
+CSI_NODES = ResourceType("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False)
+VOLUME_TYPES = (PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, CSI_NODES)
 
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,
@@ -222,6 +250,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     LEASES,
     PODGROUPS,
     NAMESPACES,
+    *VOLUME_TYPES,
 )
 
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.kubeapi import errors
-from tests.kubeapi.resources import NAMESPACES, PODS, ResourceType
+from tests.kubeapi.resources import NAMESPACES, PERSISTENT_VOLUME_CLAIMS, PODS, ResourceType
 
 # EMULATOR GUESS (partial defaulting): only the pod defaults a scheduler reads.
 POD_SPEC_DEFAULTS: dict[str, Any] = {
@@ -96,6 +96,18 @@ def check_type(rtype: ResourceType, body: Any) -> dict[str, Any]:
     return body
 
 
+def _default_host_network_ports(spec: dict[str, Any]) -> None:
+    """core/v1 SetDefaults_PodSpec: on the host network, a port without a hostPort (or
+    with 0) gets its containerPort, in containers and init containers alike."""
+    if spec.get("hostNetwork") is not True:
+        return
+    for kind in ("containers", "initContainers"):
+        for container in spec.get(kind) or []:
+            for port in container.get("ports") or []:
+                if not port.get("hostPort"):
+                    port["hostPort"] = port.get("containerPort")
+
+
 def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dict[str, Any]:
     obj = copy.deepcopy(check_type(rtype, body))
     meta = obj.setdefault("metadata", {})
@@ -132,6 +144,7 @@ def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dic
             spec.setdefault(key, value)
         if "priorityClassName" not in spec:
             spec.setdefault("priority", 0)
+        _default_host_network_ports(spec)
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
     elif rtype is NAMESPACES:
         _label_namespace(obj)
@@ -188,6 +201,8 @@ def prepare_update(
         _check_pod_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
     if rtype is NAMESPACES:
         _label_namespace(new)
+    if rtype is PERSISTENT_VOLUME_CLAIMS:
+        _check_claim_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
     return new
 
 
@@ -229,6 +244,26 @@ def _check_pod_spec_update(name: str, old: dict[str, Any], new: dict[str, Any]) 
     new_gates = new_view.pop("schedulingGates", None) or []
     if old_view != new_view or any(g not in old_gates for g in new_gates):
         raise errors.invalid(PODS, name, _POD_IMMUTABLE_MESSAGE)
+
+
+def _check_claim_spec_update(name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """ValidatePersistentVolumeClaimUpdate: the spec is immutable but for the storage
+    request (expansion), and volumeName may be set once (the PV controller binds)."""
+
+    def comparable(spec: dict[str, Any]) -> dict[str, Any]:
+        view = {k: v for k, v in spec.items() if k not in ("resources", "volumeName")}
+        limits = (spec.get("resources") or {}).get("limits")
+        view["resources.limits"] = limits
+        return view
+
+    renamed = old.get("volumeName") and new.get("volumeName") != old.get("volumeName")
+    if comparable(old) != comparable(new) or renamed:
+        raise errors.invalid(
+            PERSISTENT_VOLUME_CLAIMS,
+            name,
+            "spec: Forbidden: spec is immutable after creation except resources.requests and "
+            "volumeAttributesClassName for bound claims",
+        )
 
 
 def same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:

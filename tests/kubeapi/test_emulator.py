@@ -721,3 +721,23 @@ async def test_patch_formats() -> None:
         "c": "3",
     }
     assert base["metadata"]["labels"] == {"a": "1", "b": "2"}  # inputs are untouched
+
+
+async def test_a_host_network_pods_ports_default_to_host_ports(
+    api: KubeApiEmulator, core: client.CoreV1Api
+) -> None:
+    body = new_pod("net")
+    body["spec"]["hostNetwork"] = True
+    body["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 8080},
+        {"containerPort": 9090, "hostPort": 0},
+    ]
+    body["spec"]["initContainers"] = [{"name": "init", "ports": [{"containerPort": 7070}]}]
+    plain = new_pod("plain")
+    plain["spec"]["containers"][0]["ports"] = [{"containerPort": 8080}]
+    await core.create_namespaced_pod("default", body)
+    await core.create_namespaced_pod("default", plain)
+    spec = stored_pod(api, "net")["spec"]
+    assert [p["hostPort"] for p in spec["containers"][0]["ports"]] == [8080, 9090]
+    assert spec["initContainers"][0]["ports"][0]["hostPort"] == 7070
+    assert "hostPort" not in stored_pod(api, "plain")["spec"]["containers"][0]["ports"][0]

@@ -88,8 +88,11 @@ def test_default_filters_run_in_kube_scheduler_order() -> None:
         "TaintToleration",
         "GpuType",
         "NodeAffinity",
+        "NodePorts",
         "ResourceFit",
         "GpuFit",
+        "NodeVolumeLimits",
+        "VolumeBinding",
     ]
     names = [f.name for f in default_filters()]
     assert len(set(names)) == len(names)

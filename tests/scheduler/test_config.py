@@ -12,6 +12,8 @@ from policies.scores.gpu_topology import GpuTopology
 from policies.scores.least_allocated import LeastAllocated
 from policies.scores.most_allocated import MostAllocated
 from policies.scores.network_topology import NetworkTopology
+from policies.scores.node_affinity import PreferredNodeAffinity
+from policies.scores.taint_toleration import PreferNoScheduleTaints
 from scheduler.config import (
     DEFAULT_HTTP_PORT,
     ConfigError,
@@ -121,6 +123,8 @@ def test_default_profile_is_binpack_with_network_topology() -> None:
     assert [(type(s), w) for s, w in profile.node_scores] == [
         (MostAllocated, 1.0),
         (GpuTopology, 1.0),
+        (PreferredNodeAffinity, 2.0),
+        (PreferNoScheduleTaints, 3.0),
     ]
     assert [(type(s), w) for s, w in profile.gang_scores] == [(NetworkTopology, 1.0)]
     assert profile.candidate_limit == 128
@@ -151,11 +155,18 @@ def test_full_example_reads_every_option(tmp_path: Path) -> None:
     assert (config.http.address, config.http.port) == ("127.0.0.1", 9100)
     assert config.events.max_per_gang_per_window == 3
     # Explicit weights are laid over the named policy's.
-    assert config.policy.effective_weights == {"least-allocated": 1.0, "gpu-topology": 2.5}
+    assert config.policy.effective_weights == {
+        "least-allocated": 1.0,
+        "gpu-topology": 2.5,
+        "node-affinity": 2.0,
+        "taint-toleration": 3.0,
+    }
     profile = build_profile_from(config)
     assert [(type(s), w) for s, w in profile.node_scores] == [
         (LeastAllocated, 1.0),
         (GpuTopology, 2.5),
+        (PreferredNodeAffinity, 2.0),
+        (PreferNoScheduleTaints, 3.0),
     ]
     assert profile.gang_scores[0][1] == 3.0
     assert profile.topology_keys == config.topology.keys
@@ -165,7 +176,11 @@ def test_full_example_reads_every_option(tmp_path: Path) -> None:
 def test_a_zero_weight_turns_a_score_off() -> None:
     config = parse_config("policy: {weights: {most-allocated: 0}}\ntopology: {networkWeight: 0}")
     profile = build_profile_from(config)
-    assert [type(s) for s, _ in profile.node_scores] == [GpuTopology]
+    assert [type(s) for s, _ in profile.node_scores] == [
+        GpuTopology,
+        PreferredNodeAffinity,
+        PreferNoScheduleTaints,
+    ]
     assert profile.gang_scores == ()
 
 
@@ -281,6 +296,13 @@ def test_exact_messages(text: str, message: str) -> None:
         ("leaderElection: {leaseDurationSeconds: -15}", "leaderElection.leaseDurationSeconds", ""),
         ("http: {port: 0}", "http.port", "from 1 to 65535, got 0"),
         ("http: {port: true}", "http.port", "got true"),
+        # /debug/gangs names every tenant's gangs: loopback only (docs/security-endpoints.md)
+        ("http: {debugAddress: 0.0.0.0}", "http.debugAddress", "must be a loopback address"),
+        ("http: {debugAddress: 10.0.0.7}", "http.debugAddress", "kubectl port-forward"),
+        ("http: {debugAddress: '::'}", "http.debugAddress", "loopback"),
+        ("http: {debugAddress: example.com}", "http.debugAddress", "loopback"),
+        ("http: {debugPort: 70000}", "http.debugPort", "from 0 to 65535"),
+        ("http: {port: 9000, debugPort: 9000}", "http.debugPort", "must differ from http.port"),
         ("events: {maxPerGangPerWindow: 0}", "events.maxPerGangPerWindow", ">= 1"),
         ("events: {aggregationWindowSeconds: -1}", "events.aggregationWindowSeconds", "> 0"),
         ("fractionalGPU: {resourceName: aliyun.com/gpu-mem}", "fractionalGPU.resourceName", ""),
@@ -351,3 +373,10 @@ def test_docs_list_every_option_with_its_default() -> None:
     assert "`10269`" in rows["http.port"]
     assert f"`{defaults.policy.candidate_limit}`" in rows["policy.candidateLimit"]
     assert "`delete`" in rows["binding.onBindFailure"]
+
+
+def test_the_debug_listener_takes_loopback_addresses_only() -> None:
+    for address in ("127.0.0.1", "127.0.0.53", "::1", "localhost"):
+        http = parse_config(f"http: {{debugAddress: '{address}', debugPort: 10270}}").http
+        assert (http.debug_address, http.debug_port) == (address, 10270)
+    assert SchedulerConfig().http.debug_port == 0  # no debug listener unless configured

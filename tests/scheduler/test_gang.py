@@ -334,7 +334,10 @@ def test_member_with_problems_blocks_readiness_and_is_reported() -> None:
     gang = only_gang(result)
     assert not gang.ready
     assert len(gang.placeable) == 3
-    assert gang.waiting_message == "1 member cannot be scheduled as written: 3/4 schedulable"
+    assert gang.waiting_message == (
+        "1 member cannot be scheduled as written: 3/4 schedulable; "
+        f"{pods[2].key}: nvidia.com/vgpu 1500 is not allowed"
+    )
     (problem,) = result.problems
     assert (problem.kind, problem.key, problem.reason) == (
         "Pod",

@@ -9,12 +9,14 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from cache.cluster import EventType
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
-from scheduler.http import bound_port, gang_report, make_app, serve
-from scheduler.metrics import SchedulerMetrics
+from scheduler.http import bound_port, gang_report, make_app, make_debug_app, serve
+from scheduler.metrics import METRIC_LABELS, SchedulerMetrics
+from scheduler.startup import StartupError
 from tests.factories import node_obj, pod_obj
 
 NOW = 1_790_000_000.0  # 2026-09-21T14:13:20Z, after every pod's creation
@@ -64,15 +66,16 @@ class FakeStatus:
 @dataclass
 class Server:
     status: FakeStatus
-    url: str
+    url: str  # the public listener: metrics and probes
     session: aiohttp.ClientSession
+    debug_url: str = ""  # the loopback listener: /debug/gangs
 
     async def get(self, path: str, **headers: str) -> tuple[int, str, str]:
         async with self.session.get(self.url + path, headers=headers) as response:
             return response.status, response.headers["Content-Type"], await response.text()
 
     async def json(self, path: str) -> Any:
-        async with self.session.get(self.url + path) as response:
+        async with self.session.get(self.debug_url + path) as response:
             assert response.status == 200
             assert response.content_type == "application/json"
             return await response.json()
@@ -82,10 +85,17 @@ class Server:
 async def server() -> AsyncIterator[Server]:
     status = FakeStatus()
     runner = await serve(make_app(status), "127.0.0.1", 0)
+    debug = await serve(make_debug_app(status), "127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:
-            yield Server(status, f"http://127.0.0.1:{bound_port(runner)}", session)
+            yield Server(
+                status,
+                f"http://127.0.0.1:{bound_port(runner)}",
+                session,
+                f"http://127.0.0.1:{bound_port(debug)}",
+            )
     finally:
+        await debug.cleanup()
         await runner.cleanup()
 
 
@@ -196,8 +206,27 @@ async def test_gang_in_flight_shows_its_queue_state() -> None:
 # --- serving ------------------------------------------------------------------------------------
 async def test_serve_on_a_taken_port_raises_and_leaves_nothing_running(server: Server) -> None:
     port = int(server.url.rsplit(":", 1)[1])
-    with pytest.raises(OSError):
+    with pytest.raises(StartupError, match=rf"^cannot listen on 127.0.0.1:{port}: "):
         await serve(make_app(FakeStatus()), "127.0.0.1", port)
     assert (await server.get("/healthz"))[0] == 200
     status, _, _ = await server.get("/nowhere")
     assert status == 404
+
+
+# --- what each listener serves (docs/security-endpoints.md) -------------------------------------
+async def test_the_public_listener_serves_no_gang_names(server: Server) -> None:
+    # /debug/gangs lists every tenant's namespaces and gangs: only on the loopback one.
+    assert (await server.get("/debug/gangs"))[0] == 404
+    async with server.session.get(server.debug_url + "/metrics") as response:
+        assert response.status == 404
+    tenants = {"default", "team-b", "waits", "huge", "nosize", "fits", "a100-1"}
+    tenants |= {pod.name for gang in server.status.core.gangs.values() for pod in gang.pending}
+    server.status.metrics.attempt("unschedulable", 0.2)
+    server.status.metrics.bind_failed("conflict")
+    _, _, body = await server.get("/metrics")
+    families = list(text_string_to_metric_families(body))
+    assert families
+    for family in families:
+        for sample in family.samples:
+            assert set(sample.labels) - {"le"} <= METRIC_LABELS, sample  # le: histogram bounds
+            assert not tenants & set(sample.labels.values()), sample

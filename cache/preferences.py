@@ -1,0 +1,48 @@
+"""Preferred node affinity as immutable records.
+
+`preferredDuringSchedulingIgnoredDuringExecution` is a list of (weight, preference)
+pairs; a node earns the weights of the preferences it matches (policies/scores/
+node_affinity.py). Parsing follows component-helpers' nodeaffinity: a term of weight 0
+counts for nothing and is dropped; a preference with no requirements matches no node
+and is kept only so that the pod's signature tells it apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# A preference is a node selector term: parsed by the same rules as a required one.
+from cache.terms import SelectorTerm, _parse_requirement
+
+_MAX_WEIGHT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    weight: int
+    term: SelectorTerm
+
+
+def parse_preferred_affinity(affinity: Mapping[str, Any] | None) -> tuple[PreferredTerm, ...]:
+    """The pod's preferred node affinity terms with a weight above 0. Raises ValueError
+    on a weight outside 0-100 (the API server refuses those) or a malformed term."""
+    node_affinity = (affinity or {}).get("nodeAffinity") or {}
+    preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+    terms: list[PreferredTerm] = []
+    for item in preferred:
+        weight = item.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise ValueError(f"preferred node affinity weight {weight!r} is not a whole number")
+        if not 0 <= weight <= _MAX_WEIGHT:
+            raise ValueError(f"preferred node affinity weight {weight} is outside 1-100")
+        if weight == 0:
+            continue
+        preference = item.get("preference") or {}
+        requirements = [
+            _parse_requirement(r, False) for r in preference.get("matchExpressions") or ()
+        ]
+        requirements += [_parse_requirement(r, True) for r in preference.get("matchFields") or ()]
+        terms.append(PreferredTerm(weight, tuple(requirements)))
+    return tuple(terms)
