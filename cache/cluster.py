@@ -128,6 +128,8 @@ class ClusterCache:
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, PodInfo] = {}
         self._podgroups: dict[str, PodGroupInfo] = {}
+        # Namespace name -> its labels (pod affinity's namespaceSelector reads them).
+        self._namespaces: dict[str, Mapping[str, str]] = {}
         self._charges: dict[str, _Charge] = {}
         self._on_node: dict[str, dict[str, _Charge]] = {}
         self._assumed: dict[str, _Assumed] = {}
@@ -279,6 +281,13 @@ class ClusterCache:
             return None
         pod = pod_from_api(obj, self.share_milli, self.gang_keys)
         self._pods[uid] = pod
+        charged = self._charges.get(uid)
+        if charged is not None and old is not None and _seen_differently(old, pod):
+            # Other pods' affinity and spread read this pod's labels and terms: the
+            # node's snapshot copy must be refreshed even if its accounting is not.
+            node = self._nodes.get(charged.node)
+            if node is not None:
+                self._touch(node)
         assumed = self._assumed.get(uid)
         if assumed is not None and pod.node_name:
             # The bind landed: the API's word replaces the reservation.
@@ -404,6 +413,27 @@ class ClusterCache:
         self._podgroups[group.key] = group
         return group
 
+    # --- namespaces ---------------------------------------------------------------------
+    def apply_namespace(self, event: EventType | str, obj: Mapping[str, Any]) -> None:
+        """Apply a namespace watch event: only its labels matter here."""
+        meta = metadata(obj)
+        name = str(meta.get("name") or "")
+        if not name:
+            return
+        if event == EventType.DELETED:
+            self._namespaces.pop(name, None)
+        else:
+            labels = meta.get("labels") or {}
+            self._namespaces[name] = {str(k): str(v) for k, v in labels.items()}
+
+    def replace_namespaces(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        self._namespaces = {}
+        for obj in objs:
+            self.apply_namespace(EventType.ADDED, obj)
+
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
+        return self._namespaces
+
     # --- relist -----------------------------------------------------------------------
     def replace_nodes(self, objs: Iterable[Mapping[str, Any]]) -> None:
         """Reconcile with a fresh list: what the list lacks is gone."""
@@ -515,10 +545,12 @@ class ClusterCache:
         changes.sort()
         for generation, name, present in changes:
             if present:
-                snapshot.put(self._nodes[name].clone())
+                snapshot.put(self._nodes[name].clone(), self._pods_on(name))
             else:
                 snapshot.remove(name, generation)
         snapshot.generation = self._generation
+        if snapshot.pods.namespace_labels != self._namespaces:
+            snapshot.pods.namespace_labels = dict(self._namespaces)
         self._readers.add(snapshot)
         self._forget_seen_removals()
         return len(changes)
@@ -535,10 +567,26 @@ class ClusterCache:
         if seen:
             del self._node_removals[:seen]
 
+    def _pods_on(self, name: str) -> tuple[PodInfo, ...]:
+        """The pods charged to a node (bound, or assumed there), for the snapshot's pod
+        index."""
+        pods = self._pods
+        return tuple(pods[uid] for uid in self._on_node.get(name, {}) if uid in pods)
+
     def snapshot(self) -> Snapshot:
         fresh = Snapshot()
         self.update_snapshot(fresh)
         return fresh
+
+
+def _seen_differently(old: PodInfo, new: PodInfo) -> bool:
+    """Whether other pods' placement could read the two records differently."""
+    return (
+        old.labels != new.labels
+        or old.pod_affinity != new.pod_affinity
+        or old.deleting != new.deleting
+        or old.namespace != new.namespace
+    )
 
 
 def _same_offer(old: NodeInfo, new: NodeInfo) -> bool:

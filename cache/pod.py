@@ -24,9 +24,13 @@ from cache.limits import MAX_INT32, MIN_INT32, shown
 from cache.ports import HostPort, parse_host_ports
 from cache.preferences import PreferredTerm, parse_preferred_affinity
 from cache.terms import (
+    PodAffinity,
     SelectorTerm,
+    SpreadConstraint,
     Toleration,
+    parse_pod_affinity,
     parse_required_affinity,
+    parse_spread_constraints,
     parse_tolerations,
 )
 from cache.volumes import PodClaim, VolumeNeed, pod_claims
@@ -81,6 +85,10 @@ class PodInfo:
     # Why this pod cannot be scheduled as written (malformed request, refused GPU
     # shape, ...). A pending pod with problems is refused with these messages.
     problems: tuple[str, ...] = ()
+    # Inter-pod affinity and anti-affinity terms (None: none) and topology spread
+    # constraints, resolved against this pod's namespace and labels (cache.terms).
+    pod_affinity: PodAffinity | None = None
+    spread: tuple[SpreadConstraint, ...] = ()
     # The PersistentVolumeClaims the pod mounts, in its namespace (cache.volumes.
     # pod_claims): named ones and those of its generic ephemeral volumes.
     claims: tuple[PodClaim, ...] = ()
@@ -119,6 +127,19 @@ class PodInfo:
     def placement_signature(self) -> Hashable:
         """Equal for pods that any placement treats alike (members of one template)."""
         return (
+            self.node_signature(),
+            # Terms of their own make pods different shapes; spread counts pods of the
+            # pod's namespace, so the namespace matters then too.
+            self.pod_affinity,
+            self.spread,
+            self.namespace if self.spread else "",
+        )
+
+    def node_signature(self) -> Hashable:
+        """Equal for pods that every node filter and node score treats alike: what
+        answers kept per node (filter memo, rankings) may be shared by. Inter-pod
+        terms are judged apart, on top of those answers, so they are left out."""
+        return (
             tuple(sorted(self.requests.items())),
             self.host_ports,
             self.preferred_affinity,
@@ -129,6 +150,11 @@ class PodInfo:
             self.volume_needs,
             self.volume_limited,
         )
+
+    @property
+    def has_pod_constraints(self) -> bool:
+        """Whether the pod carries inter-pod affinity terms or spread constraints."""
+        return self.pod_affinity is not None or bool(self.spread)
 
 
 def parse_time(text: object) -> float:
@@ -261,6 +287,14 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         tolerations = parse_tolerations(spec.get("tolerations"))
     except ValueError as error:
         problems.append(str(error))
+    namespace = str(meta.get("namespace") or "default")
+    pod_affinity = None
+    spread: tuple[SpreadConstraint, ...] = ()
+    try:
+        pod_affinity = parse_pod_affinity(spec.get("affinity"), namespace, labels)
+        spread = parse_spread_constraints(spec.get("topologySpreadConstraints"), labels)
+    except ValueError as error:
+        problems.append(str(error))
 
     assignment = None
     # A value written before the pod was bound came from a user, not from a
@@ -314,6 +348,8 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         min_member_text=str(min_member) if min_member is not None else None,
         assignment=assignment,
         problems=tuple(problems),
+        pod_affinity=pod_affinity,
+        spread=spread,
         claims=claims,
         scheduling_gates=_gate_names(gates),
         assignment_signature=signature if isinstance(signature, str) else None,

@@ -17,6 +17,8 @@ from sortedcontainers import SortedList
 from cache import resources as res
 from cache.gpu import DeviceShares
 from cache.node import NodeInfo
+from cache.pod import PodInfo
+from cache.pod_index import PodIndex
 from cache.ports import HostPort
 
 _IndexKey = tuple[int, int, int, str]
@@ -41,13 +43,23 @@ class Snapshot:
         self._changes: OrderedDict[str, int] = OrderedDict()
         # Changes at or before this generation may have been forgotten (`remembers`).
         self._floor = 0
+        # The pods on each node, indexed for inter-pod affinity and topology spread.
+        self.pods = PodIndex()
+        # Bumped whenever a node appears, goes, or changes labels or taints: what the
+        # set of topology domains a spread constraint counts depends on.
+        self.labels_generation = 0
 
     def __len__(self) -> int:
         return len(self.nodes)
 
     # --- maintenance (ClusterCache.update_snapshot) ----------------------------------
-    def put(self, node: NodeInfo) -> None:
-        self.remove(node.name, node.generation)
+    def put(self, node: NodeInfo, pods: tuple[PodInfo, ...] = ()) -> None:
+        """Store a node and the pods on it (bound or assumed)."""
+        old = self.nodes.get(node.name)
+        if old is None or old.labels != node.labels or old.taints != node.taints:
+            self.labels_generation += 1
+        self.pods.set_node(node.name, pods, old.labels if old else None, node.labels)
+        self._remove_node(node.name, node.generation)
         self.nodes[node.name] = node
         key = (node.free_whole_gpus, node.max_free_milli, node.free(res.CPU), node.name)
         self._by_whole.add((key[0], node.name))
@@ -58,6 +70,13 @@ class Snapshot:
         self._keys[node.name] = (key, model)
 
     def remove(self, name: str, generation: int) -> None:
+        old = self.nodes.get(name)
+        if old is not None:
+            self.labels_generation += 1
+            self.pods.set_node(name, (), old.labels, None)
+        self._remove_node(name, generation)
+
+    def _remove_node(self, name: str, generation: int) -> None:
         self._changes[name] = generation
         self._changes.move_to_end(name)
         if self.nodes.pop(name, None) is None:

@@ -45,6 +45,12 @@ class Profile:
     # The workload the fragmentation scores judge against; an OnlineWorkload is fed
     # every pending pod by the scheduling core.
     workload: WorkloadProvider | None = None
+    # Weights of the inter-pod scores (preferred pod affinity and anti-affinity,
+    # ScheduleAnyway spread constraints), each 0..100 like the node scores; 2 as in
+    # kube-scheduler's default profile, where resource scores weigh 1. They score only
+    # pods that carry such terms (or that running pods' terms select).
+    pod_affinity_weight: float = 2.0
+    topology_spread_weight: float = 2.0
 
     @property
     def memoizable(self) -> bool:
@@ -110,6 +116,8 @@ def build_profile(
     network_weight: float = 1.0,
     candidate_limit: int = DEFAULT_CANDIDATE_LIMIT,
     workload: WorkloadProvider | None = None,
+    pod_affinity_weight: float = 2.0,
+    topology_spread_weight: float = 2.0,
 ) -> Profile:
     """A profile from a named policy, or from explicit score weights when given.
 
@@ -138,4 +146,6 @@ def build_profile(
         topology_keys=tuple(topology_keys),
         candidate_limit=candidate_limit,
         workload=shared,
+        pod_affinity_weight=pod_affinity_weight,
+        topology_spread_weight=topology_spread_weight,
     )

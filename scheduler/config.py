@@ -271,6 +271,14 @@ class PolicyConfig:
     candidate_limit: int = field(
         default=DEFAULT_CANDIDATE_LIMIT, metadata=_leaf("candidateLimit", _integer(0))
     )
+    # Weights of the inter-pod scores: preferred pod affinity/anti-affinity, and
+    # ScheduleAnyway topology spread constraints (0 turns one off).
+    pod_affinity_weight: float = field(
+        default=2.0, metadata=_leaf("podAffinityWeight", non_negative_number)
+    )
+    topology_spread_weight: float = field(
+        default=2.0, metadata=_leaf("topologySpreadWeight", non_negative_number)
+    )
 
     @property
     def effective_weights(self) -> dict[str, float]:
@@ -569,6 +577,8 @@ def build_profile_from(config: SchedulerConfig) -> Profile:
         topology_keys=config.topology.keys,
         network_weight=config.topology.network_weight,
         candidate_limit=config.policy.candidate_limit,
+        pod_affinity_weight=config.policy.pod_affinity_weight,
+        topology_spread_weight=config.policy.topology_spread_weight,
     )
 
 

@@ -137,6 +137,13 @@ class SchedulingCore:
         # Partial gangs with no pending member (GangSet.partial), for the partial-gang rule.
         self.partial_gangs: dict[str, Gang] = {}
         self._waiting_messages: dict[str, tuple[Gang, str | None]] = {}
+        # Gangs with required pod affinity or DoNotSchedule spread, with those members:
+        # a pod their terms select that starts running (or is relabelled) may let them
+        # fit (kube-scheduler's queueing hints for these plugins do the same).
+        self._pod_dependent: dict[str, list[PodInfo]] = {}
+        # Gangs with any inter-pod term or spread constraint: a pod leaving anywhere in
+        # a topology domain may let them fit, not only on its own node.
+        self._pod_constrained: set[str] = set()
         self.problems: list[Problem] = []
         # Claims, PVs, StorageClasses and CSINodes (scheduler/kube/informer.py feeds
         # them; the simulator has none), and the static PVs each planned gang holds.
@@ -182,6 +189,16 @@ class SchedulingCore:
             self.queue.cluster_changed(
                 now, ClusterChange.POD_DELETED, could_help=self._helped_by_leaving(before)
             )
+        elif (
+            self._pod_dependent
+            and pod is not None
+            and pod.consumes_resources
+            and (not held or before is None or before.labels != pod.labels)
+        ):
+            namespaces = self.cache.namespace_labels()
+            for key, members in self._pod_dependent.items():
+                if any(_selects(member, pod, namespaces) for member in members):
+                    self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
 
     @_isolated("PodGroup")
     def apply_podgroup(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
@@ -192,6 +209,15 @@ class SchedulingCore:
             self.index.delete_podgroup(key)
         else:
             self.index.upsert_podgroup(group)
+
+    def apply_namespace(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
+        """Namespace labels, for pod affinity's namespaceSelector: a change may let a
+        gang waiting on such a term fit."""
+        name = str(metadata(obj).get("name") or "")
+        before = self.cache.namespace_labels().get(name)
+        self.cache.apply_namespace(event, obj)
+        if self.cache.namespace_labels().get(name) != before:
+            self.queue.cluster_changed(now, ClusterChange.NAMESPACE_CHANGED)
 
     def apply_volume_object(
         self, kind: str, event: EventType | str, obj: Mapping[str, Any], now: float
@@ -250,6 +276,17 @@ class SchedulingCore:
 
         return Reconciliation(apply, remove_missing)
 
+    def relist_namespaces(self) -> Reconciliation:
+        def apply(obj: Mapping[str, Any], now: float) -> str:
+            self.apply_namespace(EventType.MODIFIED, obj, now)
+            return str(metadata(obj).get("name") or "")
+
+        def remove_missing(listed: set[str], now: float) -> None:
+            for name in [n for n in self.cache.namespace_labels() if n not in listed]:
+                self.apply_namespace(EventType.DELETED, {"metadata": {"name": name}}, now)
+
+        return Reconciliation(apply, remove_missing)
+
     def relist_podgroups(self) -> Reconciliation:
         def apply(obj: Mapping[str, Any], now: float) -> str:
             self.apply_podgroup(EventType.MODIFIED, obj, now)
@@ -284,7 +321,8 @@ class SchedulingCore:
         pods asking for 16 GPUs) is not retried on every deletion. A gang not known
         since the last refresh is retried, and every gang is when the pod held more
         than room on its node."""
-        if _holds_beyond_its_node(gone):
+        if _holds_beyond_its_node(gone) or gone.has_pod_constraints or self._pod_constrained:
+            # Inter-pod terms reach across a topology domain, not only the freed node.
             return lambda gang_key: True
         node = self.cache.node(gone.node_name)
 
@@ -325,6 +363,15 @@ class SchedulingCore:
                 self.failures.cleared("Gang", key)
         for key in changed:
             gang = self.gangs.get(key)
+            dependent = [p for p in gang.pending if _waits_on_pods(p)] if gang else []
+            if dependent:
+                self._pod_dependent[key] = dependent
+            else:
+                self._pod_dependent.pop(key, None)
+            if gang is not None and any(p.has_pod_constraints for p in gang.pending):
+                self._pod_constrained.add(key)
+            else:
+                self._pod_constrained.discard(key)
             if gang is None or not gang.ready:
                 if self.queue.state(key) != "in_flight":
                     self.queue.remove(key)
@@ -656,6 +703,25 @@ def _holds_beyond_its_node(pod: PodInfo) -> bool:
     """Whether a pod holds something pods on other nodes may wait for: volume claims
     (a ReadWriteOncePod claim serves one pod in the whole cluster)."""
     return bool(pod.claims)
+
+
+def _waits_on_pods(pod: PodInfo) -> bool:
+    """Whether a pod's placement can depend on pods that start running elsewhere."""
+    terms = pod.pod_affinity
+    return bool(terms is not None and terms.required) or any(c.hard for c in pod.spread)
+
+
+def _selects(member: PodInfo, other: PodInfo, namespaces: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether `member`'s required affinity or hard spread terms select `other`."""
+    terms = member.pod_affinity
+    if terms is not None:
+        labels = namespaces.get(other.namespace, {})
+        for term in terms.required:
+            if term.matches(other.namespace, other.labels, labels):
+                return True
+    return other.namespace == member.namespace and any(
+        c.hard and c.selector.matches(other.labels) for c in member.spread
+    )
 
 
 def _reconcile(

@@ -36,6 +36,7 @@ Resource = Literal[
     "pods",
     "nodes",
     "podgroups",
+    "namespaces",
     "persistentvolumeclaims",
     "persistentvolumes",
     "storageclasses",

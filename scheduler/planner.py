@@ -37,6 +37,8 @@ from cache.resources import CPU
 from cache.snapshot import PlanningView, Snapshot
 from policies.capacity import copies_that_fit
 from policies.diagnosis import FilterMemo, first_failure, summarize
+from policies.filters.inter_pod_affinity import REASON_AFFINITY
+from policies.filters.pod_topology_spread import REASON_MISSING_LABEL, REASON_SKEW
 from policies.filters.volume_binding import (
     BIND_CONFLICT,
     ClaimChoice,
@@ -45,7 +47,14 @@ from policies.filters.volume_binding import (
 )
 from policies.gpu_models import allowed_models
 from policies.interface import GangContext
+from policies.pod_constraints import (
+    ConstraintAttempt,
+    DomainCache,
+    GangConstraints,
+    MemberConstraints,
+)
 from policies.profile import Profile
+from policies.scores.inter_pod_affinity import normalize as normalize_affinity
 from scheduler.gang import gate_message
 
 
@@ -118,6 +127,12 @@ class _Attempt:
     score: float
     view: PlanningView
     volumes: VolumeAssignment | None = None
+    # Inter-pod affinity and spread state with this attempt's members placed (None when
+    # no such constraint applies to the gang).
+    constraints: ConstraintAttempt | None = None
+    # The reasons the inter-pod constraints refused nodes to members that then found
+    # none (what another order of placement might change).
+    refused_by: set[str] = field(default_factory=set)
 
 
 # How many nodes a member is offered before its claims are declared unservable.
@@ -155,6 +170,8 @@ class Planner:
         self.max_rankings = max_rankings
         self._rankings: OrderedDict[Hashable, _Ranking] = OrderedDict()
         self._ranked_snapshot: Snapshot | None = None
+        # Eligible topology-spread domains, kept while node labels stay put.
+        self.domains = DomainCache()
 
     def plan(
         self, gang: PlannableGang, snapshot: Snapshot, volumes: GangVolumes | None = None
@@ -177,7 +194,7 @@ class Planner:
         if snapshot is not self._ranked_snapshot:
             self._rankings.clear()
             self._ranked_snapshot = snapshot
-        signature = pod.placement_signature()
+        signature = pod.node_signature()
         ranking = self._rankings.get(signature)
         names: Iterable[str]
         if ranking is not None and not snapshot.remembers(ranking.generation):
@@ -228,6 +245,17 @@ def plan_gang(profile: Profile, gang: PlannableGang, snapshot: Snapshot) -> Plan
     return Planner(profile).plan(gang, snapshot)
 
 
+def _dependence(pod: PodInfo) -> int:
+    """Members whose own inter-pod constraints read where the others go are placed
+    after them: unconstrained members first, then spread and anti-affinity, then
+    required affinity (a member with affinity to its fellow members can only follow
+    them). A member judged before the others it counts could not see them."""
+    terms = pod.pod_affinity
+    if terms is not None and terms.required:
+        return 2
+    return 1 if pod.has_pod_constraints else 0
+
+
 def _size_key(pod: PodInfo) -> tuple[int, int]:
     """Biggest first: GPU milli, then CPU."""
     return (-pod.gpu.total_milli, -pod.requests.get(CPU, 0))
@@ -266,6 +294,16 @@ class _GangPlanning:
             else:
                 shape.members.append(pod)
         self.shape_of = {pod.uid: shape for shape in self.shapes.values() for pod in shape.members}
+        self.member_by_uid = {pod.uid: pod for pod in self.members}
+        # Inter-pod affinity and topology spread: checked on top of the node filters,
+        # against running pods and the members placed before in the same attempt.
+        self.constraints = GangConstraints(self.members, snapshot, planner.domains)
+        self.constrained = self.constraints.pods_constrained()
+        self.scored = self.constraints.pods_scored()
+        # While a constrained member is being placed: whether a node passes its
+        # inter-pod constraints in the current attempt.
+        self._admit: Callable[[str], bool] | None = None
+        self._state: ConstraintAttempt | None = None
 
     # --- the call ---------------------------------------------------------------------
     def run(self) -> PlanResult:
@@ -294,22 +332,51 @@ class _GangPlanning:
                 },
                 score=best.score,
                 attempt=best.name,
-                volumes=dict(best.volumes.by_pod) if best.volumes is not None else {},
+                volumes=(
+                    {
+                        uid: claims
+                        for uid, claims in best.volumes.by_pod.items()
+                        if uid not in best.failed
+                    }
+                    if best.volumes is not None
+                    else {}
+                ),
             )
         return self._unschedulable(needed, best)
 
     def _attempts(self) -> Iterator[_Attempt]:
-        by_size = sorted(self.members, key=lambda p: (_size_key(p), p.created, p.name))
+        by_size = sorted(
+            self.members, key=lambda p: (_dependence(p), _size_key(p), p.created, p.name)
+        )
         if len(self.members) > 1:
             yield from self._domain_attempts(by_size)
-        yield self._greedy("best-score", by_size, None, self._best_scored)
+        first = self._greedy("best-score", by_size, None, self._best_scored)
+        yield first
+        if first.refused_by & _SPREAD_REASONS:
+            # Spread first: each member to the least-filled domain of its constraints,
+            # so that the gang fills the domains level by level (docs/policies.md).
+            yield self._greedy("spread-balanced", by_size, None, self._least_filled)
         if len(self.shapes) > 1:
             constrained = sorted(
                 self.members,
-                key=lambda p: (len(self.shape_of[p.uid].candidates), _size_key(p), p.name),
+                key=lambda p: (
+                    _dependence(p),
+                    len(self.shape_of[p.uid].candidates),
+                    _size_key(p),
+                    p.name,
+                ),
             )
             yield self._greedy("most-constrained-first", constrained, None, self._best_scored)
         yield self._greedy("first-fit-decreasing", by_size, None, self._tightest)
+        anchors = self.constraints.anchors(self.members) if self.constrained else []
+        if anchors and REASON_AFFINITY in first.refused_by:
+            # Members with affinity to fellow members go first, that affinity deferred,
+            # and the rest gather around them (network topology prefers their hosts);
+            # the finished placement is then judged whole like every other.
+            leading = {pod.uid for pod in anchors}
+            order = [pod for pod in by_size if pod.uid in leading]
+            order += [pod for pod in by_size if pod.uid not in leading]
+            yield self._greedy("affinity-anchors-first", order, None, self._best_scored, leading)
 
     # --- candidates -------------------------------------------------------------------
     def _collect_candidates(self, shape: _Shape) -> None:
@@ -319,19 +386,44 @@ class _GangPlanning:
             limit = max(limit, 2 * len(shape.members))
         models = allowed_models(pod)
         nodes = self.snapshot.nodes
-        memo = self.memo.for_shape(pod.placement_signature(), pod, nodes.keys())
+        memo = self.memo.for_shape(pod.node_signature(), pod, nodes.keys())
         names = self.snapshot.candidates(
             pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), self.profile.prefers_tight
         )
+        coverage = self._coverage(shape) if limit else None
+        base = self.constraints.start() if pod.uid in self.constrained else None
         for name in names:
             node = nodes[name]
             if models is not None and node.labels.get(PRODUCT_LABEL) not in models:
                 continue
             if memo.first_failure(node) is not None:
                 continue
+            if base is not None and base.excluded_for_good(pod, node) is not None:
+                continue
             shape.candidates.append(name)
+            if coverage is not None and coverage.see(node):
+                continue  # short of domains: keep collecting past the bound
             if limit and len(shape.candidates) >= limit:
                 break
+
+    def _coverage(self, shape: _Shape) -> _DomainCoverage | None:
+        """For a constrained shape, what the candidate bound must also cover: with
+        required pod affinity every feasible node (the domain the gang must join is
+        not known in advance); with anti-affinity or spread, enough distinct domains
+        of each topology key for every member of the shape to have its own."""
+        pod = shape.pod
+        if pod.uid not in self.constrained:
+            return None
+        terms = pod.pod_affinity
+        if terms is not None and terms.required:
+            return _DomainCoverage((), 0, unbounded=True)
+        keys = {c.topology_key for c in pod.spread if c.hard}
+        if terms is not None:
+            keys |= {t.topology_key for t in terms.required_anti}
+        for other in self.members:
+            if other.pod_affinity is not None:
+                keys |= {t.topology_key for t in other.pod_affinity.required_anti}
+        return _DomainCoverage(tuple(sorted(keys)), len(shape.members) + 1)
 
     def _choice(self, shape: _Shape, view: PlanningView, name: str) -> _Choice | None:
         """The shape's best choice on this node as the view has it; None if it does not
@@ -360,25 +452,61 @@ class _GangPlanning:
             [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
             tuple[str, _Choice] | None,
         ],
+        deferred: frozenset[str] | set[str] = frozenset(),
     ) -> _Attempt:
         view = PlanningView(self.snapshot, self.versions)
         context = GangContext()
         volumes = VolumeAssignment(self.volumes) if self.volumes else None
-        attempt = _Attempt(name, [], {}, 0.0, view, volumes)
+        state = self.constraints.start() if self.constrained or self.scored else None
+        attempt = _Attempt(name, [], {}, 0.0, view, volumes, state)
+        self._state = state
         for pod in order:
             shape = self.shape_of[pod.uid]
+            admission = (
+                _Admission(state, pod, view, pod.uid not in deferred)
+                if state and pod.uid in self.constrained
+                else None
+            )
+            self._admit = admission
             found = pick(pod, shape, view, context, allowed)
             if found is not None and volumes is not None and self.volumes.concerns(pod.uid):
                 found = self._with_volumes(pod, shape, view, context, allowed, pick, found, volumes)
+            self._admit = None
             if found is None:
                 attempt.failed[pod.uid] = ""
+                if admission is not None:
+                    attempt.refused_by |= admission.refused
                 continue
             node_name, choice = found
             view.place(node_name, pod.requests, choice.shares, pod.host_ports)
             context.record(view.node(node_name), self.profile.topology_keys)
+            if state is not None:
+                state.place(pod, view.node(node_name))
             attempt.placements.append(Placement(pod.uid, node_name, choice.shares))
             attempt.score += choice.score
+        self._state = None
+        if state is not None:
+            self._drop_violations(attempt, state)
         return attempt
+
+    def _drop_violations(self, attempt: _Attempt, state: ConstraintAttempt) -> None:
+        """Judge the finished placement as a whole; members that break a constraint
+        once all the others are placed count as not placed."""
+        placed = [
+            (self.member_by_uid[p.pod_uid], attempt.view.node(p.node)) for p in attempt.placements
+        ]
+        broken = state.violations(placed)
+        if not broken:
+            return
+        kept = []
+        for placement in attempt.placements:
+            if placement.pod_uid in broken:
+                attempt.failed[placement.pod_uid] = broken[placement.pod_uid]
+                member = self.member_by_uid[placement.pod_uid]
+                state.place(member, attempt.view.node(placement.node), -1)
+            else:
+                kept.append(placement)
+        attempt.placements = kept
 
     def _with_volumes(
         self,
@@ -412,6 +540,9 @@ class _GangPlanning:
     def _feasible(
         self, shape: _Shape, view: PlanningView, allowed: frozenset[str] | None
     ) -> Iterator[tuple[str, _Choice]]:
+        """Candidates that fit as the view has them. The inter-pod constraints
+        (`self._admit`) are left to the caller, which asks only about a node that would
+        beat its best so far: most candidates never need the question."""
         for name in shape.candidates:
             if allowed is not None and name not in allowed:
                 continue
@@ -428,20 +559,66 @@ class _GangPlanning:
         allowed: frozenset[str] | None,
     ) -> tuple[str, _Choice] | None:
         gang_scores = self.profile.gang_scores if context.placed else ()
+        if pod.uid in self.scored and self._state is not None:
+            soft = self._state.state_of(pod)
+            if soft is not None:
+                return self._best_with_inter_pod_scores(pod, shape, view, context, allowed, soft)
         if shape.ranking is not None and not gang_scores:
             return self._best_ranked(shape, shape.ranking, view, allowed)
         best: tuple[str, _Choice] | None = None
         best_key = (float("inf"), 0)
         rank = self.planner.rank
+        admit = self._admit
         for name, choice in self._feasible(shape, view, allowed):
             total = choice.score
             if gang_scores:
                 node = view.node(name)
                 total += sum(w * s.score(pod, node, choice.shares, context) for s, w in gang_scores)
             key = (-total, rank(name))
-            if key < best_key:
+            if key < best_key and (admit is None or admit(name)):
                 best, best_key = (name, choice), key
         return best
+
+    def _best_with_inter_pod_scores(
+        self,
+        pod: PodInfo,
+        shape: _Shape,
+        view: PlanningView,
+        context: GangContext,
+        allowed: frozenset[str] | None,
+        soft: MemberConstraints,
+    ) -> tuple[str, _Choice] | None:
+        """Best score with the inter-pod scores added. Those are normalised over the
+        nodes compared (kube-scheduler's NormalizeScore), so every candidate is scored
+        first; then the best admitted one wins."""
+        gang_scores = self.profile.gang_scores if context.placed else ()
+        rows: list[tuple[str, _Choice, float]] = []
+        for name, choice in self._feasible(shape, view, allowed):
+            total = choice.score
+            if gang_scores:
+                node = view.node(name)
+                total += sum(w * s.score(pod, node, choice.shares, context) for s, w in gang_scores)
+            rows.append((name, choice, total))
+        if not rows:
+            return None
+        nodes = [view.node(name) for name, _, _ in rows]
+        totals = [total for _, _, total in rows]
+        weight = self.profile.pod_affinity_weight
+        if soft.preferred is not None and weight:
+            normal = normalize_affinity([soft.preferred.raw(node) for node in nodes])
+            totals = [t + weight * n for t, n in zip(totals, normal, strict=True)]
+        weight = self.profile.topology_spread_weight
+        if soft.soft_spread is not None and weight:
+            spread_scores = soft.soft_spread.scores(nodes)
+            totals = [t + weight * n for t, n in zip(totals, spread_scores, strict=True)]
+        rank = self.planner.rank
+        order = sorted(range(len(rows)), key=lambda i: (-totals[i], rank(rows[i][0])))
+        admit = self._admit
+        for i in order:
+            name, choice, _ = rows[i]
+            if admit is None or admit(name):
+                return name, choice
+        return None
 
     def _best_ranked(
         self,
@@ -454,16 +631,21 @@ class _GangPlanning:
         evaluated afresh."""
         best: tuple[str, _Choice] | None = None
         best_key: tuple[float, int, str] | None = None
+        admit = self._admit
         for key in ranking.order:
             name = key[2]
-            if (allowed is None or name in allowed) and not view.version(name):
+            if (
+                (allowed is None or name in allowed)
+                and not view.version(name)
+                and (admit is None or admit(name))
+            ):
                 best, best_key = (name, ranking.choices[name]), key
                 break
         for name in view.changed_nodes():
             if allowed is not None and name not in allowed:
                 continue
             choice = self._choice(shape, view, name)
-            if choice is None:
+            if choice is None or (admit is not None and not admit(name)):
                 continue
             key = (-choice.score, self.planner.rank(name), name)
             if best_key is None or key < best_key:
@@ -480,10 +662,40 @@ class _GangPlanning:
     ) -> tuple[str, _Choice] | None:
         best: tuple[str, _Choice] | None = None
         room = 1 << 62
+        admit = self._admit
         for name, choice in self._feasible(shape, view, allowed):
             copies = copies_that_fit(pod, view.node(name))
-            if copies < room:
+            if copies < room and (admit is None or admit(name)):
                 best, room = (name, choice), copies
+        return best
+
+    def _least_filled(
+        self,
+        pod: PodInfo,
+        shape: _Shape,
+        view: PlanningView,
+        context: GangContext,
+        allowed: frozenset[str] | None,
+    ) -> tuple[str, _Choice] | None:
+        """The feasible node whose spread domains hold the fewest matching pods; the
+        best score among equals."""
+        state = self._state
+        members = state.state_of(pod) if state else None
+        spread = members.spread if members is not None else None
+        if spread is None:
+            return self._best_scored(pod, shape, view, context, allowed)
+        best: tuple[str, _Choice] | None = None
+        best_key = (1 << 62, float("inf"), 0)
+        rank = self.planner.rank
+        for name, choice in self._feasible(shape, view, allowed):
+            labels = view.node(name).labels
+            load = sum(
+                counts.get(labels.get(constraint.topology_key, ""), 0)
+                for constraint, counts in zip(spread.constraints, spread.counts, strict=True)
+            )
+            key = (load, -choice.score, rank(name))
+            if key < best_key and (self._admit is None or self._admit(name)):
+                best, best_key = (name, choice), key
         return best
 
     # --- topology domains ---------------------------------------------------------------
@@ -491,7 +703,13 @@ class _GangPlanning:
         """The whole gang inside one domain, most specific level first; at each level
         the two tightest domains that can hold every member (by resources alone)."""
         nodes = self.snapshot.nodes
-        for key in reversed(self.profile.topology_keys):
+        keys = self.profile.topology_keys
+        for level in reversed(range(len(keys))):
+            key = keys[level]
+            if (self.constrained or self.scored) and self.constraints.one_domain_unwanted(
+                self.members, keys[level + 1 :]
+            ):
+                continue
             capacity: dict[str, Counter[Hashable]] = {}
             members_of: dict[str, set[str]] = {}
             for signature, shape in self.shapes.items():
@@ -507,7 +725,8 @@ class _GangPlanning:
                 for domain, counts in capacity.items()
                 if all(counts[sig] >= len(s.members) for sig, s in self.shapes.items())
             ]
-            fitting.sort(key=lambda d: (sum(capacity[d].values()), d))
+            preference = self._preferred_domains(order[0], fitting, members_of)
+            fitting.sort(key=lambda d: (-preference.get(d, 0), sum(capacity[d].values()), d))
             for domain in fitting[:2]:
                 attempt = self._greedy(
                     "domain", order, frozenset(members_of[domain]), self._best_scored
@@ -516,19 +735,38 @@ class _GangPlanning:
                     yield attempt
                     return
 
+    def _preferred_domains(
+        self, pod: PodInfo, domains: Sequence[str], members_of: dict[str, set[str]]
+    ) -> dict[str, int]:
+        """Per domain, the best raw preferred-affinity score of its nodes for `pod`
+        (empty when no preferred term concerns the gang): a gang kept in one domain
+        goes to the one its members prefer, the tightest among equals."""
+        if pod.uid not in self.scored:
+            return {}
+        state = self.constraints.start().state_of(pod)
+        if state is None or state.preferred is None or not state.preferred.scores:
+            return {}
+        nodes = self.snapshot.nodes
+        raw = state.preferred.raw
+        return {d: max(raw(nodes[name]) for name in members_of[d]) for d in domains}
+
     # --- explaining ---------------------------------------------------------------------
     def _explain(self, uid: str, attempt: _Attempt) -> str:
         pod = self.shape_of[uid].pod
-        memo = self.memo.for_shape(pod.placement_signature(), pod, self.snapshot.nodes.keys())
+        memo = self.memo.for_shape(pod.node_signature(), pod, self.snapshot.nodes.keys())
         view = attempt.view
         reasons: Counter[str] = Counter()
         nodes = 0
+        member = self.member_by_uid.get(uid, pod)
+        state = attempt.constraints if uid in self.constrained else None
         for name, node in self.snapshot.nodes.items():
             nodes += 1
             if view.version(name):
                 reason = first_failure(self.profile.filters, pod, view.node(name))
             else:
                 reason = memo.first_failure(node)
+            if reason is None and state is not None:
+                reason = state.filter(member, view.node(name))
             if reason is not None:
                 reasons[reason] += 1
         if not reasons and self.volumes.concerns(uid):
@@ -592,5 +830,57 @@ class _GangPlanning:
         return Unschedulable(self.gang.key, needed, placeable, message, reasons)
 
 
+_SPREAD_REASONS = frozenset({REASON_SKEW, REASON_MISSING_LABEL})
+
 # Node scores judge a choice alone; they are handed an empty gang context.
 _NO_GANG = GangContext()
+
+
+class _Admission:
+    """Whether a node passes a member's inter-pod constraints in the attempt so far;
+    remembers whether it refused any."""
+
+    __slots__ = ("check_affinity", "pod", "refused", "state", "view")
+
+    refused: set[str]
+
+    def __init__(
+        self, state: ConstraintAttempt, pod: PodInfo, view: PlanningView, check_affinity: bool
+    ) -> None:
+        self.state = state
+        self.pod = pod
+        self.view = view
+        self.check_affinity = check_affinity
+        self.refused = set()
+
+    def __call__(self, name: str) -> bool:
+        reason = self.state.filter(self.pod, self.view.node(name), self.check_affinity)
+        if reason is None:
+            return True
+        self.refused.add(reason)
+        return False
+
+
+class _DomainCoverage:
+    """Counts the distinct domains per topology key among collected candidates, to
+    say when a constrained shape has enough of them."""
+
+    def __init__(self, keys: tuple[str, ...], wanted: int, unbounded: bool = False) -> None:
+        self.keys = keys
+        self.wanted = wanted
+        self.unbounded = unbounded
+        self.seen: dict[str, set[str]] = {key: set() for key in keys}
+
+    def see(self, node: NodeInfo) -> bool:
+        """Record a candidate; True while more candidates are still wanted."""
+        if self.unbounded:
+            return True
+        short = False
+        for key in self.keys:
+            values = self.seen[key]
+            value = node.labels.get(key)
+            if value is not None:
+                values.add(value)
+            if len(values) < self.wanted:
+                short = True
+        return short

@@ -68,6 +68,7 @@ class ClusterChange(enum.Enum):
     POD_DELETED = "PodDeleted"  # resources freed
     PODGROUP_CHANGED = "PodGroupChanged"
     GANG_CHANGED = "GangChanged"  # one gang's members or size changed; needs its key
+    NAMESPACE_CHANGED = "NamespaceChanged"  # labels a namespaceSelector reads
     VOLUME_CHANGED = "VolumeChanged"  # a claim, PV, StorageClass or CSINode changed
 
 

@@ -1,7 +1,7 @@
 """Informers: list, then watch, and feed every change to the scheduling core.
 
-One `Informer` per resource (pods of all namespaces, nodes, PodGroups, and the claims,
-PVs, StorageClasses and CSINodes a pod's volumes need). Its loop:
+One `Informer` per resource (pods of all namespaces, nodes, PodGroups, namespaces, and
+the claims, PVs, StorageClasses and CSINodes a pod's volumes need). Its loop:
 
 1. LIST (paged) and hand each page to the core's reconciliation (`relist_*`) as it
    arrives: what the list lacks is gone at the end, reservations of pods that still
@@ -81,6 +81,8 @@ class ResourceKind:
 
 PODS = ResourceKind("pods", "/api/v1/pods")
 NODES = ResourceKind("nodes", "/api/v1/nodes")
+# Namespace labels, which pod affinity's namespaceSelector reads.
+NAMESPACES = ResourceKind("namespaces", "/api/v1/namespaces")
 PODGROUPS = ResourceKind(
     "podgroups", f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}/{PODGROUP_PLURAL}", optional=True
 )
@@ -354,6 +356,7 @@ class ClusterInformers:
         self.podgroups = (
             informer(PODGROUPS, core.apply_podgroup, core.relist_podgroups) if podgroups else None
         )
+        self.namespaces = informer(NAMESPACES, core.apply_namespace, core.relist_namespaces)
         self.volumes = [
             informer(kind, _volume_apply(core, store), partial(core.relist_volume_objects, store))
             for store, kind in VOLUME_KINDS.items()
@@ -361,7 +364,7 @@ class ClusterInformers:
 
     @property
     def informers(self) -> list[Informer]:
-        found = [self.nodes, self.pods]
+        found = [self.nodes, self.pods, self.namespaces]
         if self.podgroups is not None:
             found.append(self.podgroups)
         return found + self.volumes

@@ -84,6 +84,7 @@ ONE_LIST_EACH = Counter(
         "nodes": 1,
         "pods": 1,
         "podgroups": 1,
+        "namespaces": 1,
         "persistentvolumeclaims": 1,
         "persistentvolumes": 1,
         "storageclasses": 1,

@@ -204,6 +204,15 @@ PODGROUPS = ResourceType(
     short_names=("pg",),
 )
 
+NAMESPACES = ResourceType(
+    CORE,
+    "v1",
+    "namespaces",
+    "Namespace",
+    namespaced=False,
+    subresources=frozenset({"status"}),
+    short_names=("ns",),
+)
 # Storage (pkg/registry/core/persistentvolume{,claim}, pkg/registry/storage/*): core/v1
 # claims (namespaced) and volumes (cluster-scoped), both with a status subresource, both
 # updatable without a resourceVersion and not created on update; storage.k8s.io/v1
@@ -240,6 +249,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     EVENTS_V1,
     LEASES,
     PODGROUPS,
+    NAMESPACES,
     *VOLUME_TYPES,
 )
 

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.kubeapi import errors, node_lifecycle, validation
-from tests.kubeapi.resources import NODES, PERSISTENT_VOLUME_CLAIMS, PODS, ResourceType
+from tests.kubeapi.resources import NAMESPACES, NODES, PERSISTENT_VOLUME_CLAIMS, PODS, ResourceType
 
 # EMULATOR GUESS (partial defaulting): only the pod defaults a scheduler reads.
 POD_SPEC_DEFAULTS: dict[str, Any] = {
@@ -151,9 +151,26 @@ def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dic
             spec.setdefault("priority", 0)
         _default_host_network_ports(spec)
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
+    elif rtype is NAMESPACES:
+        _label_namespace(obj)
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
     elif rtype.custom and rtype.has_status:
         obj.pop("status", None)
     return obj
+
+
+# The label every Namespace carries, set by the API server on create and on update
+# (pkg/registry/core/namespace/strategy.go), so that a namespaceSelector can pick a
+# namespace by name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _label_namespace(obj: dict[str, Any]) -> None:
+    meta = obj["metadata"]
+    labels = meta.get("labels") or {}
+    labels[NAMESPACE_NAME_LABEL] = meta["name"]
+    meta["labels"] = labels
 
 
 def prepare_update(
@@ -188,6 +205,8 @@ def prepare_update(
             new.pop("status", None)
     if rtype is PODS:
         _check_pod_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
+    if rtype is NAMESPACES:
+        _label_namespace(new)
     if rtype is PERSISTENT_VOLUME_CLAIMS:
         _check_claim_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
     return new
