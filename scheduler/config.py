@@ -381,7 +381,7 @@ class HttpConfig:
     address: str = field(default="0.0.0.0", metadata=_leaf("address", _text))
     port: int = field(default=DEFAULT_HTTP_PORT, metadata=_leaf("port", _integer(1, 65535)))
     # /debug/gangs names every tenant's gangs: a loopback address only, reached with
-    # `kubectl port-forward` (docs/security-endpoints.md). Port 0: not served.
+    # `kubectl port-forward` (docs/security.md, "Endpoints"). Port 0: not served.
     debug_address: str = field(default="127.0.0.1", metadata=_leaf("debugAddress", _loopback))
     debug_port: int = field(default=0, metadata=_leaf("debugPort", _integer(0, 65535)))
 

@@ -1,6 +1,6 @@
 """The HTTP servers of `gang-scheduler run`: metrics, health, readiness, and what waits.
 
-Two listeners (docs/security-endpoints.md):
+Two listeners (docs/security.md, "Endpoints"):
 
 - the public one (`http.address`/`http.port`, all interfaces, what Prometheus and the
   kubelet's probes reach): `/metrics`, `/healthz`, `/readyz`. Nothing it serves names a

@@ -47,7 +47,7 @@ BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason
 RESOURCES: tuple[Resource, ...] = get_args(Resource)
 CACHE_KINDS = ("nodes", "pods", "assumed_pods", "podgroups")
 # Every label name a metric may carry. /metrics is served to anyone who can reach the
-# pod (docs/security-endpoints.md), so no label may name a tenant: no namespace, gang,
+# pod (docs/security.md, "Endpoints"), so no label may name a tenant: no namespace, gang,
 # pod or node. tests/scheduler/test_metrics.py fails on a label outside this set.
 METRIC_LABELS = frozenset({"result", "reason", "resource", "state", "type", "model"})
 UNKNOWN_MODEL = "unknown"

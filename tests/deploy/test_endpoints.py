@@ -1,4 +1,4 @@
-"""The deployed endpoints (docs/security-endpoints.md): the debug listener on the pod's
+"""The deployed endpoints (docs/security.md, "Endpoints"): the debug listener on the pod's
 loopback only, declared nowhere; the Service, the ServiceMonitor and the probes on the
 public listener, whose metrics name no tenant."""
 

@@ -110,7 +110,7 @@ def test_the_configmap_is_a_config_the_real_loader_accepts_with_every_option() -
     text = scheduler_config_text(rendered())
     config = parse_config(text)
     # Shipped at the documented defaults, but for the debug listener (off by default;
-    # loopback only, docs/security-endpoints.md).
+    # loopback only, docs/security.md, "Endpoints").
     assert config.http.debug_port == 10270 and config.http.debug_address == "127.0.0.1"
     assert replace(config, http=replace(config.http, debug_port=0)) == SchedulerConfig()
     raw = yaml.safe_load(text)

@@ -290,7 +290,7 @@ def test_exact_messages(text: str, message: str) -> None:
         ("leaderElection: {leaseDurationSeconds: -15}", "leaderElection.leaseDurationSeconds", ""),
         ("http: {port: 0}", "http.port", "from 1 to 65535, got 0"),
         ("http: {port: true}", "http.port", "got true"),
-        # /debug/gangs names every tenant's gangs: loopback only (docs/security-endpoints.md)
+        # /debug/gangs names every tenant's gangs: loopback only (docs/security.md, "Endpoints")
         ("http: {debugAddress: 0.0.0.0}", "http.debugAddress", "must be a loopback address"),
         ("http: {debugAddress: 10.0.0.7}", "http.debugAddress", "kubectl port-forward"),
         ("http: {debugAddress: '::'}", "http.debugAddress", "loopback"),

@@ -213,7 +213,7 @@ async def test_serve_on_a_taken_port_raises_and_leaves_nothing_running(server: S
     assert status == 404
 
 
-# --- what each listener serves (docs/security-endpoints.md) -------------------------------------
+# --- what each listener serves (docs/security.md, "Endpoints") ----------------------------------
 async def test_the_public_listener_serves_no_gang_names(server: Server) -> None:
     # /debug/gangs lists every tenant's namespaces and gangs: only on the loopback one.
     assert (await server.get("/debug/gangs"))[0] == 404
