@@ -20,7 +20,7 @@ minDomains domains exist. Counts follow the gang: each member placed in the plan
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from cache.node import NodeInfo
 from cache.pod import PodInfo
@@ -36,6 +36,32 @@ REASON_MISSING_LABEL = (
 
 _NODE_AFFINITY = NodeAffinity()
 _TAINTS = TaintToleration()
+
+
+def count_member(
+    pod: PodInfo,
+    constraints: Sequence[SpreadConstraint],
+    keys: tuple[str, ...],
+    counts: list[Counter[str]],
+    other: PodInfo,
+    node: NodeInfo,
+    delta: int,
+) -> list[int]:
+    """Count `other` on `node` (delta 1) or no longer (-1) in the per-constraint domain
+    counts of `pod`'s spread constraints (hard or soft alike); the indexes changed."""
+    if other.namespace != pod.namespace or other.deleting:
+        return []
+    changed = []
+    for i, constraint in enumerate(constraints):
+        if constraint.selector.empty or not constraint.selector.matches(other.labels):
+            continue
+        if included(pod, constraint, keys, node):
+            value = node.labels[constraint.topology_key]
+            counts[i][value] += delta
+            if counts[i][value] <= 0:
+                del counts[i][value]
+            changed.append(i)
+    return changed
 
 
 def included(
@@ -130,17 +156,10 @@ class PodTopologySpreadState:
 
     def add(self, other: PodInfo, node: NodeInfo, delta: int = 1) -> None:
         """A gang member now runs on `node` (delta 1) or no longer does (-1)."""
-        if other.namespace != self.pod.namespace or other.deleting:
-            return
-        for i, constraint in enumerate(self.constraints):
-            if constraint.selector.empty or not constraint.selector.matches(other.labels):
-                continue
-            if included(self.pod, constraint, self.keys, node):
-                value = node.labels[constraint.topology_key]
-                self.counts[i][value] += delta
-                if self.counts[i][value] <= 0:
-                    del self.counts[i][value]
-                self._minimum[i] = None
+        for i in count_member(
+            self.pod, self.constraints, self.keys, self.counts, other, node, delta
+        ):
+            self._minimum[i] = None
 
     def minimum(self, i: int) -> float:
         """The global minimum of constraint i (0 below minDomains domains)."""

@@ -24,7 +24,7 @@ from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.pod_index import PodIndex
 from cache.terms import SpreadConstraint
-from policies.filters.pod_topology_spread import included
+from policies.filters.pod_topology_spread import count_member, included
 from policies.interface import MAX_SCORE
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -70,16 +70,7 @@ class SoftSpreadState:
         return copy
 
     def add(self, other: PodInfo, node: NodeInfo, delta: int = 1) -> None:
-        if other.namespace != self.pod.namespace or other.deleting:
-            return
-        for i, constraint in enumerate(self.constraints):
-            if constraint.selector.empty or not constraint.selector.matches(other.labels):
-                continue
-            if included(self.pod, constraint, self.keys, node):
-                value = node.labels[constraint.topology_key]
-                self.counts[i][value] += delta
-                if self.counts[i][value] <= 0:
-                    del self.counts[i][value]
+        count_member(self.pod, self.constraints, self.keys, self.counts, other, node, delta)
 
     def scores(self, nodes: Sequence[NodeInfo]) -> list[float]:
         """Normalized scores of `nodes`, the nodes being compared."""
