@@ -171,7 +171,7 @@ def resolve_pod(
             return Resolution(wait=f'persistentvolumeclaim "{ref.name}" not found')
         if claim.deleting:
             return Resolution(wait=f'persistentvolumeclaim "{ref.name}" is being deleted')
-        if ref.ephemeral and pod.uid not in claim.owner_uids:
+        if ref.ephemeral and claim.controller_uid != pod.uid:
             return Resolution(
                 wait=f"PVC {claim.key} was not created for pod {pod.key} (pod is not owner)"
             )
@@ -190,6 +190,8 @@ def resolve_pod(
         klass = volumes.classes.get(class_name) if class_name else None
         if class_name and klass is None:
             return Resolution(wait=f'storageclass.storage.k8s.io "{class_name}" not found')
+        if klass is not None and klass.problems:
+            return Resolution(wait="; ".join(klass.problems))
         if klass is None or not klass.delays_binding:
             return Resolution(wait=IMMEDIATE_UNBOUND)
         options = claim_options(claim, klass, volumes)
