@@ -1,0 +1,132 @@
+"""PreBind's volume writes under API faults and tenant tampering, through the real
+client against the emulator over HTTP.
+
+Invariants: a write whose outcome is unknown (5xx after it may have landed, a timeout)
+is taken back like one that landed; a value this scheduler did not write (a tenant's,
+or another scheduler's, already on the claim, or written meanwhile) is never removed;
+an undo that meets a transient failure is tried again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cache.volumes import SELECTED_NODE_ANNOTATION, VolumeCache
+from policies.filters.volume_binding import ClaimChoice
+from scheduler.kube.client import KubeClient
+from scheduler.kube.volumes import VolumePrebinder
+from tests.kubeapi import PERSISTENT_VOLUME_CLAIMS, KubeApiEmulator
+from tests.volume_objects import pvc_obj
+
+
+def _seed(api: KubeApiEmulator, names: list[str], **annotations: str) -> VolumeCache:
+    """Claims on the server, and the cache a plan is made from (what a watch gave)."""
+    cache = VolumeCache()
+    for name in names:
+        stored = api.put(
+            PERSISTENT_VOLUME_CLAIMS, pvc_obj(name, storage_class="any", annotations=annotations)
+        )
+        cache.apply_claim("ADDED", stored)
+    return cache
+
+
+def _choices(cache: VolumeCache, node: str) -> dict[str, list[ClaimChoice]]:
+    return {f"pod-{key}": [ClaimChoice(claim, node)] for key, claim in sorted(cache.claims.items())}
+
+
+def _selected(api: KubeApiEmulator, name: str) -> str | None:
+    obj: Any = api.get(PERSISTENT_VOLUME_CLAIMS, "default", name)
+    assert obj is not None
+    return (obj["metadata"].get("annotations") or {}).get(SELECTED_NODE_ANNOTATION)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("status", [500, 503, 504])
+async def test_a_claim_write_that_landed_before_an_error_is_taken_back(
+    api: KubeApiEmulator, client: KubeClient, status: int
+) -> None:
+    cache = _seed(api, ["data-0", "data-1"])
+    # The first claim patch lands, then the answer is lost (a 5xx after the write).
+    api.fail_requests("patch", "persistentvolumeclaims", committed=True, status=status)
+    prebinder = VolumePrebinder(client)
+    result = await prebinder.prebind(_choices(cache, "n1"), cache)
+    assert not result.ok
+    assert {_selected(api, "data-0"), _selected(api, "data-1")} == {"n1"}
+    undo = await prebinder.undo(result)
+    assert not undo.errors
+    assert _selected(api, "data-0") is None and _selected(api, "data-1") is None
+
+
+@pytest.mark.asyncio
+async def test_a_refused_write_is_not_taken_back_so_a_value_written_by_another_stays(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """409: the claim moved since the plan (here a tenant set the same node meanwhile).
+    The write did not land, so nothing of ours is there: the undo leaves it alone even
+    though the value is equal to the one we tried."""
+    cache = _seed(api, ["data-0"])
+    stored: Any = api.get(PERSISTENT_VOLUME_CLAIMS, "default", "data-0")
+    stored["metadata"]["annotations"] = {SELECTED_NODE_ANNOTATION: "n1"}
+    api.put(PERSISTENT_VOLUME_CLAIMS, stored)
+    prebinder = VolumePrebinder(client)
+    result = await prebinder.prebind(_choices(cache, "n1"), cache)
+    assert not result.ok and "409" in result.reason
+    await prebinder.undo(result)
+    assert _selected(api, "data-0") == "n1"
+
+
+@pytest.mark.asyncio
+async def test_a_node_already_selected_on_the_claim_is_never_removed_by_an_undo(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """A tenant (or kube-scheduler, for another pod of the claim) set the annotation
+    before the plan; the plan follows it. When the gang breaks, the undo must not take
+    away a value that was not ours: a provisioner may be working on it."""
+    cache = _seed(api, ["data-0", "data-1"], **{SELECTED_NODE_ANNOTATION: "n1"})
+    prebinder = VolumePrebinder(client)
+    result = await prebinder.prebind(_choices(cache, "n1"), cache)
+    assert result.ok
+    undo = await prebinder.undo(result)
+    assert not undo.errors
+    assert _selected(api, "data-0") == "n1" and _selected(api, "data-1") == "n1"
+
+
+@pytest.mark.asyncio
+async def test_an_undo_that_meets_a_transient_failure_is_tried_again(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    cache = _seed(api, ["data-0"])
+    prebinder = VolumePrebinder(client, undo_retry_pause=0.0)
+    result = await prebinder.prebind(_choices(cache, "n1"), cache)
+    assert result.ok and _selected(api, "data-0") == "n1"
+    api.fail_requests("patch", "persistentvolumeclaims", count=2, status=503)
+    undo = await prebinder.undo(result)
+    assert not undo.errors and _selected(api, "data-0") is None
+
+
+@pytest.mark.asyncio
+async def test_a_claim_deleted_mid_prebind_fails_the_write_and_the_undo_is_quiet(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    cache = _seed(api, ["data-0", "data-1"])
+    api.delete(PERSISTENT_VOLUME_CLAIMS, "default", "data-1")
+    prebinder = VolumePrebinder(client)
+    result = await prebinder.prebind(_choices(cache, "n1"), cache)
+    assert not result.ok and "404" in result.reason
+    undo = await prebinder.undo(result)
+    assert not undo.errors and _selected(api, "data-0") is None
+
+
+@pytest.mark.asyncio
+async def test_a_value_changed_after_our_write_is_not_removed_by_the_undo(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    cache = _seed(api, ["data-0"])
+    prebinder = VolumePrebinder(client)
+    result = await prebinder.prebind(_choices(cache, "n1"), cache)
+    stored: Any = api.get(PERSISTENT_VOLUME_CLAIMS, "default", "data-0")
+    stored["metadata"]["annotations"][SELECTED_NODE_ANNOTATION] = "n7"
+    api.put(PERSISTENT_VOLUME_CLAIMS, stored)
+    undo = await prebinder.undo(result)
+    assert not undo.errors and _selected(api, "data-0") == "n7"
