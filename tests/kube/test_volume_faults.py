@@ -16,8 +16,8 @@ from cache.volumes import SELECTED_NODE_ANNOTATION, VolumeCache
 from policies.filters.volume_binding import ClaimChoice
 from scheduler.kube.client import KubeClient
 from scheduler.kube.volumes import VolumePrebinder
-from tests.kubeapi import PERSISTENT_VOLUME_CLAIMS, KubeApiEmulator
-from tests.volume_objects import pvc_obj
+from tests.kubeapi import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, KubeApiEmulator
+from tests.volume_objects import pv_obj, pvc_obj
 
 
 def _seed(api: KubeApiEmulator, names: list[str], **annotations: str) -> VolumeCache:
@@ -130,3 +130,20 @@ async def test_a_value_changed_after_our_write_is_not_removed_by_the_undo(
     api.put(PERSISTENT_VOLUME_CLAIMS, stored)
     undo = await prebinder.undo(result)
     assert not undo.errors and _selected(api, "data-0") == "n7"
+
+
+@pytest.mark.asyncio
+async def test_a_pv_an_administrator_pre_bound_to_the_claim_keeps_its_claim_ref_after_an_undo(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    cache = _seed(api, ["data-0"])
+    cache.apply_volume(
+        "ADDED", api.put(PERSISTENT_VOLUMES, pv_obj("disk", node="n1", claim=("default", "data-0")))
+    )
+    claim = cache.claims["default/data-0"]
+    prebinder = VolumePrebinder(client)
+    result = await prebinder.prebind({"pod": [ClaimChoice(claim, "n1", "disk")]}, cache)
+    assert result.ok
+    await prebinder.undo(result)
+    stored: Any = api.get(PERSISTENT_VOLUMES, "", "disk")
+    assert stored["spec"]["claimRef"]["name"] == "data-0"
