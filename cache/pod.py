@@ -228,8 +228,13 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
 
     preferred: tuple[PreferredTerm, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    # Apart: a bound pod's host ports are charged on its node even when its
+    # preferences cannot be read.
     try:
         preferred = parse_preferred_affinity(spec.get("affinity"))
+    except ValueError as error:
+        problems.append(str(error))
+    try:
         host_ports = parse_host_ports(spec)
     except ValueError as error:
         problems.append(str(error))

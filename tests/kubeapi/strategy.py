@@ -24,7 +24,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.kubeapi import errors
+from tests.kubeapi import errors, validation
 from tests.kubeapi.resources import PERSISTENT_VOLUME_CLAIMS, PODS, ResourceType
 
 # EMULATOR GUESS (partial defaulting): only the pod defaults a scheduler reads.
@@ -148,6 +148,7 @@ def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dic
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
     elif rtype.custom and rtype.has_status:
         obj.pop("status", None)
+    validation.validate(rtype, obj)
     return obj
 
 
@@ -184,6 +185,8 @@ def prepare_update(
         _check_pod_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
     if rtype is PERSISTENT_VOLUME_CLAIMS:
         _check_claim_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
+    if rtype is not PODS:  # a pod's validated fields cannot change after create
+        validation.validate(rtype, new)
     return new
 
 
