@@ -127,8 +127,16 @@ def volume_fits_claim(volume: VolumeInfo, claim: ClaimInfo, klass: str) -> bool:
 def claim_options(claim: ClaimInfo, klass: ClassInfo, volumes: VolumeCache) -> ClaimOptions:
     if claim.selected_node:
         # kube-scheduler: a claim whose node was selected is provisioned there or not
-        # at all (a provisioner may already be working on it).
-        return ClaimOptions(claim, (), _on_node(claim.selected_node))
+        # at all (a provisioner may already be working on it), and only if its class
+        # may provision there (checkVolumeProvisions): a node a tenant wrote on its own
+        # claim steers nothing its class forbids.
+        here = _on_node(claim.selected_node)
+        if not klass.provisions:
+            return ClaimOptions(claim, (), ())
+        allowed = klass.allowed_topologies
+        if allowed is None:
+            return ClaimOptions(claim, (), here)
+        return ClaimOptions(claim, (), tuple(term + here[0] for term in allowed))
     found = [
         Candidate(
             volume.name,
