@@ -8,6 +8,8 @@ an undo that meets a transient failure is tried again."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +18,18 @@ from cache.volumes import SELECTED_NODE_ANNOTATION, VolumeCache
 from policies.filters.volume_binding import ClaimChoice
 from scheduler.kube.client import KubeClient
 from scheduler.kube.volumes import VolumePrebinder
-from tests.kubeapi import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, KubeApiEmulator
-from tests.volume_objects import pv_obj, pvc_obj
+from tests.factories import pod_obj
+from tests.kube.test_runner import bound, unschedulable_message
+from tests.kube.test_volumes import TEST_TIMEOUT, nodes, running
+from tests.kubeapi import (
+    CSI_NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    STORAGE_CLASSES,
+    KubeApiEmulator,
+)
+from tests.volume_objects import csinode_obj, pv_obj, pvc_obj, storage_class_obj, with_claims
+from tests.waiting import eventually
 
 
 def _seed(api: KubeApiEmulator, names: list[str], **annotations: str) -> VolumeCache:
@@ -147,3 +159,40 @@ async def test_a_pv_an_administrator_pre_bound_to_the_claim_keeps_its_claim_ref_
     await prebinder.undo(result)
     stored: Any = api.get(PERSISTENT_VOLUMES, "", "disk")
     assert stored["spec"]["claimRef"]["name"] == "data-0"
+
+
+@pytest.mark.asyncio
+async def test_hostile_storage_objects_from_a_lenient_server_stop_nothing(tmp_path: Path) -> None:
+    """Objects the real server would refuse (stored here without validation, as an
+    older or lenient server may have): a StorageClass whose allowedTopologies is not a
+    list, a claim whose ownerReferences is a number, a CSINode whose drivers is a
+    string. The scheduler keeps running, the pod using the broken class waits with a
+    reason naming it, and a well-formed gang with its own claims binds."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            nodes(api)
+            api.put(STORAGE_CLASSES, storage_class_obj("any", provisioner="ebs.csi.aws.com"))
+            broken = storage_class_obj("broken", provisioner="ebs.csi.aws.com")
+            broken["allowedTopologies"] = "zone-a"
+            api.put(STORAGE_CLASSES, broken)
+            api.put(CSI_NODES, {**csinode_obj("n0", {}), "spec": {"drivers": "ebs"}})
+            odd = pvc_obj("odd", storage_class="broken")
+            odd["metadata"]["ownerReferences"] = 5
+            api.put(PERSISTENT_VOLUME_CLAIMS, odd)
+            api.put_pod(with_claims(pod_obj("victim", gpus=1), "odd"))
+            for i in range(2):
+                api.put(PERSISTENT_VOLUME_CLAIMS, pvc_obj(f"data-{i}", storage_class="any"))
+                api.put_pod(with_claims(pod_obj(f"w-{i}", gang="w", min_member=2), f"data-{i}"))
+            async with running(api, tmp_path):
+                await eventually(lambda: len(bound(api, "w-")) == 2, "the good gang binds")
+                await eventually(
+                    lambda: (
+                        'storageclass "broken": allowedTopologies'
+                        in unschedulable_message(api.get_pod("default", "victim") or {})
+                    ),
+                    "the pod says which object is broken",
+                )
+                assert "victim" not in bound(api)
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
