@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from cache.display import shown
 from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.quantity import QuantityError, parse_quantity
 from cache.terms import Requirement, SelectorTerm, parse_required_affinity
@@ -63,7 +64,8 @@ def pod_claims(pod_name: str, volumes: object) -> tuple[PodClaim, ...]:
             name = str(mapping(claim).get("claimName") or "")
             if not name:
                 raise ValueError(
-                    f"volume {volume.get('name')!r}: persistentVolumeClaim.claimName is required"
+                    f"volume {shown(volume.get('name'))}: "
+                    "persistentVolumeClaim.claimName is required"
                 )
             found.setdefault(name, PodClaim(name))
         elif volume.get("ephemeral") is not None:
@@ -112,10 +114,10 @@ def parse_label_selector(raw: object) -> tuple[LabelRequirement, ...] | None:
     ]
     for expr in _list(raw.get("matchExpressions"), "matchExpressions"):
         if not isinstance(expr, Mapping):
-            raise ValueError(f"matchExpressions: {expr!r} is not a requirement")
+            raise ValueError(f"matchExpressions: {shown(expr)} is not a requirement")
         operator = str(expr.get("operator") or "")
         if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            raise ValueError(f"label selector operator {operator!r} is not supported")
+            raise ValueError(f"label selector operator {shown(operator)} is not supported")
         values = frozenset(str(v) for v in _list(expr.get("values"), "values"))
         reqs.append(LabelRequirement(str(expr.get("key") or ""), operator, values))
     return tuple(reqs)
@@ -236,7 +238,7 @@ def _bytes(value: object) -> int:
         return 0
     amount = parse_quantity(value)
     if amount < 0:
-        raise QuantityError(f"quantity {value!r} is negative")
+        raise QuantityError(f"quantity {shown(value)} is negative")
     return int(amount)
 
 
@@ -290,7 +292,7 @@ def _claim_from_api(obj: Mapping[str, Any]) -> ClaimInfo:
     modes = _modes(spec.get("accessModes"))
     if modes - ACCESS_MODES:
         problems.append(
-            f"persistentvolumeclaim {name!r}: access modes {sorted(modes - ACCESS_MODES)} "
+            f"persistentvolumeclaim {name!r}: access modes {shown(sorted(modes - ACCESS_MODES))} "
             f"are not among {sorted(ACCESS_MODES)}"
         )
     owners = _owner_refs(meta)
@@ -411,15 +413,15 @@ def _allowed_topologies(raw: object) -> tuple[SelectorTerm, ...] | None:
     terms: list[SelectorTerm] = []
     for term in _list(raw, "allowedTopologies"):
         if not isinstance(term, Mapping):
-            raise ValueError(f"{term!r} is not a topology selector term")
+            raise ValueError(f"{shown(term)} is not a topology selector term")
         requirements = []
         for expr in _list(term.get("matchLabelExpressions"), "matchLabelExpressions"):
             if not isinstance(expr, Mapping):
-                raise ValueError(f"{expr!r} is not a label expression")
+                raise ValueError(f"{shown(expr)} is not a label expression")
             key = expr.get("key")
             values = _list(expr.get("values"), "values")
             if not isinstance(key, str) or not key or not values:
-                raise ValueError(f"{dict(expr)!r} needs a key and at least one value")
+                raise ValueError(f"{shown(dict(expr))} needs a key and at least one value")
             requirements.append(Requirement(key, "In", tuple(str(v) for v in values)))
         terms.append(tuple(requirements))
     return tuple(terms)

@@ -166,3 +166,23 @@ def test_an_ephemeral_claim_is_the_pods_only_when_the_pod_controls_it() -> None:
     # The ephemeral volume controller's own claim (controller: true) is the pod's.
     volumes.apply_claim("MODIFIED", pvc_obj("job-scratch", owner_uid=pod.uid, resource_version="2"))
     assert resolve_pod(pod, volumes).wait is None
+
+
+def test_a_huge_value_in_a_storage_object_is_quoted_short() -> None:
+    """The problem becomes the pod's event and condition message: a megabyte of the
+    tenant's text is not copied into them."""
+    huge = "x" * 1_000_000
+    volumes = VolumeCache()
+    volumes.apply_claim(
+        "ADDED",
+        _set(pvc_obj("data"), "spec.selector", {"matchExpressions": [{"operator": huge}]}),
+    )
+    volumes.apply_class(
+        "ADDED",
+        _set(storage_class_obj("c"), "allowedTopologies", [{"matchLabelExpressions": [huge]}]),
+    )
+    claim = volumes.claim("default", "data")
+    klass = volumes.classes["c"]
+    assert claim is not None and klass is not None
+    assert claim.problems and all(len(p) < 300 for p in claim.problems)
+    assert klass.problems and all(len(p) < 300 for p in klass.problems)
