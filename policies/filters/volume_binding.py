@@ -192,6 +192,10 @@ def resolve_pod(
             volume = volumes.volumes.get(claim.volume_name)
             if volume is None:
                 return Resolution(wait=PV_MISSING)
+            if volume.problems:
+                # Its node affinity may be what could not be read: placing the pod
+                # anywhere could put it where the volume cannot be reached.
+                return Resolution(wait="; ".join(volume.problems))
             needs.append(VolumeNeed(claim.key, True, volume.node_affinity))
             continue
         class_name = claim.storage_class or ""

@@ -186,3 +186,22 @@ def test_a_huge_value_in_a_storage_object_is_quoted_short() -> None:
     assert claim is not None and klass is not None
     assert claim.problems and all(len(p) < 300 for p in claim.problems)
     assert klass.problems and all(len(p) < 300 for p in klass.problems)
+
+
+def test_a_bound_claims_pv_whose_node_affinity_cannot_be_read_makes_the_pod_wait() -> None:
+    """Reading the broken affinity as "no affinity" would place the pod on any node,
+    where a local volume cannot be mounted."""
+    volumes = VolumeCache()
+    broken = _set(
+        pv_obj("disk", node="n3", claim=("default", "data")),
+        "spec.nodeAffinity",
+        {
+            "required": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "?"}]}]
+            }
+        },
+    )
+    volumes.apply_volume("ADDED", broken)
+    volumes.apply_claim("ADDED", pvc_obj("data", volume_name="disk"))
+    wait = resolve_pod(pod_from_api(with_claims(pod_obj("job"), "data")), volumes).wait
+    assert wait is not None and "persistentvolume 'disk': nodeAffinity" in wait
