@@ -654,4 +654,6 @@ class PartialGangs:
         binding.partialGangGraceSeconds: a tenant may ask for its GPUs to be released
         sooner, not held longer (docs/decisions.md)."""
         timeout = gang.timeout_seconds
-        return self.grace if timeout is None else min(float(timeout), self.grace)
+        if timeout is None or timeout >= self.grace:
+            return self.grace  # compared as numbers: float() of a huge int overflows
+        return float(timeout)
