@@ -51,6 +51,10 @@ def _host_network(pod: dict[str, Any]) -> dict[str, Any]:
     return pod
 
 
+def _ephemeral_named(name: str) -> dict[str, Any]:
+    return with_claims(pod_obj("p"), ephemeral=[name])
+
+
 def _claimless_volume() -> dict[str, Any]:
     pod = with_claims(pod_obj("p"), "data")
     pod["spec"]["volumes"][0]["persistentVolumeClaim"] = {"claimName": ""}
@@ -85,6 +89,10 @@ async def _create(client: KubeClient, path: str, body: dict[str, Any]) -> int:
         (_pod_with_weight(101), 422),
         (_pod_with_weight("50"), 400),
         (_claimless_volume(), 422),
+        (_ephemeral_named("../other"), 422),
+        (_ephemeral_named("x" * 64), 422),
+        (_ephemeral_named("Scratch"), 422),
+        (_ephemeral_named("scratch"), 201),
         (_pod_with_port(hostPort=80, protocol="UDP", hostIP="10.0.0.1"), 201),
         (_host_network(_pod_with_port(hostPort=8080)), 201),
         (_pod_with_weight(100), 201),

@@ -5,8 +5,8 @@ server would refuse:
 
 - pods: a container port's `containerPort` in 1-65535, `hostPort` 0 or 1-65535 (with
   `hostNetwork`, equal to the containerPort), `protocol` TCP, UDP or SCTP; a preferred
-  node affinity term's `weight` in 1-100; a volume's `persistentVolumeClaim.claimName`
-  present;
+  node affinity term's `weight` in 1-100; a volume's name a unique DNS-1123 label and
+  its `persistentVolumeClaim.claimName` present;
 - PersistentVolumeClaims: `accessModes` present and each a known mode;
 - CSINodes: a driver's `allocatable.count` at least 0;
 - StorageClasses: each allowedTopologies expression with a key and at least one value.
@@ -19,6 +19,7 @@ the first error is reported.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,6 +33,7 @@ from tests.kubeapi.resources import (
 )
 
 _INT32 = (-(2**31), 2**31 - 1)
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 
@@ -97,7 +99,20 @@ def _pod(obj: Mapping[str, Any]) -> None:
                 "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
                 f"[{i}].weight: Invalid value: {weight}: must be in the range 1-100"
             )
+    names: set[str] = set()
     for volume in _items(spec.get("volumes")):
+        name = volume.get("name")
+        if not isinstance(name, str) or not _DNS_LABEL.fullmatch(name):
+            # ValidateVolumes: IsDNS1123Label (an ephemeral volume's claim is named
+            # <pod>-<volume>, so this also keeps that name a valid object name).
+            raise _Invalid(
+                f"spec.volumes[{len(names)}].name: Invalid value: {str(name)[:64]!r}: a "
+                "lowercase RFC 1123 label must consist of lower case alphanumeric "
+                "characters or '-', and must start and end with an alphanumeric character"
+            )
+        if name in names:
+            raise _Invalid(f'spec.volumes[{len(names)}].name: Duplicate value: "{name}"')
+        names.add(name)
         claim = volume.get("persistentVolumeClaim")
         if isinstance(claim, Mapping) and not claim.get("claimName"):
             raise _Invalid(
