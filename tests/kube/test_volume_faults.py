@@ -196,3 +196,43 @@ async def test_hostile_storage_objects_from_a_lenient_server_stop_nothing(tmp_pa
                 assert "victim" not in bound(api)
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("status", "committed"), [(409, False), (500, True), (503, False)])
+async def test_a_gang_whose_claim_writes_fail_binds_later_with_each_claim_on_its_pods_node(
+    tmp_path: Path, status: int, committed: bool
+) -> None:
+    """The first claim write fails (409: the claim moved; 500 after it landed; 503
+    before): no member is bound on that attempt, and when the retry binds the gang,
+    every claim names the node its own pod runs on."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            nodes(api)
+            api.put(STORAGE_CLASSES, storage_class_obj("any", provisioner="ebs.csi.aws.com"))
+            for i in range(3):
+                api.put(PERSISTENT_VOLUME_CLAIMS, pvc_obj(f"data-{i}", storage_class="any"))
+            api.fail_requests("patch", "persistentvolumeclaims", status=status, committed=committed)
+            for i in range(3):
+                api.put_pod(
+                    with_claims(pod_obj(f"g-{i}", gang="g", min_member=3, cpu="20"), f"data-{i}")
+                )
+            async with running(api, tmp_path):
+                await eventually(lambda: len(bound(api, "g-")) == 3, "bound on a retry")
+            first_bind = next(
+                i
+                for i, r in enumerate(api.request_log)
+                if (r.verb, r.resource, r.subresource) == ("create", "pods", "binding")
+            )
+            failed = [
+                i
+                for i, r in enumerate(api.request_log)
+                if r.resource == "persistentvolumeclaims" and r.status == status
+            ]
+            assert failed and failed[0] < first_bind
+            for i in range(3):
+                node = bound(api, "g-")[f"g-{i}"]["spec"]["nodeName"]
+                assert _selected(api, f"data-{i}") == node
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
