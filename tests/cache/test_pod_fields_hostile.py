@@ -80,10 +80,12 @@ def test_a_bad_preferred_weight_does_not_hide_the_host_ports_of_a_bound_pod() ->
         {"limits": {"memory": "1e99999999Ei"}},
     ],
 )
-def test_hostile_pod_level_resources_are_a_problem(resources: object) -> None:
+def test_hostile_pod_level_resources_are_a_problem_naming_the_field(resources: object) -> None:
     obj = pod_obj("p", gang="g", min_member=1)
     obj["spec"]["resources"] = resources
-    assert pod_from_api(obj).problems
+    problems = pod_from_api(obj).problems
+    assert len(problems) == 1
+    assert problems[0].startswith(("spec.resources", "resource ")), problems
 
 
 def _preferring(count: int) -> dict[str, Any]:
