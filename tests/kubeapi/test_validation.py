@@ -46,6 +46,13 @@ def _pod_with_weight(weight: object) -> dict[str, Any]:
     return pod
 
 
+def _two_containers_on_port(port: int) -> dict[str, Any]:
+    pod = _pod_with_port(hostPort=port)
+    second = {**pod["spec"]["containers"][0], "name": "second"}
+    pod["spec"]["containers"].append(second)
+    return pod
+
+
 def _host_network(pod: dict[str, Any]) -> dict[str, Any]:
     pod["spec"]["hostNetwork"] = True
     return pod
@@ -89,6 +96,7 @@ async def _create(client: KubeClient, path: str, body: dict[str, Any]) -> int:
         (_pod_with_weight(101), 422),
         (_pod_with_weight("50"), 400),
         (_claimless_volume(), 422),
+        (_two_containers_on_port(80), 422),
         (_ephemeral_named("../other"), 422),
         (_ephemeral_named("x" * 64), 422),
         (_ephemeral_named("Scratch"), 422),

@@ -62,6 +62,7 @@ def _pod(obj: Mapping[str, Any]) -> None:
     spec = obj.get("spec") or {}
     host_network = spec.get("hostNetwork") is True
     for kind in ("initContainers", "containers"):
+        taken: set[tuple[str, object, int]] = set()  # AccumulateUniqueHostPorts
         for container in _items(spec.get(kind)):
             for i, port in enumerate(_items(container.get("ports"))):
                 where = f"spec.{kind}[{container.get('name')}].ports[{i}]"
@@ -90,6 +91,11 @@ def _pod(obj: Mapping[str, Any]) -> None:
                         f'{where}.protocol: Unsupported value: "{protocol}": supported values: '
                         + ", ".join(f'"{p}"' for p in PROTOCOLS)
                     )
+                if host:
+                    key = (str(port.get("hostIP") or ""), protocol, host)
+                    if key in taken:
+                        raise _Invalid(f'{where}.hostPort: Duplicate value: "{host}/{protocol}"')
+                    taken.add(key)
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
     for i, term in enumerate(_items(preferred)):
