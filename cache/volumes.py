@@ -455,7 +455,12 @@ _R = TypeVar("_R", ClaimInfo, VolumeInfo, ClassInfo, CSINodeInfo)
 
 # --- the store --------------------------------------------------------------------------
 def _older(stored: str, incoming: str) -> bool:
-    return stored.isdigit() and incoming.isdigit() and int(incoming) < int(stored)
+    """Whether `incoming` is a smaller decimal than `stored`, compared as text (by
+    length, then digits) so that no length of version makes int() refuse it."""
+    if not (stored.isascii() and stored.isdigit() and incoming.isascii() and incoming.isdigit()):
+        return False
+    old, new = stored.lstrip("0"), incoming.lstrip("0")
+    return (len(new), new) < (len(old), old)
 
 
 class VolumeCache:

@@ -205,3 +205,17 @@ def test_a_bound_claims_pv_whose_node_affinity_cannot_be_read_makes_the_pod_wait
     volumes.apply_claim("ADDED", pvc_obj("data", volume_name="disk"))
     wait = resolve_pod(pod_from_api(with_claims(pod_obj("job"), "data")), volumes).wait
     assert wait is not None and "persistentvolume 'disk': nodeAffinity" in wait
+
+
+def test_resource_versions_of_any_length_are_ordered_without_int() -> None:
+    volumes = VolumeCache()
+    long_version = "9" * 5000
+    volumes.apply_claim("ADDED", pvc_obj("data", resource_version=long_version))
+    volumes.apply_claim("MODIFIED", pvc_obj("data", resource_version="12", size="1Gi"))
+    claim = volumes.claim("default", "data")
+    assert claim is not None and claim.resource_version == long_version  # older dropped
+    volumes.apply_claim("MODIFIED", pvc_obj("data", resource_version="1" + "0" * 5000))
+    claim = volumes.claim("default", "data")
+    assert claim is not None and claim.resource_version == "1" + "0" * 5000
+    # Unicode digits are not decimal versions: never compared.
+    volumes.apply_claim("MODIFIED", pvc_obj("data", resource_version="\u0663", size="2Gi"))
