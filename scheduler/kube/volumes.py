@@ -171,8 +171,14 @@ class VolumePrebinder:
         confirmed = False
         if choice.volume:
             volume = cache.volumes.get(choice.volume)
-            version = volume.resource_version if volume is not None else ""
-            ref = volume.claim_ref if volume is not None else None
+            if volume is None or not volume.resource_version:
+                # Without its resourceVersion the patch would be unconditional: it could
+                # rewrite the claimRef of a PV recreated under this name for another
+                # claim. Nothing is sent; the gang is retried against what the watch says.
+                why = f"persistentvolume {choice.volume} is no longer known"
+                return VolumeWrite(choice, "claim-ref", why)
+            version = volume.resource_version
+            ref = volume.claim_ref
             confirmed = ref is not None and (ref.namespace, ref.name) == (
                 claim.namespace,
                 claim.name,
@@ -195,6 +201,9 @@ class VolumePrebinder:
             }
             path, kind = volume_path(choice.volume), "claim-ref"
         else:
+            if not claim.resource_version:
+                why = f"persistentvolumeclaim {claim.key} has no resourceVersion to write against"
+                return VolumeWrite(choice, "selected-node", why)
             body = {
                 "metadata": {
                     "resourceVersion": claim.resource_version,

@@ -236,3 +236,36 @@ async def test_a_gang_whose_claim_writes_fail_binds_later_with_each_claim_on_its
                 assert _selected(api, f"data-{i}") == node
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_a_pv_gone_from_the_cache_is_never_patched_without_a_precondition(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """The PV the plan chose was deleted (its event arrived) and an administrator
+    recreated one under the same name for another claim: the write would carry no
+    resourceVersion, so it is not sent at all."""
+    cache = _seed(api, ["data-0"])
+    planned = api.put(PERSISTENT_VOLUMES, pv_obj("disk", node="n1"))
+    cache.apply_volume("ADDED", planned)
+    claim = cache.claims["default/data-0"]
+    cache.apply_volume("DELETED", planned)
+    api.put(PERSISTENT_VOLUMES, pv_obj("disk", node="n1", claim=("default", "other")))
+    prebinder = VolumePrebinder(client)
+    result = await prebinder.prebind({"pod": [ClaimChoice(claim, "n1", "disk")]}, cache)
+    assert not result.ok and "no longer known" in result.reason
+    stored: Any = api.get(PERSISTENT_VOLUMES, "", "disk")
+    assert stored["spec"]["claimRef"]["name"] == "other"
+    assert api.request_count("patch", "persistentvolumes") == 0
+
+
+@pytest.mark.asyncio
+async def test_a_claim_without_a_resource_version_is_never_patched_unconditionally(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    api.put(PERSISTENT_VOLUME_CLAIMS, pvc_obj("data-0", storage_class="any"))
+    cache = VolumeCache()
+    cache.apply_claim("ADDED", pvc_obj("data-0", storage_class="any", resource_version=""))
+    result = await VolumePrebinder(client).prebind(_choices(cache, "n1"), cache)
+    assert not result.ok and _selected(api, "data-0") is None
+    assert api.request_count("patch", "persistentvolumeclaims") == 0
