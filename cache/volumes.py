@@ -86,6 +86,12 @@ def _list(value: object, what: str) -> list[Any]:
 
 
 # --- label selectors (a claim's spec.selector over PV labels) ---------------------------
+# A claim's selector is matched against every PV each time its pod is planned: beyond
+# this many requirements the claim is refused rather than letting one tenant's object
+# cost seconds per cycle. No real claim comes near it (the API server sets no limit).
+MAX_SELECTOR_REQUIREMENTS = 100
+
+
 @dataclass(frozen=True, slots=True)
 class LabelRequirement:
     key: str
@@ -108,11 +114,15 @@ def parse_label_selector(raw: object) -> tuple[LabelRequirement, ...] | None:
     if raw is None:
         return None
     raw = mapping(raw)
-    reqs = [
-        LabelRequirement(str(k), "In", frozenset({str(v)}))
-        for k, v in mapping(raw.get("matchLabels")).items()
-    ]
-    for expr in _list(raw.get("matchExpressions"), "matchExpressions"):
+    labels = mapping(raw.get("matchLabels"))
+    expressions = _list(raw.get("matchExpressions"), "matchExpressions")
+    if len(labels) + len(expressions) > MAX_SELECTOR_REQUIREMENTS:
+        raise ValueError(
+            f"more than {MAX_SELECTOR_REQUIREMENTS} requirements; this scheduler refuses it "
+            "(each would be matched against every PersistentVolume)"
+        )
+    reqs = [LabelRequirement(str(k), "In", frozenset({str(v)})) for k, v in labels.items()]
+    for expr in expressions:
         if not isinstance(expr, Mapping):
             raise ValueError(f"matchExpressions: {shown(expr)} is not a requirement")
         operator = str(expr.get("operator") or "")

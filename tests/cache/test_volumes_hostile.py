@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cache.pod import pod_from_api
-from cache.volumes import VolumeCache
+from cache.volumes import MAX_SELECTOR_REQUIREMENTS, VolumeCache
 from policies.filters.volume_binding import resolve_pod
 from tests.factories import pod_obj
 from tests.volume_objects import csinode_obj, pv_obj, pvc_obj, storage_class_obj, with_claims
@@ -219,3 +219,17 @@ def test_resource_versions_of_any_length_are_ordered_without_int() -> None:
     assert claim is not None and claim.resource_version == "1" + "0" * 5000
     # Unicode digits are not decimal versions: never compared.
     volumes.apply_claim("MODIFIED", pvc_obj("data", resource_version="\u0663", size="2Gi"))
+
+
+def test_a_claim_selector_too_long_to_match_is_a_problem() -> None:
+    def claim_with(count: int) -> dict[str, Any]:
+        expressions = [{"key": f"k{i}", "operator": "Exists"} for i in range(count)]
+        return _set(pvc_obj("data"), "spec.selector", {"matchExpressions": expressions})
+
+    volumes = VolumeCache()
+    volumes.apply_claim("ADDED", claim_with(MAX_SELECTOR_REQUIREMENTS))
+    claim = volumes.claim("default", "data")
+    assert claim is not None and not claim.problems
+    volumes.apply_claim("MODIFIED", claim_with(MAX_SELECTOR_REQUIREMENTS + 1))
+    claim = volumes.claim("default", "data")
+    assert claim is not None and "more than 100 requirements" in claim.problems[0]
