@@ -49,6 +49,13 @@ def shown(value: object) -> str:
         text = repr(value[: SHOWN_CHARS + 1])
     elif isinstance(value, (bool, int, float)) or value is None:
         text = repr(value)
+    elif isinstance(value, (list, tuple, dict)) and len(value) <= SHOWN_CHARS:
+        # Small containers read best as written; one nested too deep, or holding an int
+        # repr() refuses, is named by its type.
+        try:
+            text = repr(value)
+        except (ValueError, RecursionError):
+            text = f"a {type(value).__name__}"
     else:
         text = f"a {type(value).__name__}"
     if len(text) > SHOWN_CHARS + 2:

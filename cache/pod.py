@@ -212,10 +212,21 @@ def _pod_level_requests(spec: Mapping[str, Any]) -> res.Resources:
     (component-helpers resource.PodRequests). A limit with no request is the request,
     as the API server defaults it."""
     level = spec.get("resources") or {}
-    merged = dict(level.get("limits") or {})
-    merged.update(level.get("requests") or {})
+    limits, requests = _object_field(level, "limits"), _object_field(level, "requests")
+    merged = dict(limits)
+    merged.update(requests)
     wanted = {name: value for name, value in merged.items() if _is_pod_level_resource(name)}
     return res.parse_resource_list(wanted)
+
+
+def _object_field(level: object, name: str) -> Mapping[str, Any]:
+    """`spec.resources.<name>` of a pod, refused by name when it is not an object."""
+    if not isinstance(level, Mapping):
+        raise ValueError("spec.resources must be an object with requests and limits")
+    value = level.get(name) or {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"spec.resources.{name} must be an object of quantities")
+    return value
 
 
 def pod_from_api(
@@ -274,8 +285,13 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
 
     preferred: tuple[PreferredTerm, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    # Apart: a bound pod's host ports are charged on its node even when its
+    # preferences cannot be read.
     try:
         preferred = parse_preferred_affinity(spec.get("affinity"))
+    except ValueError as error:
+        problems.append(str(error))
+    try:
         host_ports = parse_host_ports(spec)
     except ValueError as error:
         problems.append(str(error))

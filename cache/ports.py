@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from cache.limits import shown
+
 ANY_ADDRESS = "0.0.0.0"
 DEFAULT_PROTOCOL = "TCP"
 _MAX_PORT = 65535
@@ -41,9 +43,9 @@ def parse_host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
             if number is None or number == 0:
                 continue
             if isinstance(number, bool) or not isinstance(number, int):
-                raise ValueError(f"hostPort {number!r} is not a whole number")
+                raise ValueError(f"hostPort {shown(number)} is not a whole number")
             if not 0 < number <= _MAX_PORT:
-                raise ValueError(f"hostPort {number} is outside 1-{_MAX_PORT}")
+                raise ValueError(f"hostPort {shown(number)} is outside 1-{_MAX_PORT}")
             ip = str(raw.get("hostIP") or ANY_ADDRESS)
             protocol = str(raw.get("protocol") or DEFAULT_PROTOCOL)
             ports.append(HostPort(ip, protocol, number))

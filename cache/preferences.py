@@ -14,9 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 # A preference is a node selector term: parsed by the same rules as a required one.
+from cache.limits import shown
 from cache.terms import SelectorTerm, _parse_requirement
 
 _MAX_WEIGHT = 100
+# Requirements across all preferred terms. Each is matched against every candidate node
+# on every attempt (20,000 cost ~1 s per 1,000 nodes): beyond this the pod is refused
+# rather than letting one tenant's pod stall the loop. No real workload comes near it.
+MAX_PREFERRED_REQUIREMENTS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +36,15 @@ def parse_preferred_affinity(affinity: Mapping[str, Any] | None) -> tuple[Prefer
     node_affinity = (affinity or {}).get("nodeAffinity") or {}
     preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
     terms: list[PreferredTerm] = []
+    count = 0
     for item in preferred:
         weight = item.get("weight")
         if isinstance(weight, bool) or not isinstance(weight, int):
-            raise ValueError(f"preferred node affinity weight {weight!r} is not a whole number")
+            raise ValueError(
+                f"preferred node affinity weight {shown(weight)} is not a whole number"
+            )
         if not 0 <= weight <= _MAX_WEIGHT:
-            raise ValueError(f"preferred node affinity weight {weight} is outside 1-100")
+            raise ValueError(f"preferred node affinity weight {shown(weight)} is outside 1-100")
         if weight == 0:
             continue
         preference = item.get("preference") or {}
@@ -44,5 +52,12 @@ def parse_preferred_affinity(affinity: Mapping[str, Any] | None) -> tuple[Prefer
             _parse_requirement(r, False) for r in preference.get("matchExpressions") or ()
         ]
         requirements += [_parse_requirement(r, True) for r in preference.get("matchFields") or ()]
+        count += len(requirements)
+        if count > MAX_PREFERRED_REQUIREMENTS:
+            raise ValueError(
+                "preferred node affinity has more than "
+                f"{MAX_PREFERRED_REQUIREMENTS} requirements; this scheduler refuses it "
+                "(each would be matched against every node)"
+            )
         terms.append(PreferredTerm(weight, tuple(requirements)))
     return tuple(terms)

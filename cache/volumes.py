@@ -6,9 +6,11 @@ core/v1 and storage.k8s.io/v1). `VolumeCache` holds them, fed by watch events li
 ClusterCache (an event older than what is stored, by decimal resourceVersion, is
 dropped), and counts a generation so that a reader can tell when anything changed.
 
-Pure: no I/O, no clock. Nothing here raises on a user's object: what cannot be read is
-kept as a problem on the record (a claim whose request is not a quantity, say), and a
-pod using it waits with that reason.
+Pure: no I/O, no clock. Nothing here raises on a user's object, whatever its types: what
+cannot be read is kept as a problem on the record (a claim whose request is not a
+quantity, a class whose allowedTopologies is not a list of terms), and a pod using it
+waits with that reason. Numbers are bounded where they are read (an attach count is an
+int32 of at least 0, as the API server validates it).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from cache.jsonobj import MALFORMED, mapping, metadata
+from cache.limits import shown
 from cache.quantity import QuantityError, parse_quantity
-from cache.terms import SelectorTerm, parse_required_affinity
+from cache.terms import Requirement, SelectorTerm, parse_required_affinity
 
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 # The PV controller's annotation on a PV it bound (or that a scheduler pre-bound).
@@ -61,7 +64,8 @@ def pod_claims(pod_name: str, volumes: object) -> tuple[PodClaim, ...]:
             name = str(mapping(claim).get("claimName") or "")
             if not name:
                 raise ValueError(
-                    f"volume {volume.get('name')!r}: persistentVolumeClaim.claimName is required"
+                    f"volume {shown(volume.get('name'))}: "
+                    "persistentVolumeClaim.claimName is required"
                 )
             found.setdefault(name, PodClaim(name))
         elif volume.get("ephemeral") is not None:
@@ -71,7 +75,23 @@ def pod_claims(pod_name: str, volumes: object) -> tuple[PodClaim, ...]:
     return tuple(found.values())
 
 
+def _list(value: object, what: str) -> list[Any]:
+    """A JSON list field: [] when absent; anything else that is not a list is refused
+    (iterating a string or a number would read it as something it is not)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{what} must be a list, not {type(value).__name__}")
+    return value
+
+
 # --- label selectors (a claim's spec.selector over PV labels) ---------------------------
+# A claim's selector is matched against every PV each time its pod is planned: beyond
+# this many requirements the claim is refused rather than letting one tenant's object
+# cost seconds per cycle. No real claim comes near it (the API server sets no limit).
+MAX_SELECTOR_REQUIREMENTS = 100
+
+
 @dataclass(frozen=True, slots=True)
 class LabelRequirement:
     key: str
@@ -94,16 +114,21 @@ def parse_label_selector(raw: object) -> tuple[LabelRequirement, ...] | None:
     if raw is None:
         return None
     raw = mapping(raw)
-    reqs = [
-        LabelRequirement(str(k), "In", frozenset({str(v)}))
-        for k, v in mapping(raw.get("matchLabels")).items()
-    ]
-    for expr in raw.get("matchExpressions") or ():
-        expr = mapping(expr)
+    labels = mapping(raw.get("matchLabels"))
+    expressions = _list(raw.get("matchExpressions"), "matchExpressions")
+    if len(labels) + len(expressions) > MAX_SELECTOR_REQUIREMENTS:
+        raise ValueError(
+            f"more than {MAX_SELECTOR_REQUIREMENTS} requirements; this scheduler refuses it "
+            "(each would be matched against every PersistentVolume)"
+        )
+    reqs = [LabelRequirement(str(k), "In", frozenset({str(v)})) for k, v in labels.items()]
+    for expr in expressions:
+        if not isinstance(expr, Mapping):
+            raise ValueError(f"matchExpressions: {shown(expr)} is not a requirement")
         operator = str(expr.get("operator") or "")
         if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            raise ValueError(f"label selector operator {operator!r} is not supported")
-        values = frozenset(str(v) for v in expr.get("values") or ())
+            raise ValueError(f"label selector operator {shown(operator)} is not supported")
+        values = frozenset(str(v) for v in _list(expr.get("values"), "values"))
         reqs.append(LabelRequirement(str(expr.get("key") or ""), operator, values))
     return tuple(reqs)
 
@@ -129,6 +154,10 @@ class ClaimInfo:
     deleting: bool = False
     owner_uids: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    # The uid of the ownerReference with `controller: true` ("" when none): a generic
+    # ephemeral volume's claim is the pod's only when the pod controls it
+    # (kube-scheduler's ephemeral.VolumeIsForPod uses metav1.IsControlledBy).
+    controller_uid: str = ""
 
     @property
     def key(self) -> str:
@@ -175,6 +204,8 @@ class ClassInfo:
     # allowedTopologies as node selector terms (ORed); None when provisioning is not
     # restricted to a topology.
     allowed_topologies: tuple[SelectorTerm, ...] | None = None
+    # What cannot be read (a claim of this class waits with it).
+    problems: tuple[str, ...] = ()
 
     @property
     def delays_binding(self) -> bool:
@@ -211,16 +242,48 @@ class VolumeNeed:
 
 # --- parsing ----------------------------------------------------------------------------
 def _bytes(value: object) -> int:
+    """A storage quantity in bytes; raises ValueError (QuantityError) when it is not a
+    quantity of at least 0."""
     if value is None:
         return 0
-    return int(parse_quantity(value))
+    amount = parse_quantity(value)
+    if amount < 0:
+        raise QuantityError(f"quantity {shown(value)} is negative")
+    return int(amount)
+
+
+# core/v1 PersistentVolumeAccessMode values (ValidatePersistentVolumeClaimSpec and the
+# PV's validation refuse any other).
+ACCESS_MODES = frozenset({"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", READ_WRITE_ONCE_POD})
 
 
 def _modes(raw: object) -> frozenset[str]:
     return frozenset(str(mode) for mode in raw) if isinstance(raw, list) else frozenset()
 
 
+def _owner_refs(meta: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    refs = meta.get("ownerReferences")
+    return [mapping(ref) for ref in refs] if isinstance(refs, list) else []
+
+
 def claim_from_api(obj: Mapping[str, Any]) -> ClaimInfo:
+    """Never raises: a claim whose structure cannot be read keeps its identity and the
+    reason as a problem."""
+    try:
+        return _claim_from_api(obj)
+    except MALFORMED as error:
+        meta = metadata(obj)
+        name = str(meta.get("name") or "")
+        return ClaimInfo(
+            namespace=str(meta.get("namespace") or "default"),
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            problems=(f"persistentvolumeclaim {name!r} is malformed: {error}",),
+        )
+
+
+def _claim_from_api(obj: Mapping[str, Any]) -> ClaimInfo:
     meta = metadata(obj)
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
@@ -230,12 +293,19 @@ def claim_from_api(obj: Mapping[str, Any]) -> ClaimInfo:
     selector = None
     try:
         request = _bytes(mapping(mapping(spec.get("resources")).get("requests")).get("storage"))
-    except QuantityError as error:
+    except MALFORMED as error:
         problems.append(f"persistentvolumeclaim {name!r}: storage request: {error}")
     try:
         selector = parse_label_selector(spec.get("selector"))
-    except ValueError as error:
+    except MALFORMED as error:
         problems.append(f"persistentvolumeclaim {name!r}: selector: {error}")
+    modes = _modes(spec.get("accessModes"))
+    if modes - ACCESS_MODES:
+        problems.append(
+            f"persistentvolumeclaim {name!r}: access modes {shown(sorted(modes - ACCESS_MODES))} "
+            f"are not among {sorted(ACCESS_MODES)}"
+        )
+    owners = _owner_refs(meta)
     klass = spec.get("storageClassName")
     annotations = mapping(meta.get("annotations"))
     return ClaimInfo(
@@ -245,20 +315,37 @@ def claim_from_api(obj: Mapping[str, Any]) -> ClaimInfo:
         resource_version=str(meta.get("resourceVersion") or ""),
         storage_class=None if klass is None else str(klass),
         volume_name=str(spec.get("volumeName") or ""),
-        access_modes=_modes(spec.get("accessModes")),
+        access_modes=modes,
         request_bytes=request,
         volume_mode=str(spec.get("volumeMode") or FILESYSTEM),
         selector=selector,
         selected_node=str(annotations.get(SELECTED_NODE_ANNOTATION) or ""),
         deleting=bool(meta.get("deletionTimestamp")),
-        owner_uids=tuple(
-            str(mapping(ref).get("uid") or "") for ref in meta.get("ownerReferences") or ()
-        ),
+        owner_uids=tuple(str(ref.get("uid") or "") for ref in owners),
         problems=tuple(problems),
+        controller_uid=next(
+            (str(ref.get("uid") or "") for ref in owners if ref.get("controller") is True), ""
+        ),
     )
 
 
 def volume_from_api(obj: Mapping[str, Any]) -> VolumeInfo:
+    """Never raises: a PV whose structure cannot be read keeps its name and a problem
+    (no claim is given a PV with problems)."""
+    try:
+        return _volume_from_api(obj)
+    except MALFORMED as error:
+        meta = metadata(obj)
+        name = str(meta.get("name") or "")
+        return VolumeInfo(
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            problems=(f"persistentvolume {name!r} is malformed: {error}",),
+        )
+
+
+def _volume_from_api(obj: Mapping[str, Any]) -> VolumeInfo:
     meta = metadata(obj)
     name = str(meta.get("name") or "")
     spec = mapping(mapping(obj).get("spec"))
@@ -267,7 +354,7 @@ def volume_from_api(obj: Mapping[str, Any]) -> VolumeInfo:
     affinity = None
     try:
         capacity = _bytes(mapping(spec.get("capacity")).get("storage"))
-    except QuantityError as error:
+    except MALFORMED as error:
         problems.append(f"persistentvolume {name!r}: capacity: {error}")
     try:
         # spec.nodeAffinity.required is a NodeSelector, the same shape as a pod's.
@@ -304,50 +391,68 @@ def volume_from_api(obj: Mapping[str, Any]) -> VolumeInfo:
 
 
 def class_from_api(obj: Mapping[str, Any]) -> ClassInfo:
+    """Never raises: allowedTopologies that cannot be read are a problem of the class
+    (its unbound claims wait with it rather than being provisioned anywhere)."""
     meta = metadata(obj)
     body = mapping(obj)
-    topologies = body.get("allowedTopologies")
+    name = str(meta.get("name") or "")
     terms: tuple[SelectorTerm, ...] | None = None
-    if topologies:
-        # TopologySelectorTerm: matchLabelExpressions ANDed, each "label In values".
-        terms = parse_required_affinity(
-            {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": mapping(expr).get("key"),
-                                        "operator": "In",
-                                        "values": mapping(expr).get("values") or [],
-                                    }
-                                    for expr in mapping(term).get("matchLabelExpressions") or ()
-                                ]
-                            }
-                            for term in topologies
-                        ]
-                    }
-                }
-            }
-        )
+    problems: tuple[str, ...] = ()
+    try:
+        terms = _allowed_topologies(body.get("allowedTopologies"))
+    except MALFORMED as error:
+        problems = (f'storageclass "{name}": allowedTopologies: {error}',)
+        terms = ()
     return ClassInfo(
-        name=str(meta.get("name") or ""),
+        name=name,
         resource_version=str(meta.get("resourceVersion") or ""),
         provisioner=str(body.get("provisioner") or ""),
         binding_mode=str(body.get("volumeBindingMode") or IMMEDIATE),
         allowed_topologies=terms,
+        problems=problems,
     )
+
+
+def _allowed_topologies(raw: object) -> tuple[SelectorTerm, ...] | None:
+    """TopologySelectorTerms (ORed; each term's matchLabelExpressions ANDed, each
+    "label In values") as node selector terms; None when absent or empty. Raises
+    ValueError on what StorageClass validation refuses (ValidateTopologySelectorTerm:
+    a key and at least one value per expression)."""
+    if not raw:
+        return None
+    terms: list[SelectorTerm] = []
+    for term in _list(raw, "allowedTopologies"):
+        if not isinstance(term, Mapping):
+            raise ValueError(f"{shown(term)} is not a topology selector term")
+        requirements = []
+        for expr in _list(term.get("matchLabelExpressions"), "matchLabelExpressions"):
+            if not isinstance(expr, Mapping):
+                raise ValueError(f"{shown(expr)} is not a label expression")
+            key = expr.get("key")
+            values = _list(expr.get("values"), "values")
+            if not isinstance(key, str) or not key or not values:
+                raise ValueError(f"{shown(dict(expr))} needs a key and at least one value")
+            requirements.append(Requirement(key, "In", tuple(str(v) for v in values)))
+        terms.append(tuple(requirements))
+    return tuple(terms)
+
+
+# allocatable.count is an int32 that validation keeps at 0 or more (ValidateCSINode).
+_MAX_ATTACH_COUNT = 2**31 - 1
 
 
 def csinode_from_api(obj: Mapping[str, Any]) -> CSINodeInfo:
     meta = metadata(obj)
     limits: dict[str, int] = {}
-    for driver in mapping(mapping(obj).get("spec")).get("drivers") or ():
+    drivers = mapping(mapping(obj).get("spec")).get("drivers")
+    for driver in drivers if isinstance(drivers, list) else ():
         driver = mapping(driver)
         count = mapping(driver.get("allocatable")).get("count")
         if isinstance(count, int) and not isinstance(count, bool):
-            limits[str(driver.get("name") or "")] = count
+            # Clamped, not refused: the kubelet writes CSINodes, and a node with a
+            # nonsensical count is safest read as attaching nothing (< 0) or no limit
+            # that matters (huge).
+            limits[str(driver.get("name") or "")] = min(max(count, 0), _MAX_ATTACH_COUNT)
     return CSINodeInfo(
         name=str(meta.get("name") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
@@ -360,7 +465,12 @@ _R = TypeVar("_R", ClaimInfo, VolumeInfo, ClassInfo, CSINodeInfo)
 
 # --- the store --------------------------------------------------------------------------
 def _older(stored: str, incoming: str) -> bool:
-    return stored.isdigit() and incoming.isdigit() and int(incoming) < int(stored)
+    """Whether `incoming` is a smaller decimal than `stored`, compared as text (by
+    length, then digits) so that no length of version makes int() refuse it."""
+    if not (stored.isascii() and stored.isdigit() and incoming.isascii() and incoming.isdigit()):
+        return False
+    old, new = stored.lstrip("0"), incoming.lstrip("0")
+    return (len(new), new) < (len(old), old)
 
 
 class VolumeCache:

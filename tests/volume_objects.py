@@ -40,7 +40,14 @@ def pvc_obj(
     }
     if owner_uid:
         meta["ownerReferences"] = [
-            {"apiVersion": "v1", "kind": "Pod", "name": "owner", "uid": owner_uid}
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": "owner",
+                "uid": owner_uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
         ]
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"

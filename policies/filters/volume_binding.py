@@ -127,8 +127,16 @@ def volume_fits_claim(volume: VolumeInfo, claim: ClaimInfo, klass: str) -> bool:
 def claim_options(claim: ClaimInfo, klass: ClassInfo, volumes: VolumeCache) -> ClaimOptions:
     if claim.selected_node:
         # kube-scheduler: a claim whose node was selected is provisioned there or not
-        # at all (a provisioner may already be working on it).
-        return ClaimOptions(claim, (), _on_node(claim.selected_node))
+        # at all (a provisioner may already be working on it), and only if its class
+        # may provision there (checkVolumeProvisions): a node a tenant wrote on its own
+        # claim steers nothing its class forbids.
+        here = _on_node(claim.selected_node)
+        if not klass.provisions:
+            return ClaimOptions(claim, (), ())
+        allowed = klass.allowed_topologies
+        if allowed is None:
+            return ClaimOptions(claim, (), here)
+        return ClaimOptions(claim, (), tuple(term + here[0] for term in allowed))
     found = [
         Candidate(
             volume.name,
@@ -171,7 +179,7 @@ def resolve_pod(
             return Resolution(wait=f'persistentvolumeclaim "{ref.name}" not found')
         if claim.deleting:
             return Resolution(wait=f'persistentvolumeclaim "{ref.name}" is being deleted')
-        if ref.ephemeral and pod.uid not in claim.owner_uids:
+        if ref.ephemeral and claim.controller_uid != pod.uid:
             return Resolution(
                 wait=f"PVC {claim.key} was not created for pod {pod.key} (pod is not owner)"
             )
@@ -184,12 +192,18 @@ def resolve_pod(
             volume = volumes.volumes.get(claim.volume_name)
             if volume is None:
                 return Resolution(wait=PV_MISSING)
+            if volume.problems:
+                # Its node affinity may be what could not be read: placing the pod
+                # anywhere could put it where the volume cannot be reached.
+                return Resolution(wait="; ".join(volume.problems))
             needs.append(VolumeNeed(claim.key, True, volume.node_affinity))
             continue
         class_name = claim.storage_class or ""
         klass = volumes.classes.get(class_name) if class_name else None
         if class_name and klass is None:
             return Resolution(wait=f'storageclass.storage.k8s.io "{class_name}" not found')
+        if klass is not None and klass.problems:
+            return Resolution(wait="; ".join(klass.problems))
         if klass is None or not klass.delays_binding:
             return Resolution(wait=IMMEDIATE_UNBOUND)
         options = claim_options(claim, klass, volumes)

@@ -82,6 +82,7 @@ from scheduler.gang import Gang
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
 from scheduler.kube.volumes import VolumePrebinder
 from scheduler.planner import Plan
+from scheduler.queue import ClusterChange
 
 log = logging.getLogger(__name__)
 
@@ -589,7 +590,12 @@ async def bind_and_settle(
                     f"binding gang {plan.gang_key} failed before any member was bound: "
                     f"writing its volumes failed: {prebound.reason}; {taken_back.describe()}"
                 )
-                core.bind_failed(plan.gang_key, plan.placements, clock(), reason)
+                now = clock()
+                core.bind_failed(plan.gang_key, plan.placements, now, reason)
+                # A refused or lost volume write says nothing about the cluster (a claim
+                # that moved, a 5xx), and the changes seen while in flight are not
+                # counted: retry after the gang's backoff rather than wait for a change.
+                core.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, plan.gang_key)
                 return _not_bound(gang, plan, reason), None
         result, undo = await binder.bind_gang(gang, plan)
     except BaseException:
@@ -748,4 +754,6 @@ class PartialGangs:
         binding.partialGangGraceSeconds: a tenant may ask for its GPUs to be released
         sooner, not held longer (docs/decisions.md)."""
         timeout = gang.timeout_seconds
-        return self.grace if timeout is None else min(float(timeout), self.grace)
+        if timeout is None or timeout >= self.grace:
+            return self.grace  # compared as numbers: float() of a huge int overflows
+        return float(timeout)

@@ -17,7 +17,14 @@ binding pods only once all have succeeded.
 Undo (a write failed, or the gang broke while binding): for claims that no bound member
 still uses, the selected-node annotation is removed and a PV's claimRef cleared, each
 with a JSON patch that first tests the value is still ours, so nothing written since by
-someone else is removed. What cannot be undone: a provisioner that saw the annotation
+someone else is removed. Taken back are the writes that landed and those whose outcome
+is unknown (a 5xx, 429 or a lost connection may come after the write was stored); a
+write the API refused (409: the object moved; 404; 422) left nothing of ours. A value
+the object already carried when the plan was made (a node a tenant or another
+scheduler selected, a PV an administrator pre-bound to the claim) is not ours either:
+the write only confirms it, and the undo leaves it. An undo that meets a transient
+failure is tried again (`undo_attempts`), since a selected node left behind makes a
+provisioner create the volume there. What cannot be undone: a provisioner that saw the annotation
 may already have created a volume (the claim then binds to it; a later plan sees the
 claim bound and follows its PV's node affinity), and a PV the PV controller already
 bound stays bound to the claim (the controller completes a half-written binding rather
@@ -71,6 +78,14 @@ class VolumeWrite:
     choice: ClaimChoice
     kind: WriteKind
     error: str = ""  # "" when it landed
+    # The error leaves the write's fate open (5xx, 429, timeout, lost connection).
+    maybe_landed: bool = False
+    # The object already carried this value before the write: not ours to take back.
+    confirmed: bool = False
+
+    @property
+    def undoable(self) -> bool:
+        return (not self.error or self.maybe_landed) and not self.confirmed
 
     @property
     def target(self) -> str:
@@ -126,9 +141,18 @@ def unique_choices(volumes: Mapping[str, Sequence[ClaimChoice]]) -> list[ClaimCh
 class VolumePrebinder:
     """The PreBind and undo writes of planned gangs, over one KubeClient."""
 
-    def __init__(self, client: KubeClient, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        timeout: float = 10.0,
+        undo_attempts: int = 3,
+        undo_retry_pause: float = 0.5,
+    ) -> None:
         self.client = client
         self.timeout = timeout
+        self.undo_attempts = max(1, undo_attempts)
+        self.undo_retry_pause = undo_retry_pause
 
     def _timeout(self) -> aiohttp.ClientTimeout:
         return aiohttp.ClientTimeout(total=self.timeout)
@@ -144,9 +168,21 @@ class VolumePrebinder:
     async def _write(self, choice: ClaimChoice, cache: VolumeCache) -> VolumeWrite:
         claim = choice.claim
         kind: WriteKind
+        confirmed = False
         if choice.volume:
             volume = cache.volumes.get(choice.volume)
-            version = volume.resource_version if volume is not None else ""
+            if volume is None or not volume.resource_version:
+                # Without its resourceVersion the patch would be unconditional: it could
+                # rewrite the claimRef of a PV recreated under this name for another
+                # claim. Nothing is sent; the gang is retried against what the watch says.
+                why = f"persistentvolume {choice.volume} is no longer known"
+                return VolumeWrite(choice, "claim-ref", why)
+            version = volume.resource_version
+            ref = volume.claim_ref
+            confirmed = ref is not None and (ref.namespace, ref.name) == (
+                claim.namespace,
+                claim.name,
+            )
             body: JsonObject = {
                 "metadata": {
                     "resourceVersion": version,
@@ -165,6 +201,9 @@ class VolumePrebinder:
             }
             path, kind = volume_path(choice.volume), "claim-ref"
         else:
+            if not claim.resource_version:
+                why = f"persistentvolumeclaim {claim.key} has no resourceVersion to write against"
+                return VolumeWrite(choice, "selected-node", why)
             body = {
                 "metadata": {
                     "resourceVersion": claim.resource_version,
@@ -172,26 +211,34 @@ class VolumePrebinder:
                 }
             }
             path, kind = claim_path(claim.namespace, claim.name), "selected-node"
-        error = await self._patch(path, body, MERGE_PATCH)
-        return VolumeWrite(choice, kind, error)
+            confirmed = claim.selected_node == choice.node
+        error, open_fate = await self._patch_outcome(path, body, MERGE_PATCH)
+        return VolumeWrite(choice, kind, error, open_fate, confirmed)
 
     async def _patch(self, path: str, body: object, content_type: str) -> str:
+        return (await self._patch_outcome(path, body, content_type))[0]
+
+    async def _patch_outcome(self, path: str, body: object, content_type: str) -> tuple[str, bool]:
+        """The error ("" when the write landed) and whether, despite it, the write may
+        have been stored."""
         try:
             await self.client.request_json(
                 "PATCH", path, body=body, content_type=content_type, timeout=self._timeout()
             )
         except ApiError as err:
-            return f"{err.status} {err.reason}: {err.message}" if err.message else str(err)
+            text = f"{err.status} {err.reason}: {err.message}" if err.message else str(err)
+            return text, err.status >= 500 or err.status == 429
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
-            return f"{type(err).__name__}: {err}"
-        return ""
+            return f"{type(err).__name__}: {err}", True
+        return "", False
 
     async def undo(self, result: PrebindResult, still_used: Iterable[str] = ()) -> VolumeUndo:
         """Take back the writes that landed, except for claims in `still_used` (claim
         keys that a member left bound still mounts)."""
         keep = set(still_used)
-        targets = [w for w in result.landed if w.choice.claim.key not in keep]
-        left = tuple(w.target for w in result.landed if w.choice.claim.key in keep)
+        ours = [w for w in result.writes if w.undoable]
+        targets = [w for w in ours if w.choice.claim.key not in keep]
+        left = tuple(w.target for w in ours if w.choice.claim.key in keep)
         answers = await asyncio.gather(*(self._take_back(write) for write in targets))
         errors = {w.target: e for w, e in zip(targets, answers, strict=True) if e}
         undone = tuple(w.target for w, e in zip(targets, answers, strict=True) if not e)
@@ -212,7 +259,13 @@ class VolumePrebinder:
                 {"op": "remove", "path": annotation},
             ]
             path = claim_path(choice.claim.namespace, choice.claim.name)
-        error = await self._patch(path, ops, JSON_PATCH)
-        if error.startswith(("404", "422")):
-            return ""  # gone, or no longer ours: nothing of ours to take back
+        error = ""
+        for attempt in range(self.undo_attempts):
+            if attempt:
+                await asyncio.sleep(self.undo_retry_pause * attempt)
+            error, transient = await self._patch_outcome(path, ops, JSON_PATCH)
+            if error.startswith(("404", "422")):
+                return ""  # gone, or no longer ours: nothing of ours to take back
+            if not error or not transient:
+                break
         return error

@@ -2,7 +2,8 @@
 
 Mirrors the registry strategies (rest.BeforeCreate / BeforeUpdate and the per-type
 PrepareForCreate / PrepareForUpdate) for the parts a scheduler can observe:
-- create: validation.py's checks (names, labels, a pod's nodeName with gates), the
+- create: validation.py's checks (names, labels, a pod's nodeName with gates) and
+  spec_validation.py's (ports, weights, volumes, storage objects), the
   TaintNodesByCondition admission of a new Node (node_lifecycle.py); the server sets
   uid and creationTimestamp, refuses a body that carries a
   resourceVersion (storage.ErrResourceVersionSetOnCreate, a 500), resets a pod's status
@@ -26,7 +27,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.kubeapi import errors, node_lifecycle, validation
+from tests.kubeapi import errors, node_lifecycle, spec_validation, validation
 from tests.kubeapi.resources import NAMESPACES, NODES, PERSISTENT_VOLUME_CLAIMS, PODS, ResourceType
 
 # EMULATOR GUESS (partial defaulting): only the pod defaults a scheduler reads.
@@ -157,6 +158,7 @@ def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dic
         obj["status"] = {"phase": "Active"}
     elif rtype.custom and rtype.has_status:
         obj.pop("status", None)
+    spec_validation.validate(rtype, obj)
     return obj
 
 
@@ -209,6 +211,8 @@ def prepare_update(
         _label_namespace(new)
     if rtype is PERSISTENT_VOLUME_CLAIMS:
         _check_claim_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
+    if rtype is not PODS:  # a pod's validated fields cannot change after create
+        spec_validation.validate(rtype, new)
     return new
 
 
