@@ -612,9 +612,20 @@ async def bind_and_settle(
             still_used = _claims_of(gang, plan, kept)
             why += "; " + (await volumes.undo(prebound, still_used)).describe()
         core.bind_failed(plan.gang_key, result.unbound_placements, now, why)
+        if result.failed and all(_transient(m) for m in result.failed):
+            # The API failed, not the plan (5xx, 429, no answer): nothing in the cluster
+            # will change to say so, so retry after the gang's backoff, as kube-scheduler
+            # retries binding errors, rather than wait for a change or the longest wait.
+            core.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, plan.gang_key)
         if partial is not None and (result.unknown or undo.errors):
             partial.suspect(plan.gang_key, now)
     return result, undo
+
+
+def _transient(member: MemberOutcome) -> bool:
+    """A failed bind the API may accept when asked again: a server error, throttling,
+    or no answer (a refusal, 409 or 404 says something a watch event will show)."""
+    return member.status == 0 or member.status == 429 or member.status >= 500
 
 
 def _not_bound(gang: Gang, plan: Plan, reason: str) -> GangBindResult:

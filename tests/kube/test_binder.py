@@ -185,6 +185,23 @@ async def test_repeated_server_errors_are_settled_by_reading_the_pod(
     assert all(
         core.cache.reservation(m.placement.pod_uid) == Reservation.BOUND for m in result.bound
     )
+    # A failure of the API, not of the plan: the gang is retried after its backoff, not
+    # left waiting for a cluster change that nothing will make.
+    assert core.queue.state(gang.key) == "backoff"
+
+
+@pytest.mark.asyncio
+async def test_a_refused_bind_waits_for_a_change_in_the_cluster(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    seed_gang(api)
+    core = core_from(api)
+    gang, plan = plan_next(core)
+    api.fail_next_binds(1, status=403, after=2)
+    binder = GangBinder(client, concurrency=1, retry_jitter=0.01)
+    result, _ = await bind_and_settle(core, binder, gang, plan, clock=lambda: 0.0)
+    assert [m.status for m in result.failed] == [403]
+    assert core.queue.state(gang.key) == "unschedulable"
 
 
 @pytest.mark.asyncio
