@@ -70,6 +70,7 @@ class ClusterChange(enum.Enum):
     GANG_CHANGED = "GangChanged"  # one gang's members or size changed; needs its key
     NAMESPACE_CHANGED = "NamespaceChanged"  # labels a namespaceSelector reads
     VOLUME_CHANGED = "VolumeChanged"  # a claim, PV, StorageClass or CSINode changed
+    QUOTA_CHANGED = "QuotaChanged"  # an ElasticQuota's min or max changed
 
 
 @dataclass(frozen=True, slots=True)
