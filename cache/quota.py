@@ -16,6 +16,7 @@ and every pod assumed by a plan, whoever scheduled it, counts for its namespace.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,11 @@ from cache.pod import parse_time
 QUOTA_GROUP = "scheduling.x-k8s.io"
 QUOTA_VERSION = "v1alpha1"
 QUOTA_PLURAL = "elasticquotas"
+
+# How a namespace's share of borrowable capacity is weighed (docs/quotas.md); default 1.
+WEIGHT_ANNOTATION = "gang-scheduler.io/quota-weight"
+DEFAULT_WEIGHT = 1.0
+MAX_WEIGHT = 1_000_000.0
 
 # The internal name of the GPU dimension (milli of a GPU); shown to users as WHOLE_GPU.
 GPU = "gpu"
@@ -49,6 +55,7 @@ class QuotaInfo:
     created: float = 0.0
     # What could not be read, or is read differently from how it is written.
     problems: tuple[str, ...] = ()
+    weight: float = DEFAULT_WEIGHT
 
     @property
     def key(self) -> str:
@@ -105,9 +112,11 @@ def quota_from_api(obj: Mapping[str, Any], share_milli: int = 1) -> QuotaInfo:
             if dim in maximum and amount > maximum[dim]:
                 problems.append(f"ElasticQuota spec.min {display_name(dim)} is above spec.max")
                 minimum[dim] = maximum[dim]
+        weight = _weight(mapping(meta.get("annotations")).get(WEIGHT_ANNOTATION), problems)
         return QuotaInfo(
             namespace=namespace,
             name=name,
+            weight=weight,
             min=minimum,
             max=maximum,
             resource_version=str(meta.get("resourceVersion") or ""),
@@ -119,6 +128,24 @@ def quota_from_api(obj: Mapping[str, Any], share_milli: int = 1) -> QuotaInfo:
         return QuotaInfo(
             namespace, name, {}, {}, problems=(f"the ElasticQuota is malformed ({error!r})",)
         )
+
+
+def _weight(text: object, problems: list[str]) -> float:
+    """The weight annotation: a number above 0 and at most MAX_WEIGHT, else the default
+    (and a problem)."""
+    if text is None:
+        return DEFAULT_WEIGHT
+    try:
+        weight = float(str(text))
+    except ValueError:
+        weight = math.nan
+    if not 0 < weight <= MAX_WEIGHT:  # NaN fails too
+        problems.append(
+            f"annotation {WEIGHT_ANNOTATION}: {shown(text)} is not a number in (0, "
+            f"{MAX_WEIGHT:g}]; the weight is {DEFAULT_WEIGHT:g}"
+        )
+        return DEFAULT_WEIGHT
+    return weight
 
 
 def usage_of(requests: Amounts, gpu: GpuRequest) -> dict[str, int]:

@@ -43,7 +43,7 @@ from scheduler.isolation import (
 )
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.queue import ClusterChange, GangQueue
-from scheduler.quotas import refuse_before_planning, within_quota
+from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
 
 DEFAULT_SCHEDULER_NAME = "gang-scheduler"
 
@@ -408,6 +408,7 @@ class SchedulingCore:
             else:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
+            self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas))
 
     def waiting(self) -> list[tuple[Gang, str]]:
         """Gangs that are not ready, with the message their pods should carry. Asked

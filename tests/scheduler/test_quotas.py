@@ -131,22 +131,26 @@ gangs = st.lists(
     gangs,
     st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(0, 24)),
     st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(0, 40)),
+    st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(0, 16)),
     st.data(),
 )
 def test_a_quota_never_exceeds_max(
     specs: list[tuple[str, int, int, int, int]],
     gpu_max: dict[str, int],
     cpu_max: dict[str, int],
+    gpu_min: dict[str, int],
     data: st.DataObject,
 ) -> None:
+    """With borrowing in play too (random mins): max holds whatever is borrowed."""
     core = core_with(4, 8)
-    for namespace in {*gpu_max, *cpu_max}:
+    for namespace in {*gpu_max, *cpu_max, *gpu_min}:
         limit: dict[str, Any] = {}
         if namespace in gpu_max:
             limit["nvidia.com/gpu"] = gpu_max[namespace]
         if namespace in cpu_max:
             limit["cpu"] = f"{cpu_max[namespace] * 100}m"
-        core.apply_elasticquota(ADDED, quota_obj(namespace, limit), 0)
+        floor = {"nvidia.com/gpu": gpu_min[namespace]} if namespace in gpu_min else None
+        core.apply_elasticquota(ADDED, quota_obj(namespace, limit, floor), 0)
     now = 0.0
     for index, (namespace, size, extra, gpus, share) in enumerate(specs):
         for i in range(size + extra):
@@ -173,3 +177,43 @@ def test_a_quota_never_exceeds_max(
             assert used.get(GPU, 0) <= gpu_max[namespace] * 1000
         if namespace in cpu_max:
             assert used.get(res.CPU, 0) <= cpu_max[namespace] * 100
+
+
+def test_a_gang_within_its_min_is_placed_before_a_borrowing_gang_of_higher_priority() -> None:
+    core = core_with(1, 8)
+    core.apply_elasticquota(ADDED, quota_obj("ns", {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 2}), 0)
+    core.apply_elasticquota(
+        ADDED, quota_obj("idle", {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 6}), 0
+    )
+    big = members("big", 2, 2)
+    for pod in big:
+        pod["spec"]["priority"] = 100
+        core.apply_pod(ADDED, pod, 0)
+    for pod in members("small", 2, 1):
+        core.apply_pod(ADDED, pod, 0)
+    first = core.schedule_next(0)
+    assert first is not None and first.gang.key == "ns/small"
+    assert isinstance(first.result, Plan)
+    for placement in first.result.placements:
+        core.bound(placement)
+    second = core.schedule_next(0)
+    # big borrows 4 beyond min from idle's 6: within the pool, alone, so it is placed.
+    assert second is not None and second.gang.key == "ns/big"
+    assert isinstance(second.result, Plan)
+
+
+def test_a_borrowing_gang_the_idle_guarantees_cannot_cover_is_refused_whole() -> None:
+    core = core_with(2, 8)
+    core.apply_elasticquota(
+        ADDED, quota_obj("ns", {"nvidia.com/gpu": 16}, {"nvidia.com/gpu": 2}), 0
+    )
+    core.apply_elasticquota(
+        ADDED, quota_obj("idle", {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 3}), 0
+    )
+    for pod in members("x", 3, 2):
+        core.apply_pod(ADDED, pod, 0)
+    (result,) = run(core)
+    assert isinstance(result, Unschedulable)
+    assert result.message == (
+        "gang ns/x: quota ns would borrow 4 nvidia.com/gpu beyond min, only 3 idle in other quotas"
+    )
