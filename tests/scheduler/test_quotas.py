@@ -12,6 +12,7 @@ from cache.cluster import EventType
 from cache.quota import GPU, usage_of
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
+from scheduler.metrics import SchedulerMetrics
 from scheduler.planner import Plan, Unschedulable
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
@@ -217,3 +218,35 @@ def test_a_borrowing_gang_the_idle_guarantees_cannot_cover_is_refused_whole() ->
     assert result.message == (
         "gang ns/x: quota ns would borrow 4 nvidia.com/gpu beyond min, only 3 idle in other quotas"
     )
+
+
+def test_quota_metrics_are_cluster_totals_without_a_namespace() -> None:
+    core = core_with(1, 8)
+    core.apply_elasticquota(ADDED, quota_obj("ns", {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 2}), 0)
+    core.apply_elasticquota(ADDED, quota_obj("idle", {"cpu": 4}, {"nvidia.com/gpu": 6}), 0)
+    for i in range(3):
+        core.apply_pod(ADDED, pod_obj(f"run-{i}", namespace="ns", gpus=1, node_name="n0"), 0)
+    for pod in members("wait", 2, 4):
+        core.apply_pod(ADDED, pod, 0)
+    core.refresh(0)
+    metrics = SchedulerMetrics()
+    metrics.observe_core(core)
+
+    def value(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    assert value("gang_scheduler_quotas") == 2
+    assert value("gang_scheduler_quota_amount", type="used", resource="gpu_milli") == 3000
+    assert value("gang_scheduler_quota_amount", type="min", resource="gpu_milli") == 8000
+    assert value("gang_scheduler_quota_amount", type="max", resource="gpu_milli") == 8000
+    assert value("gang_scheduler_quota_amount", type="borrowed", resource="gpu_milli") == 1000
+    assert value("gang_scheduler_quota_amount", type="max", resource="cpu_milli") == 4000
+    assert value("gang_scheduler_quota_pending_gangs", state="borrowing") == 1
+    assert value("gang_scheduler_quota_pending_gangs", state="guaranteed") == 0
+    exposed = metrics.exposition().decode()
+    assert "ns" not in {
+        part.split("=")[1].strip('"')
+        for line in exposed.splitlines()
+        if line.startswith("gang_scheduler_quota") and "{" in line
+        for part in line[line.index("{") + 1 : line.index("}")].split(",")
+    }
