@@ -37,6 +37,7 @@ from cache.node import NodeInfo, inferred_shares, node_from_api
 from cache.pod import DEFAULT_GANG_KEYS, GangKeys, PodInfo, pod_from_api
 from cache.podgroup import PodGroupInfo, podgroup_from_api
 from cache.ports import HostPort
+from cache.quota import QuotaBook, usage_of
 from cache.resources import MILLI_PER_GPU
 from cache.snapshot import Snapshot
 
@@ -133,6 +134,8 @@ class ClusterCache:
         self._charges: dict[str, _Charge] = {}
         self._on_node: dict[str, dict[str, _Charge]] = {}
         self._assumed: dict[str, _Assumed] = {}
+        # ElasticQuotas and each namespace's usage, charged with every pod charge.
+        self.quotas = QuotaBook(share_milli)
         self._generation = 0
         # node name -> generation of its last change, least recently changed first, so
         # that a snapshot update walks only the nodes changed since it last looked.
@@ -366,6 +369,15 @@ class ClusterCache:
             self._charges[uid] = charge
             self._on_node.setdefault(charge.node, {})[uid] = charge
             self._apply_change(charge.node, charge, remove=False)
+        self._charge_quota(uid, charge)
+
+    def _charge_quota(self, uid: str, charge: _Charge | None) -> None:
+        """A pod charged to a node (bound or assumed) counts for its namespace's quota."""
+        pod = self._pods.get(uid)
+        if charge is None or pod is None:
+            self.quotas.ledger.discharge(uid)
+        else:
+            self.quotas.ledger.charge(uid, pod.namespace, usage_of(charge.requests, charge.gpu))
 
     def _apply_change(self, name: str, charge: _Charge, remove: bool) -> None:
         node = self._nodes.get(name)
@@ -391,6 +403,7 @@ class ClusterCache:
         the charges that remain, so that no half-applied charge survives."""
         self._pods.pop(uid, None)
         self._assumed.pop(uid, None)
+        self.quotas.ledger.discharge(uid)
         charge = self._charges.pop(uid, None)
         touched = {charge.node} if charge is not None else set()
         for name, charges in list(self._on_node.items()):

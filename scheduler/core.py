@@ -43,6 +43,7 @@ from scheduler.isolation import (
 )
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.queue import ClusterChange, GangQueue
+from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
 
 DEFAULT_SCHEDULER_NAME = "gang-scheduler"
 
@@ -209,6 +210,32 @@ class SchedulingCore:
             self.index.delete_podgroup(key)
         else:
             self.index.upsert_podgroup(group)
+
+    def apply_elasticquota(
+        self, event: EventType | str, obj: Mapping[str, Any], now: float
+    ) -> None:
+        """An ElasticQuota event (docs/quotas.md): a changed limit may let a gang fit."""
+        generation = self.cache.quotas.generation
+        quota = self.cache.quotas.apply(str(event), obj)
+        if quota is not None and quota.problems:
+            log.warning("ElasticQuota %s: %s", quota.key, "; ".join(quota.problems))
+        if self.cache.quotas.generation != generation:
+            self.queue.cluster_changed(now, ClusterChange.QUOTA_CHANGED)
+
+    def relist_elasticquotas(self) -> Reconciliation:
+        def apply(obj: Mapping[str, Any], now: float) -> str:
+            self.apply_elasticquota(EventType.MODIFIED, obj, now)
+            meta = metadata(obj)
+            return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+        def remove_missing(listed: set[str], now: float) -> None:
+            generation = self.cache.quotas.generation
+            for key in [k for k in self.cache.quotas.quotas() if k not in listed]:
+                self.cache.quotas.remove(key)
+            if self.cache.quotas.generation != generation:
+                self.queue.cluster_changed(now, ClusterChange.QUOTA_CHANGED)
+
+        return Reconciliation(apply, remove_missing)
 
     def apply_namespace(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         """Namespace labels, for pod affinity's namespaceSelector: a change may let a
@@ -381,6 +408,7 @@ class SchedulingCore:
             else:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
+            self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas))
 
     def waiting(self) -> list[tuple[Gang, str]]:
         """Gangs that are not ready, with the message their pods should carry. Asked
@@ -421,7 +449,9 @@ class SchedulingCore:
         held = {pod.uid for pod in gang.pending if self.cache.is_assumed(pod.uid)}
         result: Plan | Unschedulable
         try:
-            result = self._plan(gang)
+            result = refuse_before_planning(gang, self.cache.quotas) or self._plan(gang)
+            if isinstance(result, Plan):
+                result = within_quota(gang, result, self.cache.quotas, self.cache.pod)
             if isinstance(result, Plan):
                 self._hold_volumes(result)
                 self.cache.assume(result.placements, now)

@@ -346,6 +346,7 @@ def _build_gang(
                     f"pod {pod.key} cannot be scheduled as written: {'; '.join(pod.problems)}",
                 )
             )
+    _agree_on_priority(gang)
     return gang
 
 
@@ -621,3 +622,27 @@ class GangIndex:
         problems = [problem for gang in self._gangs.values() for problem in gang.problems]
         self._last = GangSet(dict(self._gangs), problems, dict(self._partial))
         return self._last, changed
+
+
+def _agree_on_priority(gang: Gang) -> None:
+    """Members of one gang must agree on priority (their PriorityClass). When they do
+    not, the gang is queued at the lowest (one member given a higher class does not lift
+    the whole gang) and every pending member is told: a ConflictingPriority problem."""
+    by_priority: dict[int, list[str]] = {}
+    for pod in gang.pending + gang.bound:
+        by_priority.setdefault(pod.priority, []).append(pod.key)
+    if len(by_priority) < 2:
+        return
+    gang.priority = min(by_priority)
+    parts = []
+    for priority in sorted(by_priority, reverse=True):
+        keys = by_priority[priority]
+        more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+        parts.append(f"{priority} ({', '.join(keys[:3])}{more})")
+    message = (
+        f"members of gang {gang.key} disagree on priority: {'; '.join(parts)}; the gang is "
+        f"queued at the lowest, {gang.priority}; give every member the same PriorityClass"
+    )
+    gang.problems.extend(
+        Problem("Pod", pod.key, "ConflictingPriority", message) for pod in gang.pending
+    )

@@ -23,9 +23,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder, generate_latest
 
 from cache.gpu import PRODUCT_LABEL, GpuDevice
-from cache.resources import MILLI_PER_GPU
+from cache.quota import DIMENSIONS, GPU
+from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from scheduler.core import SchedulingCore
 from scheduler.queue import STATES
+from scheduler.quotas import would_borrow
 
 AttemptResult = Literal["scheduled", "unschedulable", "error"]
 # conflict: 409 (already bound); not_found: 404 (pod or node gone); timeout: no answer
@@ -41,6 +43,7 @@ Resource = Literal[
     "persistentvolumes",
     "storageclasses",
     "csinodes",
+    "elasticquotas",
 ]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)
@@ -51,6 +54,8 @@ CACHE_KINDS = ("nodes", "pods", "assumed_pods", "podgroups")
 # pod or node. tests/scheduler/test_metrics.py fails on a label outside this set.
 METRIC_LABELS = frozenset({"result", "reason", "resource", "state", "type", "model"})
 UNKNOWN_MODEL = "unknown"
+QUOTA_TOTALS = ("used", "min", "max", "borrowed")
+QUOTA_RESOURCE_NAMES = {GPU: "gpu_milli", CPU: "cpu_milli", MEMORY: "memory_bytes"}
 
 # The text format every Prometheus version reads; /metrics negotiates others (render).
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -191,6 +196,30 @@ class SchedulerMetrics:
             ["model"],
             registry=reg,
         )
+        # --- quotas (docs/quotas.md) ------------------------------------------------------
+        # Summed over every ElasticQuota: no namespace label, since /metrics may be read
+        # by anyone who reaches the pod (docs/security-endpoints.md); a namespace's own
+        # usage is on its ElasticQuota (status.used).
+        self.quotas = Gauge(
+            "gang_scheduler_quotas",
+            "ElasticQuotas governing a namespace.",
+            registry=reg,
+        )
+        self.quota_total = Gauge(
+            "gang_scheduler_quota_amount",
+            "Summed over all ElasticQuotas, by type (used, min, max, borrowed: used beyond "
+            "min) and resource (gpu_milli, cpu_milli, memory_bytes); max sums the quotas "
+            "that set one.",
+            ["type", "resource"],
+            registry=reg,
+        )
+        self.quota_pending_gangs = Gauge(
+            "gang_scheduler_quota_pending_gangs",
+            "Ready gangs waiting in namespaces with an ElasticQuota, by state (guaranteed: "
+            "within min; borrowing: beyond it).",
+            ["state"],
+            registry=reg,
+        )
         # --- process --------------------------------------------------------------------
         self.leader = Gauge(
             "gang_scheduler_leader",
@@ -273,6 +302,31 @@ class SchedulerMetrics:
         self.cache_size.labels("assumed_pods").set(len(cache.assumed()))
         self.cache_size.labels("podgroups").set(len(cache.podgroups()))
         self._observe_gpus(core)
+        self._observe_quotas(core)
+
+    def _observe_quotas(self, core: SchedulingCore) -> None:
+        book = core.cache.quotas
+        governed = book.governed()
+        totals = {kind: dict.fromkeys(DIMENSIONS, 0) for kind in QUOTA_TOTALS}
+        for namespace, quota in governed.items():
+            used = book.ledger.used(namespace)
+            for dim in DIMENSIONS:
+                totals["used"][dim] += used.get(dim, 0)
+                totals["min"][dim] += quota.min.get(dim, 0)
+                totals["max"][dim] += quota.max.get(dim, 0)
+                # Borrowing is judged where the quota sets a min (policies/fair_share.py).
+                if dim in quota.min:
+                    totals["borrowed"][dim] += max(0, used.get(dim, 0) - quota.min[dim])
+        self.quotas.set(len(governed))
+        for kind, amounts in totals.items():
+            for dim, amount in amounts.items():
+                self.quota_total.labels(kind, QUOTA_RESOURCE_NAMES[dim]).set(amount)
+        waiting = {"guaranteed": 0, "borrowing": 0}
+        for key, gang in core.gangs.items():
+            if gang.namespace in governed and gang.ready and key in core.queue:
+                waiting["borrowing" if would_borrow(gang, book) else "guaranteed"] += 1
+        for state, count in waiting.items():
+            self.quota_pending_gangs.labels(state).set(count)
 
     def _observe_gpus(self, core: SchedulingCore) -> None:
         # model -> [devices, allocated devices, allocated milli, unhealthy devices]

@@ -70,6 +70,7 @@ class ClusterChange(enum.Enum):
     GANG_CHANGED = "GangChanged"  # one gang's members or size changed; needs its key
     NAMESPACE_CHANGED = "NamespaceChanged"  # labels a namespaceSelector reads
     VOLUME_CHANGED = "VolumeChanged"  # a claim, PV, StorageClass or CSINode changed
+    QUOTA_CHANGED = "QuotaChanged"  # an ElasticQuota's min or max changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +101,11 @@ class _Entry:
     last_reason: str = ""
     # A change that could help arrived while the gang was in flight.
     changed_in_flight: bool = False
+    # It would borrow beyond its namespace's quota min: guaranteed gangs go first.
+    borrowing: bool = False
 
-    def order(self) -> tuple[int, float, str]:
-        return (-self.priority, self.created, self.key)
+    def order(self) -> tuple[bool, int, float, str]:
+        return (self.borrowing, -self.priority, self.created, self.key)
 
 
 class GangQueue:
@@ -126,7 +129,7 @@ class GangQueue:
         self.max_backoff_seconds = max_backoff_seconds
         self.max_unschedulable_seconds = max_unschedulable_seconds
         self._entries: dict[str, _Entry] = {}
-        self._active = SortedList()  # (-priority, created, key)
+        self._active = SortedList()  # (borrowing, -priority, created, key)
         self._backoff = SortedList()  # (retry_at, key)
         self._unschedulable = SortedList()  # (unschedulable_since, key)
         self._in_flight: set[str] = set()
@@ -150,6 +153,19 @@ class GangQueue:
             self._active.add(entry.order())
         else:
             entry.priority, entry.created = priority, created
+
+    def set_borrowing(self, key: str, borrowing: bool) -> None:
+        """Whether the gang would borrow beyond its quota's min (docs/quotas.md): a
+        gang within its min is handed out before every borrowing gang."""
+        entry = self._entries.get(key)
+        if entry is None or entry.borrowing == borrowing:
+            return
+        if entry.state == "active":
+            self._active.remove(entry.order())
+            entry.borrowing = borrowing
+            self._active.add(entry.order())
+        else:
+            entry.borrowing = borrowing
 
     def remove(self, key: str) -> None:
         entry = self._entries.pop(key, None)
@@ -194,7 +210,7 @@ class GangQueue:
         self.flush(now)
         if not self._active:
             return None
-        key: str = self._active.pop(0)[2]
+        key: str = self._active.pop(0)[-1]
         entry = self._entries[key]
         entry.state = "in_flight"
         self._in_flight.add(key)
@@ -284,7 +300,7 @@ class GangQueue:
         in_flight = sorted(self._in_flight)
         keys = (
             in_flight
-            + [key for _, _, key in self._active]
+            + [key for *_, key in self._active]
             + [key for _, key in self._backoff]
             + [key for _, key in self._unschedulable]
         )

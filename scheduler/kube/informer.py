@@ -46,6 +46,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from cache.jsonobj import metadata
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
+from cache.quota import QUOTA_GROUP, QUOTA_PLURAL, QUOTA_VERSION
 from scheduler.core import Reconciliation, SchedulingCore
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, WatchBroken
 
@@ -85,6 +86,10 @@ NODES = ResourceKind("nodes", "/api/v1/nodes")
 NAMESPACES = ResourceKind("namespaces", "/api/v1/namespaces")
 PODGROUPS = ResourceKind(
     "podgroups", f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}/{PODGROUP_PLURAL}", optional=True
+)
+# ElasticQuotas (docs/quotas.md), optional like PodGroups.
+ELASTIC_QUOTAS = ResourceKind(
+    "elasticquotas", f"/apis/{QUOTA_GROUP}/{QUOTA_VERSION}/{QUOTA_PLURAL}", optional=True
 )
 # What a pod's volumes need (policies/filters/volume_binding.py), by VolumeCache store.
 VOLUME_KINDS = {
@@ -357,6 +362,7 @@ class ClusterInformers:
             informer(PODGROUPS, core.apply_podgroup, core.relist_podgroups) if podgroups else None
         )
         self.namespaces = informer(NAMESPACES, core.apply_namespace, core.relist_namespaces)
+        self.quotas = informer(ELASTIC_QUOTAS, core.apply_elasticquota, core.relist_elasticquotas)
         self.volumes = [
             informer(kind, _volume_apply(core, store), partial(core.relist_volume_objects, store))
             for store, kind in VOLUME_KINDS.items()
@@ -364,7 +370,7 @@ class ClusterInformers:
 
     @property
     def informers(self) -> list[Informer]:
-        found = [self.nodes, self.pods, self.namespaces]
+        found = [self.nodes, self.pods, self.namespaces, self.quotas]
         if self.podgroups is not None:
             found.append(self.podgroups)
         return found + self.volumes

@@ -59,6 +59,7 @@ from scheduler.kube.connect import connect
 from scheduler.kube.events import FeedbackRecorder, WriteQueue
 from scheduler.kube.informer import ClusterInformers
 from scheduler.kube.leader import LeaderElector
+from scheduler.kube.quota_status import QuotaStatusWriter
 from scheduler.kube.volumes import VolumePrebinder
 from scheduler.logs import log_event
 from scheduler.metrics import BindFailureReason, Resource, SchedulerMetrics
@@ -184,6 +185,7 @@ class SchedulerRun:
             has_podgroup=lambda key: key in self._core.cache.podgroups(),
             podgroup_uid=self._podgroup_uid,
         )
+        self.quota_status = QuotaStatusWriter(self.writes)
         self.binder = GangBinder(
             client,
             concurrency=config.binding.concurrency,
@@ -430,6 +432,11 @@ class SchedulerRun:
         self.recorder.problems([*core.gangs.values(), *gone], now)
         self.recorder.prune(core.gangs)
         self.recorder.tick(now)
+        self._recorded(
+            "writing quota status",
+            "elasticquotas",
+            functools.partial(self.quota_status.publish, core.cache.quotas, now),
+        )
         self._review_partial(now)
 
     def _publish_waiting(self, now: float) -> None:

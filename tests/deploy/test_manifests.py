@@ -59,7 +59,7 @@ def test_every_rendered_object_is_valid() -> None:
 
 
 def test_the_podgroup_crd_is_the_api_the_scheduler_reads() -> None:
-    crd = one(rendered(), "CustomResourceDefinition")
+    crd = one(rendered(), "CustomResourceDefinition", f"{PODGROUP_PLURAL}.{PODGROUP_GROUP}")
     assert crd["metadata"]["name"] == f"{PODGROUP_PLURAL}.{PODGROUP_GROUP}"
     (version,) = crd["spec"]["versions"]
     assert version["name"] == PODGROUP_VERSION and version["subresources"] == {"status": {}}
@@ -92,7 +92,7 @@ SCHEDULER_PLUGINS_PHASES = {"Pending", "Running", "Scheduling", "Unknown", "Fini
 
 
 def test_the_podgroup_crd_holds_every_field_of_scheduler_plugins_podgroup() -> None:
-    crd = one(rendered(), "CustomResourceDefinition")
+    crd = one(rendered(), "CustomResourceDefinition", f"{PODGROUP_PLURAL}.{PODGROUP_GROUP}")
     assert crd["spec"]["names"]["kind"] == "PodGroup" and crd["spec"]["scope"] == "Namespaced"
     assert {"pg", "pgs"} <= set(crd["spec"]["names"]["shortNames"])
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]

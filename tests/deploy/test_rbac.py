@@ -42,9 +42,11 @@ from scheduler.kube.client import ApiError, create_client
 from scheduler.kube.runner import run_scheduler
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.kubelet import FakeKubelet, PluginClient
+from tests.cache.test_quota import quota_obj
 from tests.deploy.render import one, rendered, scheduler_config_text
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kubeapi import (
+    ELASTIC_QUOTAS,
     LEASES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
@@ -138,6 +140,12 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                         == "Scheduled"
                     ),
                     "PodGroup status written",
+                )
+                # An ElasticQuota (listed, watched): its status.used written.
+                api.put(ELASTIC_QUOTAS, quota_obj("default", {"nvidia.com/gpu": 8}))
+                await eventually(
+                    lambda: api.request_count("patch", "elasticquotas", "status") >= 1,
+                    "ElasticQuota status written",
                 )
                 # A gang broken by a 409: its bound member is deleted.
                 api.fail_next_binds(1, status=409, after=1)

@@ -12,6 +12,7 @@ from tests.kubeapi.emulator import BindRecord, KubeApiEmulator, RequestRecord
 from tests.kubeapi.kubeconfig import api_client, kubeconfig_dict, write_kubeconfig
 from tests.kubeapi.resources import (
     CSI_NODES,
+    ELASTIC_QUOTAS,
     EVENTS,
     EVENTS_V1,
     LEASES,
@@ -26,6 +27,7 @@ from tests.kubeapi.resources import (
 
 __all__ = [
     "CSI_NODES",
+    "ELASTIC_QUOTAS",
     "EVENTS",
     "EVENTS_V1",
     "LEASES",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.kubeapi.resources import (
+    CRD_TYPES,
     PODGROUP_GROUP,
     PODGROUP_VERSION,
     PODGROUPS,
@@ -46,7 +47,7 @@ def group_versions(types: list[ResourceType], crd_present: bool) -> dict[str, li
     """group -> served versions, for every non-core group."""
     groups: dict[str, list[str]] = {CRD_GROUP: ["v1"]}
     for rtype in types:
-        if not rtype.group or (rtype is PODGROUPS and not crd_present):
+        if not rtype.group or (rtype in CRD_TYPES and not crd_present):
             continue
         versions = groups.setdefault(rtype.group, [])
         if rtype.version not in versions:

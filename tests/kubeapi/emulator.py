@@ -45,7 +45,14 @@ from tests.kubeapi.admission import AccessControl
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.pager import Pager
 from tests.kubeapi.rbac import RbacAuthorizer
-from tests.kubeapi.resources import ALL_TYPES, NODES, PODGROUPS, PODS, ResourceType, find_type
+from tests.kubeapi.resources import (
+    ALL_TYPES,
+    CRD_TYPES,
+    NODES,
+    PODS,
+    ResourceType,
+    find_type,
+)
 from tests.kubeapi.routing import (
     Route,
     discovery_document,
@@ -277,10 +284,11 @@ class KubeApiEmulator:
         drops every PodGroup (EMULATOR GUESS: without the DELETED events a real CRD
         deletion would send first)."""
         if self._crd_present and not flag:
-            self._end_watches(abrupt=False, rtype=PODGROUPS)
-            resource = self.store.of(PODGROUPS)
-            resource.objects.clear()
-            resource.forget_history(self.store.rv)
+            for rtype in CRD_TYPES:  # PodGroups and ElasticQuotas
+                self._end_watches(abrupt=False, rtype=rtype)
+                resource = self.store.of(rtype)
+                resource.objects.clear()
+                resource.forget_history(self.store.rv)
         self._crd_present = flag
 
     @property

@@ -203,6 +203,22 @@ PODGROUPS = ResourceType(
     custom=True,
     short_names=("pg",),
 )
+# ElasticQuota (scheduler-plugins' CapacityScheduling CRD): served like PodGroups, with
+# the same CRD switch (deploy/ installs both).
+ELASTIC_QUOTAS = ResourceType(
+    PODGROUP_GROUP,
+    PODGROUP_VERSION,
+    "elasticquotas",
+    "ElasticQuota",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    allow_unconditional_update=False,
+    strategic_merge=False,
+    custom=True,
+    short_names=("eq",),
+)
+# Served only while the emulator's CRDs are installed (Emulator.crd_present).
+CRD_TYPES = (PODGROUPS, ELASTIC_QUOTAS)
 
 NAMESPACES = ResourceType(
     CORE,
@@ -251,6 +267,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     PODGROUPS,
     NAMESPACES,
     *VOLUME_TYPES,
+    ELASTIC_QUOTAS,
 )
 
 

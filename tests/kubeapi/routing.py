@@ -14,7 +14,7 @@ from aiohttp import web
 
 from tests.kubeapi import discovery, errors
 from tests.kubeapi.errors import ApiError
-from tests.kubeapi.resources import ALL_TYPES, PODGROUPS, ResourceType, find_type
+from tests.kubeapi.resources import ALL_TYPES, CRD_TYPES, ResourceType, find_type
 
 JSON = "application/json"
 
@@ -48,7 +48,7 @@ def parse_route(parts: list[str], crd_present: bool) -> Route:
     if not rest or len(rest) > 3:
         raise errors.path_not_found()
     rtype = find_type(group, version, rest[0])
-    if rtype is None or (rtype is PODGROUPS and not crd_present):
+    if rtype is None or (rtype in CRD_TYPES and not crd_present):
         raise errors.path_not_found()
     if namespace is not None and not rtype.namespaced:
         raise errors.path_not_found()
@@ -92,7 +92,7 @@ def discovery_document(
     parts: list[str], host: str, crd_present: bool, created: str
 ) -> dict[str, Any] | None:
     """The discovery answer for a GET of `parts`, or None when it is not discovery."""
-    types = [t for t in ALL_TYPES if t is not PODGROUPS or crd_present]
+    types = [t for t in ALL_TYPES if t not in CRD_TYPES or crd_present]
     if parts == ["version"]:
         return dict(discovery.VERSION_INFO)
     if parts == ["api"]:

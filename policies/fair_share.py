@@ -1,0 +1,94 @@
+"""Borrowing beyond an ElasticQuota's `min`, with a weighted fair share (docs/quotas.md).
+
+Pure. Judged per dimension a namespace's own quota guarantees (GPU, cpu, memory with a
+`min`); in the others only `max` limits it.
+
+- Within min: a namespace whose usage plus the ask stays within its min takes what it
+  is guaranteed; nothing else is checked here.
+- Beyond min it borrows, from what other quotas guarantee and leave idle: all quotas'
+  usage plus the ask must stay within the sum of their mins (scheduler-plugins'
+  CapacityScheduling rule: borrowed capacity is always someone's idle guarantee).
+- Fair share: the idle guarantees of the others (the pool) are divided between the
+  namespaces borrowing (those already borrowing, and the asker) in proportion to their
+  weights. A namespace may borrow up to its weighted share of the pool in every
+  dimension: its dominant share (the largest fraction of the pool it holds in any one
+  dimension) may not pass its weight's fraction. Alone, a borrower may take the whole
+  pool (work-conserving); reclaiming what it took when others come is planned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cache.quota import QuotaBook, QuotaInfo, display_name, format_amount
+
+
+@dataclass(frozen=True, slots=True)
+class BorrowRefusal:
+    """Why a namespace may not borrow what an ask needs, in one dimension."""
+
+    dim: str
+    borrow: int  # what the namespace would hold beyond its min
+    limit: int  # the most it may hold beyond its min now
+    pool: int  # idle guarantees of the other quotas
+    fair: bool  # False: the pool is short; True: beyond its weighted share
+
+    def describe(self) -> str:
+        name = display_name(self.dim)
+        borrow, limit = format_amount(self.dim, self.borrow), format_amount(self.dim, self.limit)
+        if self.fair:
+            return (
+                f"would borrow {borrow} {name} beyond min, above its fair share {limit} "
+                f"of {format_amount(self.dim, self.pool)} idle in other quotas"
+            )
+        return f"would borrow {borrow} {name} beyond min, only {limit} idle in other quotas"
+
+
+def beyond_min(quota: QuotaInfo, used: Mapping[str, int]) -> dict[str, int]:
+    """What a namespace holds beyond its min, in the dimensions its min sets."""
+    held = {dim: used.get(dim, 0) - floor for dim, floor in quota.min.items()}
+    return {dim: amount for dim, amount in held.items() if amount > 0}
+
+
+def borrowing(book: QuotaBook, namespace: str, asked: Mapping[str, int]) -> bool:
+    """Whether the ask takes the namespace beyond its min in some dimension."""
+    quota = book.governing(namespace)
+    if quota is None or not quota.min:
+        return False
+    used = book.ledger.used(namespace)
+    after = {dim: used.get(dim, 0) + asked.get(dim, 0) for dim in quota.min}
+    return bool(beyond_min(quota, after))
+
+
+def refuse_borrowing(
+    book: QuotaBook, namespace: str, asked: Mapping[str, int]
+) -> BorrowRefusal | None:
+    """Why the namespace may not take `asked` (None: it may). `max` is checked apart."""
+    quota = book.governing(namespace)
+    if quota is None or not quota.min:
+        return None
+    used = book.ledger.used(namespace)
+    after = {dim: used.get(dim, 0) + asked.get(dim, 0) for dim in quota.min}
+    wanted = beyond_min(quota, after)
+    dims = [dim for dim in wanted if asked.get(dim, 0)]
+    if not dims:
+        return None
+    others = [q for ns, q in book.governed().items() if ns != namespace]
+    weights = quota.weight + sum(
+        q.weight for q in others if beyond_min(q, book.ledger.used(q.namespace))
+    )
+    for dim in dims:
+        pool = net = 0
+        for other in others:
+            if dim not in other.min:
+                continue
+            held = book.ledger.used(other.namespace).get(dim, 0)
+            pool += max(0, other.min[dim] - held)
+            net += other.min[dim] - held  # idle guarantees less what others borrow
+        if wanted[dim] > net:
+            return BorrowRefusal(dim, wanted[dim], max(0, net), pool, fair=False)
+        share = int(pool * quota.weight / weights)
+        if wanted[dim] > share:
+            return BorrowRefusal(dim, wanted[dim], share, pool, fair=True)
+    return None

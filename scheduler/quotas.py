@@ -1,0 +1,122 @@
+"""ElasticQuota `max` and borrowing beyond `min`, enforced gang-wide (docs/quotas.md).
+
+A gang is placed only if its namespace stays within its quota's max, and borrows beyond
+its min only what idle guarantees and its fair share allow (policies/fair_share.py),
+once every member the plan places is counted: usage (bound and assumed pods of the
+namespace, the gang's own bound members among them) plus the plan's ask. Checked
+twice: before planning, with the cheapest members the gang needs (a gang that cannot
+fit is refused without planning it), and on the plan itself, which may place members beyond
+minMember: those extras are left out, largest first, until the rest fits; a plan
+whose needed members alone go over is refused, never reserved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+
+from cache import resources as res
+from cache.pod import PodInfo
+from cache.quota import DIMENSIONS, QuotaBook, excess, usage_of
+from policies.fair_share import borrowing, refuse_borrowing
+from scheduler.gang import Gang
+from scheduler.planner import Plan, Unschedulable
+
+
+def _usage(pod: PodInfo) -> dict[str, int]:
+    return usage_of(pod.requests, pod.gpu)
+
+
+def _total(pods: Iterable[PodInfo]) -> dict[str, int]:
+    return res.total_of(_usage(pod) for pod in pods)
+
+
+def _size(pod: PodInfo) -> tuple[int, ...]:
+    usage = _usage(pod)
+    return tuple(usage.get(dim, 0) for dim in DIMENSIONS)
+
+
+def _limit(gang: Gang, book: QuotaBook, asked: Mapping[str, int]) -> str | None:
+    """Why the gang's namespace may not take `asked`: over max, or borrowing beyond
+    min that the idle guarantees or its fair share do not allow (policies/fair_share.py).
+    None when it may."""
+    quota = book.governing(gang.namespace)
+    if quota is None:
+        return None
+    over = excess(quota, book.ledger.used(gang.namespace), asked)
+    if over is not None:
+        return f"gang {gang.key}: quota {quota.namespace} {over.describe()}"
+    refusal = refuse_borrowing(book, gang.namespace, asked)
+    if refusal is not None:
+        return f"gang {gang.key}: quota {quota.namespace} {refusal.describe()}"
+    return None
+
+
+def _refuse(gang: Gang, message: str) -> Unschedulable:
+    return Unschedulable(
+        gang.key,
+        needed=gang.needed,
+        placeable=0,
+        message=message,
+        reasons={pod.uid: message for pod in gang.pending},
+    )
+
+
+def _cheapest_needed(gang: Gang) -> dict[str, int]:
+    return _total(sorted(gang.placeable, key=_size)[: gang.needed])
+
+
+def refuse_before_planning(gang: Gang, book: QuotaBook) -> Unschedulable | None:
+    """The gang's refusal when even its cheapest needed members exceed what its quota
+    allows; None when it may be planned."""
+    if book.governing(gang.namespace) is None or gang.needed == 0:
+        return None
+    message = _limit(gang, book, _cheapest_needed(gang))
+    return None if message is None else _refuse(gang, message)
+
+
+def would_borrow(gang: Gang, book: QuotaBook) -> bool:
+    """Whether placing the gang's needed members takes its namespace beyond its min
+    (the queue places guaranteed gangs first)."""
+    quota = book.governing(gang.namespace)
+    if quota is None or not quota.min:
+        return False
+    return borrowing(book, gang.namespace, _cheapest_needed(gang))
+
+
+def within_quota(
+    gang: Gang, plan: Plan, book: QuotaBook, pod_of: Callable[[str], PodInfo | None]
+) -> Plan | Unschedulable:
+    """The plan, trimmed of members beyond the gang's need until its namespace stays
+    within what its quota allows, or the gang's refusal. Members of a gang with
+    inter-pod terms are never trimmed (a kept member may have been placed for a
+    dropped one)."""
+    if book.governing(gang.namespace) is None:
+        return plan
+    members = [pod_of(p.pod_uid) for p in plan.placements]
+    placed = [pod for pod in members if pod is not None]
+    first = _limit(gang, book, _total(placed))
+    if first is None:
+        return plan
+    if any(pod.has_pod_constraints for pod in placed):
+        return _refuse(gang, first)
+    kept = sorted(placed, key=_size)
+    left_out: dict[str, str] = {}
+    # Every member left out is told what the whole plan would have taken.
+    message: str | None = first
+    while message is not None and len(kept) > gang.needed:
+        left_out[kept.pop().uid] = first
+        message = _limit(gang, book, _total(kept))
+    if message is not None or not kept:
+        # As the planner: a plan places at least one member, else the gang waits.
+        return _refuse(gang, first)
+    return _trimmed(plan, left_out)
+
+
+def _trimmed(plan: Plan, left_out: Mapping[str, str]) -> Plan:
+    return dataclasses.replace(
+        plan,
+        placements=tuple(p for p in plan.placements if p.pod_uid not in left_out),
+        left_out={**plan.left_out, **left_out},
+        volumes={uid: v for uid, v in plan.volumes.items() if uid not in left_out},
+    )

@@ -1,0 +1,121 @@
+"""The victim search (policies/preemption.py) against a small cluster model: whole gangs,
+the minimal set by brute force, and no preemption that leaves the preemptor unplaced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policies.preemption import Candidate, all_subsets, choose_victims, cost
+
+
+@dataclass(frozen=True)
+class Model:
+    """Nodes with free GPUs; running gangs holding GPUs on nodes; a preemptor of
+    `members` members of `gpus` GPUs each, on any nodes."""
+
+    free: tuple[int, ...]
+    holdings: dict[str, tuple[tuple[int, int], ...]]  # gang -> (node, gpus) per member
+    members: int
+    gpus: int
+
+    def fits(self, evicted: frozenset[str]) -> bool:
+        free = list(self.free)
+        for key in evicted:
+            for node, gpus in self.holdings[key]:  # every member of the gang goes
+                free[node] += gpus
+        return sum(room // self.gpus for room in free) >= self.members
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[Model, list[Candidate]]:
+    nodes = draw(st.integers(1, 3))
+    free = tuple(draw(st.lists(st.integers(0, 4), min_size=nodes, max_size=nodes)))
+    holdings: dict[str, tuple[tuple[int, int], ...]] = {}
+    candidates = []
+    for index in range(draw(st.integers(0, 6))):
+        key = f"ns/g{index}"
+        members = draw(
+            st.lists(
+                st.tuples(st.integers(0, nodes - 1), st.integers(1, 4)), min_size=1, max_size=3
+            )
+        )
+        holdings[key] = tuple(members)
+        candidates.append(
+            Candidate(
+                key,
+                priority=draw(st.integers(0, 3)),
+                gpu_milli=1000 * sum(g for _, g in members),
+                running_seconds=draw(st.sampled_from([0.0, 10.0, 100.0])),
+            )
+        )
+    model = Model(free, holdings, draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    return model, candidates
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_the_victims_are_the_minimal_set_of_whole_gangs_that_lets_the_gang_fit(
+    scenario: tuple[Model, list[Candidate]],
+) -> None:
+    model, candidates = scenario
+    if model.fits(frozenset()):
+        return  # the search is asked only for a gang that does not fit as things are
+    asked: list[frozenset[str]] = []
+
+    def fits(evicted: frozenset[str]) -> bool:
+        asked.append(evicted)
+        return model.fits(evicted)
+
+    found = choose_victims(candidates, fits, max_checks=10_000)
+    # Whole gangs: every set asked about is made of candidate gang keys.
+    keys = {c.key for c in candidates}
+    assert all(evicted <= keys for evicted in asked)
+    feasible = [s for s in all_subsets(candidates) if s and model.fits(frozenset(c.key for c in s))]
+    if found is None:
+        # Never preempt for a gang that would still not fit; and nothing fitting is missed.
+        assert not feasible
+        return
+    assert model.fits(found.keys)  # the preemptor is placed after the eviction
+    best = min((len(s), cost(s)) for s in feasible)
+    assert (len(found.gangs), cost(found.gangs)) == best
+
+
+def test_nothing_is_evicted_when_even_every_candidate_would_not_make_room() -> None:
+    model = Model((0,), {"ns/a": ((0, 1),)}, members=1, gpus=4)
+    calls: list[frozenset[str]] = []
+
+    def fits(evicted: frozenset[str]) -> bool:
+        calls.append(evicted)
+        return model.fits(evicted)
+
+    assert choose_victims([Candidate("ns/a", 0, 1000, 5.0)], fits) is None
+    assert calls == [frozenset({"ns/a"})]
+
+
+def test_fewest_victims_then_lowest_priority_then_least_gpu_time() -> None:
+    everything = lambda evicted: len(evicted) >= 1  # noqa: E731 - any one gang makes room
+    old = Candidate("ns/old", 1, 4000, 3600.0)
+    young = Candidate("ns/young", 1, 4000, 60.0)
+    low = Candidate("ns/low", 0, 8000, 7200.0)
+    found = choose_victims([old, young, low], everything)
+    assert found is not None and found.keys == {"ns/low"}  # lowest priority first
+    found = choose_victims([old, young], everything)
+    assert found is not None and found.keys == {"ns/young"}  # then least work lost
+    two = lambda evicted: len(evicted) >= 2  # noqa: E731
+    found = choose_victims([old, young, low], two)
+    assert found is not None and found.keys == {"ns/low", "ns/young"}
+
+
+def test_the_budget_of_checks_bounds_the_search_and_then_nothing_is_evicted() -> None:
+    pool = [Candidate(f"ns/g{i}", 0, 1000, float(i)) for i in range(30)]
+    calls: list[frozenset[str]] = []
+
+    def fits(evicted: frozenset[str]) -> bool:
+        calls.append(evicted)
+        return evicted == frozenset(c.key for c in pool)
+
+    assert choose_victims(pool, fits, max_checks=50) is None
+    assert len(calls) == 50
