@@ -198,7 +198,7 @@ class SchedulerMetrics:
         )
         # --- quotas (docs/quotas.md) ------------------------------------------------------
         # Summed over every ElasticQuota: no namespace label, since /metrics may be read
-        # by anyone who reaches the pod (docs/security-endpoints.md); a namespace's own
+        # by anyone who reaches the pod (docs/security.md, "Endpoints"); a namespace's own
         # usage is on its ElasticQuota (status.used).
         self.quotas = Gauge(
             "gang_scheduler_quotas",
