@@ -46,6 +46,7 @@ from scheduler.agent.allocation import (
     valid_unit,
 )
 from scheduler.agent.discovery import Discovery, discover
+from scheduler.agent.health import HealthBook
 from scheduler.agent.nvml import NvmlBackend
 from scheduler.agent.publisher import is_transient
 from scheduler.kube.client import ApiError, KubeClient
@@ -150,6 +151,9 @@ class DevicePlugin:
     devices: tuple[api.Device, ...] = ()
     registrations: int = 0  # successful Register calls, for the log and the tests
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # Faults from NVML events (health.py): a new one refreshes the list at once.
+    health: HealthBook | None = None
+    _fault: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _server: grpc.aio.Server | None = field(default=None, init=False)
     _generation: int = field(default=0, init=False)  # bumped when a server goes away
     _version: int = field(default=0, init=False)  # bumped when the device list changes
@@ -189,9 +193,25 @@ class DevicePlugin:
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
     async def _health_loop(self) -> None:
+        if self.health is not None:
+            loop = asyncio.get_running_loop()
+            self.health.subscribe(lambda: loop.call_soon_threadsafe(self._fault.set))
         while not self.stopping.is_set():
             await self.refresh()
-            await self._pause(self.config.health_interval)
+            waits = [
+                asyncio.ensure_future(self.stopping.wait()),
+                asyncio.ensure_future(self._fault.wait()),
+            ]
+            try:
+                await asyncio.wait(
+                    waits,
+                    timeout=self.config.health_interval,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                for waiter in waits:
+                    waiter.cancel()
+            self._fault.clear()
 
     async def _watch_loop(self) -> None:
         while not self.stopping.is_set():
@@ -202,6 +222,8 @@ class DevicePlugin:
     async def refresh(self) -> None:
         """Ask NVML again; a changed device list goes to every ListAndWatch stream."""
         discovery = await asyncio.to_thread(discover, self.backend)
+        if self.health is not None:
+            discovery = discovery.with_faults(self.health.faults())
         self.apply_discovery(discovery)
 
     def apply_discovery(self, discovery: Discovery) -> None:

@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from cache.gpu import (
@@ -187,6 +187,20 @@ class Discovery:
         noun = "GPU" if len(self.devices) == 1 else "GPUs"
         return f"{len(self.devices)} {noun} ({kinds}), {unhealthy} unhealthy"
 
+    def with_faults(self, faults: Mapping[str, Sequence[str]]) -> Discovery:
+        """This discovery with the faults the event watcher recorded (by GPU UUID) added
+        to their devices' problems: a GPU with an XID stays unhealthy although every
+        query answers (health.py)."""
+        if not faults or not self.found:
+            return self
+        devices = tuple(
+            replace(report, problems=(*report.problems, *faults[report.uuid]))
+            if report.uuid in faults
+            else report
+            for report in self.devices
+        )
+        return replace(self, devices=devices)
+
     def problems(self) -> list[str]:
         """One line per unhealthy device, with its reasons."""
         return [
@@ -200,6 +214,8 @@ class Discovery:
 # The publisher and the device plugin discover from two threads; NVML's init and
 # shutdown are reference-counted, but one pass at a time keeps them simple to reason about.
 _NVML_LOCK = threading.Lock()
+# The same lock, for the event watcher's init, registration and shutdown (health.py).
+NVML_LOCK = _NVML_LOCK
 
 
 def discover(backend: NvmlBackend) -> Discovery:

@@ -22,7 +22,13 @@ NOT_SUPPORTED = 3
 NO_PERMISSION = 4
 LIBRARY_NOT_FOUND = 12
 FUNCTION_NOT_FOUND = 13
+TIMEOUT = 10
 GPU_IS_LOST = 15
+
+# nvmlEventType bits (nvml.h): the events that say a GPU may be unusable.
+EVENT_SINGLE_BIT_ECC = 0x1
+EVENT_DOUBLE_BIT_ECC = 0x2
+EVENT_XID_CRITICAL = 0x8
 
 # nvmlGpuTopologyLevel_t, as nvmlDeviceGetTopologyCommonAncestor returns it (nvml.h; the
 # values are spaced so that NVIDIA can add levels between them).
@@ -38,6 +44,9 @@ _NODE_MASK_WORDS = 16
 
 Handle = Any
 """A device handle; opaque to everything but the backend that made it."""
+
+EventSet = Any
+"""An nvmlEventSet_t; opaque to everything but the backend that made it."""
 
 
 class NvmlError(Exception):
@@ -68,6 +77,16 @@ class RemappedRows:
     uncorrectable: int
     pending: bool
     failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlEvent:
+    """One nvmlEventData_t: the device's UUID (read by the backend from the event's
+    handle), the EVENT_* bit, and its data (the XID number for EVENT_XID_CRITICAL)."""
+
+    uuid: str
+    kind: int
+    data: int
 
 
 class NvmlBackend(Protocol):
@@ -124,6 +143,24 @@ class NvmlBackend(Protocol):
 
     def retired_pages_pending(self, handle: Handle) -> bool:
         """nvmlDeviceGetRetiredPagesPendingStatus (pre-Ampere page retirement)."""
+
+    def uncorrected_ecc_errors(self, handle: Handle) -> int:
+        """nvmlDeviceGetTotalEccErrors(uncorrected, volatile): since the last driver load."""
+
+    def event_set_create(self) -> EventSet:
+        """nvmlEventSetCreate."""
+
+    def supported_events(self, handle: Handle) -> int:
+        """nvmlDeviceGetSupportedEventTypes: a mask of EVENT_* bits."""
+
+    def register_events(self, handle: Handle, mask: int, event_set: EventSet) -> None:
+        """nvmlDeviceRegisterEvents."""
+
+    def wait_event(self, event_set: EventSet, timeout_ms: int) -> NvmlEvent | None:
+        """nvmlEventSetWait_v2; None when nothing happened within the timeout."""
+
+    def event_set_free(self, event_set: EventSet) -> None:
+        """nvmlEventSetFree."""
 
 
 def single_numa_node(mask: Sequence[int]) -> int | None:
@@ -262,6 +299,44 @@ class PynvmlBackend:
     def retired_pages_pending(self, handle: Handle) -> bool:
         status = self._call("nvmlDeviceGetRetiredPagesPendingStatus", handle)
         return bool(status == self._lib.NVML_FEATURE_ENABLED)
+
+    def uncorrected_ecc_errors(self, handle: Handle) -> int:
+        return int(
+            self._call(
+                "nvmlDeviceGetTotalEccErrors",
+                handle,
+                self._lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                self._lib.NVML_VOLATILE_ECC,
+            )
+        )
+
+    def event_set_create(self) -> EventSet:
+        return self._call("nvmlEventSetCreate")
+
+    def supported_events(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetSupportedEventTypes", handle))
+
+    def register_events(self, handle: Handle, mask: int, event_set: EventSet) -> None:
+        self._call("nvmlDeviceRegisterEvents", handle, mask, event_set)
+
+    def wait_event(self, event_set: EventSet, timeout_ms: int) -> NvmlEvent | None:
+        # The _v2 call where pynvml has it (it also reports MIG instances), else the first.
+        call = (
+            "nvmlEventSetWait_v2"
+            if hasattr(self._lib, "nvmlEventSetWait_v2")
+            else ("nvmlEventSetWait")
+        )
+        try:
+            data = self._call(call, event_set, timeout_ms)
+        except NvmlError as error:
+            if error.code == TIMEOUT:
+                return None
+            raise
+        uuid = _text(self._call("nvmlDeviceGetUUID", data.device))
+        return NvmlEvent(uuid, int(data.eventType), int(data.eventData))
+
+    def event_set_free(self, event_set: EventSet) -> None:
+        self._call("nvmlEventSetFree", event_set)
 
 
 def _version(module: Any) -> str:

@@ -40,6 +40,7 @@ from tenacity import (
 
 from cache.gpu import TOPOLOGY_ANNOTATION, GpuInventory, parse_topology
 from scheduler.agent.discovery import Discovery, discover
+from scheduler.agent.health import EventWatcher, HealthBook
 from scheduler.agent.nvml import NvmlBackend, PynvmlBackend
 from scheduler.kube.client import ApiError, KubeClient, create_client
 
@@ -168,25 +169,47 @@ class NodeAgent:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # Faults from NVML events (health.py): a new one starts a pass at once.
+    health: HealthBook | None = None
     _last_state: tuple[str, ...] = field(default=(), init=False)
+    _fault: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     async def run(self) -> int:
         """Pass after pass until stopped (or one pass with `once`); with `once`, 0 when
         the pass did what it had to (nothing to do included), 1 when the API failed."""
+        if self.health is not None:
+            loop = asyncio.get_running_loop()
+            self.health.subscribe(lambda: loop.call_soon_threadsafe(self._fault.set))
         while True:
             ok = await self.run_pass()
             if self.options.once:
                 return 0 if ok else 1
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self.options.interval)
+            await self._wait_next()
             if self.stopping.is_set():
                 return 0
+
+    async def _wait_next(self) -> None:
+        """Until the interval is over, a GPU fault arrives, or the agent stops."""
+        waits = [
+            asyncio.ensure_future(self.stopping.wait()),
+            asyncio.ensure_future(self._fault.wait()),
+        ]
+        try:
+            await asyncio.wait(
+                waits, timeout=self.options.interval, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in waits:
+                waiter.cancel()
+        self._fault.clear()
 
     def stop(self) -> None:
         self.stopping.set()
 
     async def run_pass(self) -> bool:
         discovery = await asyncio.to_thread(discover, self.backend)
+        if self.health is not None:
+            discovery = discovery.with_faults(self.health.faults())
         self._log_state(discovery)
         if not discovery.found:
             if self.options.dry_run:
@@ -330,7 +353,14 @@ async def serve(
     else:
         log.info("no node name: showing the patch for a node without annotation or labels")
     nvml = backend if backend is not None else PynvmlBackend()
-    agent = NodeAgent(nvml, options, KubeNodeApi(client) if client is not None else None)
+    # One pass or a dry run reads the GPUs once: no events to wait for.
+    book = None if options.once or options.dry_run else HealthBook()
+    agent = NodeAgent(
+        nvml, options, KubeNodeApi(client) if client is not None else None, health=book
+    )
+    watcher = EventWatcher(nvml, book) if book is not None else None
+    if watcher is not None:
+        watcher.start()
     plugin_task: asyncio.Task[None] | None = None
     stoppers = [agent.stop]
     if device_plugin is not None and client is not None and node_name is not None:
@@ -343,6 +373,7 @@ async def serve(
             nvml,
             replace(device_plugin, node_name=device_plugin.node_name or node_name),
             KubePodApi(client),
+            health=book,
         )
         plugin_task = asyncio.create_task(plugin.run())
         stoppers.append(plugin.stop)
@@ -370,6 +401,9 @@ async def serve(
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signum)
+        if watcher is not None:
+            # Within one event wait (a second); off the loop, which must not block.
+            await asyncio.to_thread(watcher.stop)
         if client is not None:
             await client.close()
 
