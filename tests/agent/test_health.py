@@ -32,7 +32,7 @@ from tests.agent.kubelet import FakeKubelet, PluginClient
 from tests.agent.test_publisher import FAST, FakeNodeApi, plain_node
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import bound, running, unschedulable_message
-from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+from tests.kubeapi import EVENTS, KubeApiEmulator, write_kubeconfig
 from tests.waiting import eventually
 
 XID_FALLEN_OFF_BUS = 79  # "GPU has fallen off the bus": the GPU is gone until a reset
@@ -257,6 +257,73 @@ async def test_the_scheduler_places_around_a_gpu_an_xid_took_out(tmp_path: Path)
 
                     await eventually(lambda: bool(x3_message()), "x3 unschedulable")
                     assert "x3" not in bound(emulator)
+            finally:
+                agent.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await agent
+
+    await asyncio.wait_for(scenario(), 30)
+
+
+@pytest.mark.asyncio
+async def test_a_gang_running_on_a_gpu_that_fails_gets_a_warning(tmp_path: Path) -> None:
+    """A gang holds two GPUs when one of them takes an XID: the pod on it gets a
+    GPUUnhealthy Warning (its gang mate on a healthy GPU does not), and the next gang
+    goes onto the two healthy GPUs left, never onto the faulty one."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as emulator:
+            node = node_obj("gpu-1", gpus=4)
+            node["metadata"]["annotations"] = {}
+            emulator.put_node(node)
+            kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "agent-kubeconfig")
+            nvml = FakeNvml(PCIE_BOX)
+            options = AgentOptions(node_name="gpu-1", kubeconfig=str(kubeconfig), interval=3600)
+            agent = asyncio.create_task(serve(options, nvml))
+
+            def devices_of(prefix: str) -> dict[str, list[int]]:
+                return {
+                    name: [
+                        i
+                        for i, _ in parse_assignment(
+                            pod["metadata"]["annotations"][ASSIGNMENT_ANNOTATION]
+                        )
+                    ]
+                    for name, pod in bound(emulator, prefix).items()
+                }
+
+            def warned() -> set[str]:
+                return {
+                    str(event["involvedObject"]["name"])
+                    for event in emulator.objects(EVENTS)
+                    if event.get("reason") == "GPUUnhealthy" and event.get("type") == "Warning"
+                }
+
+            try:
+                await eventually(lambda: 3 in nvml.registered, "the GPUs watched")
+                for name in ("a0", "a1"):
+                    emulator.put_pod(pod_obj(name, gang="first", min_member=2, gpus=1))
+                async with running(emulator, tmp_path):
+                    await eventually(lambda: len(bound(emulator, "a")) == 2, "first gang bound")
+                    held = devices_of("a")
+                    faulty = held["a0"][0]
+                    nvml.inject(faulty, EVENT_XID_CRITICAL, XID_FALLEN_OFF_BUS)
+                    await eventually(lambda: warned() == {"a0"}, "a0 warned")
+                    for name in ("b0", "b1"):
+                        emulator.put_pod(pod_obj(name, gang="second", min_member=2, gpus=1))
+                    await eventually(lambda: len(bound(emulator, "b")) == 2, "second bound")
+                    second = sorted(i for ids in devices_of("b").values() for i in ids)
+                    assert second == sorted({0, 1, 2, 3} - {held["a0"][0], held["a1"][0]})
+                    await asyncio.sleep(0.3)
+                    assert warned() == {"a0"}  # once, and only for the pod on that GPU
+                    messages = [
+                        str(event["message"])
+                        for event in emulator.objects(EVENTS)
+                        if event.get("reason") == "GPUUnhealthy"
+                    ]
+                    assert len(messages) == 1
+                    assert f"GPU {faulty} ({PCIE_BOX.gpus[faulty].uuid})" in messages[0]
+                    assert "held by this pod of gang default/first" in messages[0]
             finally:
                 agent.cancel()
                 with pytest.raises(asyncio.CancelledError):
