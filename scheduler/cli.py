@@ -350,6 +350,9 @@ def _node_agent(args: argparse.Namespace) -> int:
             interval=args.interval,
             once=args.once,
             dry_run=args.dry_run,
+            metrics_port=None if args.metrics_port < 0 else args.metrics_port,
+            metrics_address=args.metrics_address,
+            attribution_interval=args.attribution_interval,
         ),
         device_plugin=plugin,
     )
@@ -518,6 +521,32 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the JSON merge patch that would be written instead of writing it "
         "(without a node name: the patch for a node with no annotation or labels)",
+    )
+    served = agent.add_argument_group(
+        "metrics and probes",
+        "/metrics (per-GPU, DCGM exporter names), /healthz, /readyz (docs/node-agent.md); "
+        "not served with --once or --dry-run",
+    )
+    served.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=int,
+        default=10271,
+        help="port of /metrics, /healthz and /readyz; -1 serves none (default: 10271)",
+    )
+    served.add_argument(
+        "--metrics-address",
+        metavar="ADDRESS",
+        default="0.0.0.0",
+        help="address to listen on (default: 0.0.0.0)",
+    )
+    served.add_argument(
+        "--attribution-interval",
+        metavar="SECONDS",
+        type=float,
+        default=30.0,
+        help="seconds between reads of the node's pods that attribute GPUs to pods in the "
+        "metrics; 0 turns attribution off (default: 30)",
     )
     plugin = agent.add_argument_group(
         "vGPU device plugin",

@@ -58,6 +58,20 @@ class HealthBook:
         self._lock = threading.Lock()
         self._faults: dict[str, tuple[str, ...]] = {}
         self._listeners: list[Callable[[], object]] = []
+        # Every XID seen (application ones included), for the metrics: the last one
+        # (DCGM_FI_DEV_XID_ERRORS) and how many, by GPU UUID.
+        self._last_xid: dict[str, int] = {}
+        self._xid_count: dict[str, int] = {}
+
+    def note_xid(self, uuid: str, xid: int) -> None:
+        with self._lock:
+            self._last_xid[uuid] = xid
+            self._xid_count[uuid] = self._xid_count.get(uuid, 0) + 1
+
+    def xids(self) -> dict[str, tuple[int, int]]:
+        """GPU UUID -> (the last XID, how many XIDs) since the agent started."""
+        with self._lock:
+            return {uuid: (xid, self._xid_count[uuid]) for uuid, xid in self._last_xid.items()}
 
     def subscribe(self, listener: Callable[[], object]) -> None:
         """`listener` is called, from whatever thread recorded it, after each new fault."""
@@ -216,6 +230,8 @@ class EventWatcher:
                 continue
             clock += self.wait_ms / 1000
             if event is not None:
+                if event.kind & EVENT_XID_CRITICAL:
+                    self.book.note_xid(event.uuid, event.data)
                 fault = event_fault(event, self.ignored_xids)
                 if fault is not None:
                     self.book.record(event.uuid, fault)

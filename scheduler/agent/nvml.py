@@ -89,6 +89,15 @@ class NvmlEvent:
     data: int
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryUse:
+    """nvmlDeviceGetMemoryInfo, in bytes."""
+
+    total: int
+    used: int
+    free: int
+
+
 class NvmlBackend(Protocol):
     """The NVML queries of the node agent, one method per NVML call (or fallback pair)."""
 
@@ -146,6 +155,22 @@ class NvmlBackend(Protocol):
 
     def uncorrected_ecc_errors(self, handle: Handle) -> int:
         """nvmlDeviceGetTotalEccErrors(uncorrected, volatile): since the last driver load."""
+
+    def corrected_ecc_errors(self, handle: Handle) -> int:
+        """nvmlDeviceGetTotalEccErrors(corrected, volatile): since the last driver load."""
+
+    def memory_use(self, handle: Handle) -> MemoryUse:
+        """nvmlDeviceGetMemoryInfo: total, used and free bytes."""
+
+    def utilization(self, handle: Handle) -> tuple[int, int]:
+        """nvmlDeviceGetUtilizationRates: (gpu, memory) percent over the last sample
+        period (the duty cycle of the kernels, and of memory reads and writes)."""
+
+    def power_milliwatts(self, handle: Handle) -> int:
+        """nvmlDeviceGetPowerUsage."""
+
+    def temperature_celsius(self, handle: Handle) -> int:
+        """nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)."""
 
     def event_set_create(self) -> EventSet:
         """nvmlEventSetCreate."""
@@ -309,6 +334,30 @@ class PynvmlBackend:
                 self._lib.NVML_VOLATILE_ECC,
             )
         )
+
+    def corrected_ecc_errors(self, handle: Handle) -> int:
+        return int(
+            self._call(
+                "nvmlDeviceGetTotalEccErrors",
+                handle,
+                self._lib.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                self._lib.NVML_VOLATILE_ECC,
+            )
+        )
+
+    def memory_use(self, handle: Handle) -> MemoryUse:
+        info = self._call("nvmlDeviceGetMemoryInfo", handle)
+        return MemoryUse(int(info.total), int(info.used), int(info.free))
+
+    def utilization(self, handle: Handle) -> tuple[int, int]:
+        rates = self._call("nvmlDeviceGetUtilizationRates", handle)
+        return int(rates.gpu), int(rates.memory)
+
+    def power_milliwatts(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetPowerUsage", handle))
+
+    def temperature_celsius(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetTemperature", handle, self._lib.NVML_TEMPERATURE_GPU))
 
     def event_set_create(self) -> EventSet:
         return self._call("nvmlEventSetCreate")

@@ -35,6 +35,7 @@ from scheduler.agent.nvml import (
     TOPOLOGY_NODE,
     TOPOLOGY_SINGLE,
     TOPOLOGY_SYSTEM,
+    MemoryUse,
     NvmlError,
     NvmlEvent,
     NvmlLibraryNotFound,
@@ -228,6 +229,12 @@ class FakeNvml:
     event_set_error: int | None = None
     registered: dict[int, int] = field(default_factory=dict)  # device index -> mask
     event_sets: int = 0
+    # Telemetry by device index (defaults: idle, 70 W, 40 C, no memory in use).
+    used_mib: dict[int, int] = field(default_factory=dict)
+    util: dict[int, tuple[int, int]] = field(default_factory=dict)
+    power_mw: dict[int, int] = field(default_factory=dict)
+    temperature: dict[int, int] = field(default_factory=dict)
+    ecc_corrected: dict[int, int] = field(default_factory=dict)
 
     def inject(self, index: int, kind: int, data: int = 0) -> None:
         """The driver reporting an event on GPU `index` (any thread)."""
@@ -340,6 +347,28 @@ class FakeNvml:
         self._check("uncorrected_ecc_errors", self._index(handle))
         return self.ecc_uncorrected.get(self._index(handle), 0)
 
+    def corrected_ecc_errors(self, handle: object) -> int:
+        self._check("corrected_ecc_errors", self._index(handle))
+        return self.ecc_corrected.get(self._index(handle), 0)
+
+    def memory_use(self, handle: object) -> MemoryUse:
+        self._check("memory_use", self._index(handle))
+        total = self._gpu(handle).memory_mib * MIB
+        used = self.used_mib.get(self._index(handle), 0) * MIB
+        return MemoryUse(total, used, total - used)
+
+    def utilization(self, handle: object) -> tuple[int, int]:
+        self._check("utilization", self._index(handle))
+        return self.util.get(self._index(handle), (0, 0))
+
+    def power_milliwatts(self, handle: object) -> int:
+        self._check("power_milliwatts", self._index(handle))
+        return self.power_mw.get(self._index(handle), 70000)
+
+    def temperature_celsius(self, handle: object) -> int:
+        self._check("temperature_celsius", self._index(handle))
+        return self.temperature.get(self._index(handle), 40)
+
     def event_set_create(self) -> object:
         self._check("event_set_create")
         if self.event_set_error is not None:
@@ -398,6 +427,11 @@ NVML_CALLS = {
     "supported_events": "nvmlDeviceGetSupportedEventTypes",
     "register_events": "nvmlDeviceRegisterEvents",
     "wait_event": "nvmlEventSetWait_v2",
+    "corrected_ecc_errors": "nvmlDeviceGetTotalEccErrors",
+    "memory_use": "nvmlDeviceGetMemoryInfo",
+    "utilization": "nvmlDeviceGetUtilizationRates",
+    "power_milliwatts": "nvmlDeviceGetPowerUsage",
+    "temperature_celsius": "nvmlDeviceGetTemperature",
 }
 
 _MESSAGES = {
