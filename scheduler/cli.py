@@ -334,6 +334,7 @@ def _node_agent(args: argparse.Namespace) -> int:
     if not args.no_device_plugin:
         from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
         from scheduler.agent.deviceplugin import DevicePluginConfig
+        from scheduler.agent.isolation import DEFAULT_MODES
 
         plugin = DevicePluginConfig(
             node_name="",  # the agent's
@@ -342,6 +343,7 @@ def _node_agent(args: argparse.Namespace) -> int:
             health_interval=args.health_interval,
             watch_interval=args.socket_check_interval,
             schedulers=tuple(args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES),
+            isolation=tuple(args.isolation or DEFAULT_MODES),
         )
     return run_node_agent(
         AgentOptions(
@@ -594,6 +596,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="a schedulerName whose gang-scheduler.io/gpu-devices assignments are honoured "
         "(repeatable; default: gang-scheduler)",
+    )
+    plugin.add_argument(
+        "--isolation",
+        metavar="MODE",
+        action="append",
+        choices=("envvar", "device-nodes", "cdi"),
+        help="how a container is handed its GPUs: envvar (NVIDIA_VISIBLE_DEVICES, for the "
+        "NVIDIA runtime), device-nodes (/dev/nvidiaN device specs), cdi (CDI names "
+        "nvidia.com/gpu=<uuid>); repeatable to combine (default: envvar; "
+        "docs/device-plugin.md)",
     )
     agent.set_defaults(handler=_node_agent)
     run = commands.add_parser(

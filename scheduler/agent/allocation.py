@@ -317,6 +317,7 @@ class GpuState:
     uuid: str
     healthy: bool
     numa: int | None = None
+    minor: int | None = None  # /dev/nvidia<minor> (isolation.py)
 
 
 def container_env(match: Match, gpus: Mapping[int, GpuState]) -> dict[str, str]:

@@ -47,6 +47,7 @@ from scheduler.agent.allocation import (
 )
 from scheduler.agent.discovery import Discovery, discover
 from scheduler.agent.health import HealthBook
+from scheduler.agent.isolation import DEFAULT_MODES, container_answer, mode_problems
 from scheduler.agent.nvml import NvmlBackend
 from scheduler.agent.publisher import is_transient
 from scheduler.kube.client import ApiError, KubeClient
@@ -110,10 +111,12 @@ class DevicePluginConfig:
     health_interval: float = DEFAULT_HEALTH_INTERVAL
     watch_interval: float = DEFAULT_WATCH_INTERVAL
     schedulers: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES
+    # How a container is handed its GPUs (isolation.py, docs/device-plugin.md).
+    isolation: tuple[str, ...] = DEFAULT_MODES
 
     def problems(self) -> list[str]:
         """Deployment mistakes, one line each."""
-        found = []
+        found = mode_problems(self.isolation)
         if not valid_unit(self.unit):
             found.append(f"--vgpu-unit must divide 1000 (1, 2, 4, 5, 8, 10, ...), got {self.unit}")
         if not self.health_interval > 0 or not self.watch_interval > 0:
@@ -229,13 +232,17 @@ class DevicePlugin:
     def apply_discovery(self, discovery: Discovery) -> None:
         if discovery.found:
             gpus = {
-                report.index: GpuState(report.index, report.uuid, report.healthy, report.numa)
+                report.index: GpuState(
+                    report.index, report.uuid, report.healthy, report.numa, report.minor
+                )
                 for report in discovery.devices
             }
         else:
             # NVML gone (driver unloaded, library missing): GPUs seen before stay
             # listed, unhealthy, so that nothing new starts on them.
-            gpus = {i: GpuState(g.index, g.uuid, False, g.numa) for i, g in self.gpus.items()}
+            gpus = {
+                i: GpuState(g.index, g.uuid, False, g.numa, g.minor) for i, g in self.gpus.items()
+            }
             self._note(f"{discovery.summary()}; no share-devices to advertise")
         devices = tuple(
             api.Device(device_id, api.HEALTHY if gpu.healthy else api.UNHEALTHY, gpu.numa)
@@ -498,6 +505,11 @@ class DevicePlugin:
                 raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, match.message)
             try:
                 env = container_env(match, self.gpus)
+                answer = container_answer(
+                    env,
+                    [self.gpus[index] for index, _ in match.container.shares],
+                    self.config.isolation,
+                )
             except ValueError as error:
                 raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, str(error)) from None
             try:
@@ -527,7 +539,7 @@ class DevicePlugin:
                 match.container.name,
                 env[VISIBLE_DEVICES_ENV],
             )
-            return api.ContainerAllocation(envs=env)
+            return answer
         raise Refusal(
             grpc.StatusCode.UNAVAILABLE, f"{last_error} (after {ALLOCATE_ATTEMPTS} tries)"
         )

@@ -117,6 +117,7 @@ class DeviceReport:
     pci_bus_id: str = ""
     mig_enabled: bool = False
     problems: tuple[str, ...] = ()
+    minor: int | None = None  # /dev/nvidia<minor>; None when NVML cannot tell
 
     @property
     def healthy(self) -> bool:
@@ -299,6 +300,9 @@ def _probe(backend: NvmlBackend, index: int) -> _Probe:
     bus_id = normalize_bus_id(_required(problems, backend.pci_bus_id, handle, ""))
     numa = _optional(problems, backend.numa_node, handle, None)
     mig = _optional(problems, backend.mig_enabled, handle, False)
+    # Only the device-node isolation mode needs it (isolation.py): a GPU whose minor
+    # cannot be read is refused in that mode at Allocate, not marked unhealthy here.
+    minor = _optional([], backend.minor_number, handle, None)
     if mig:
         problems.append(
             "MIG mode is enabled; whole-device and milli-share placement would not hold"
@@ -314,6 +318,7 @@ def _probe(backend: NvmlBackend, index: int) -> _Probe:
             pci_bus_id=bus_id,
             mig_enabled=mig,
             problems=tuple(problems),
+            minor=minor,
         ),
         handle,
     )

@@ -159,6 +159,9 @@ class NvmlBackend(Protocol):
     def corrected_ecc_errors(self, handle: Handle) -> int:
         """nvmlDeviceGetTotalEccErrors(corrected, volatile): since the last driver load."""
 
+    def minor_number(self, handle: Handle) -> int:
+        """nvmlDeviceGetMinorNumber: N of the device node /dev/nvidiaN."""
+
     def memory_use(self, handle: Handle) -> MemoryUse:
         """nvmlDeviceGetMemoryInfo: total, used and free bytes."""
 
@@ -344,6 +347,9 @@ class PynvmlBackend:
                 self._lib.NVML_VOLATILE_ECC,
             )
         )
+
+    def minor_number(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMinorNumber", handle))
 
     def memory_use(self, handle: Handle) -> MemoryUse:
         info = self._call("nvmlDeviceGetMemoryInfo", handle)

@@ -347,6 +347,10 @@ class FakeNvml:
         self._check("uncorrected_ecc_errors", self._index(handle))
         return self.ecc_uncorrected.get(self._index(handle), 0)
 
+    def minor_number(self, handle: object) -> int:
+        self._check("minor_number", self._index(handle))
+        return self._index(handle)  # /dev/nvidiaN numbered as NVML numbers the GPUs here
+
     def corrected_ecc_errors(self, handle: object) -> int:
         self._check("corrected_ecc_errors", self._index(handle))
         return self.ecc_corrected.get(self._index(handle), 0)
@@ -428,6 +432,7 @@ NVML_CALLS = {
     "register_events": "nvmlDeviceRegisterEvents",
     "wait_event": "nvmlEventSetWait_v2",
     "corrected_ecc_errors": "nvmlDeviceGetTotalEccErrors",
+    "minor_number": "nvmlDeviceGetMinorNumber",
     "memory_use": "nvmlDeviceGetMemoryInfo",
     "utilization": "nvmlDeviceGetUtilizationRates",
     "power_milliwatts": "nvmlDeviceGetPowerUsage",
