@@ -11,6 +11,7 @@ it, or without libnvidia-ml.so.1, `init` raises `NvmlLibraryNotFound`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -208,6 +209,11 @@ class PynvmlBackend:
 
     def __init__(self) -> None:
         self._nvml: ModuleType | None = None
+        # NVML counts its inits (each nvmlInit needs its nvmlShutdown), and so does this
+        # backend: the event watcher holds a session for its whole life while the
+        # publisher's passes open and close theirs on the same backend (health.py).
+        self._sessions = 0
+        self._sessions_lock = threading.Lock()
 
     @property
     def _lib(self) -> Any:
@@ -249,16 +255,24 @@ class PynvmlBackend:
                     "its libraries mounted into this container?)",
                 ) from None
             raise NvmlError("nvmlInit", code, str(error)) from None
-        self._nvml = pynvml
+        with self._sessions_lock:
+            self._sessions += 1
+            self._nvml = pynvml
 
     def shutdown(self) -> None:
-        if self._nvml is not None:
-            nvml, self._nvml = self._nvml, None
-            try:
-                nvml.nvmlShutdown()
-            except nvml.NVMLError as error:
-                code = int(getattr(error, "value", 0) or 0)
-                raise NvmlError("nvmlShutdown", code, str(error)) from None
+        with self._sessions_lock:
+            nvml = self._nvml
+            if nvml is None:
+                return
+            self._sessions -= 1
+            if self._sessions <= 0:
+                self._sessions = 0
+                self._nvml = None
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError as error:
+            code = int(getattr(error, "value", 0) or 0)
+            raise NvmlError("nvmlShutdown", code, str(error)) from None
 
     def device_count(self) -> int:
         return int(self._call("nvmlDeviceGetCount"))
