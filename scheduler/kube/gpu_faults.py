@@ -17,6 +17,7 @@ from cache.gpu_faults import faulty_holdings
 from cache.pod import PodInfo
 
 REASON = "GPUUnhealthy"
+MIN_INTERVAL = 1.0  # seconds between two scans of the nodes
 
 Warn = Callable[[PodInfo, str, str], None]
 
@@ -25,16 +26,21 @@ class GpuFaultNotifier:
     """Remembers what it told, so that each (pod, GPU) gets one event while the fault
     lasts; a fault that clears and comes back is told again."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_interval: float = MIN_INTERVAL) -> None:
+        self.min_interval = min_interval
         self._told: set[tuple[str, str, int, str]] = set()
         self._generation = -1
+        self._checked_at = float("-inf")
 
-    def check(self, cache: ClusterCache, warn: Warn) -> int:
-        """Warn about new faulty holdings; returns how many events were asked for. Only
-        looks when the cache changed since the last call (a node or pod event)."""
-        if cache.generation == self._generation:
+    def check(self, cache: ClusterCache, warn: Warn, now: float) -> int:
+        """Warn about new faulty holdings; returns how many events were asked for. Looks
+        only when the cache changed since the last look, and at most once per
+        `min_interval` (a look scans every node: ~4 ms at 5,000 nodes); a change seen
+        meanwhile is looked at by the next cycle after it (the loop ticks every second)."""
+        if cache.generation == self._generation or now - self._checked_at < self.min_interval:
             return 0
         self._generation = cache.generation
+        self._checked_at = now
         current: set[tuple[str, str, int, str]] = set()
         sent = 0
         for holding in faulty_holdings(cache):
