@@ -344,6 +344,7 @@ def _node_agent(args: argparse.Namespace) -> int:
             watch_interval=args.socket_check_interval,
             schedulers=tuple(args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES),
             isolation=tuple(args.isolation or DEFAULT_MODES),
+            mps=args.mps,
         )
     return run_node_agent(
         AgentOptions(
@@ -606,6 +607,13 @@ def build_parser() -> argparse.ArgumentParser:
         "NVIDIA runtime), device-nodes (/dev/nvidiaN device specs), cdi (CDI names "
         "nvidia.com/gpu=<uuid>); repeatable to combine (default: envvar; "
         "docs/device-plugin.md)",
+    )
+    plugin.add_argument(
+        "--mps",
+        action="store_true",
+        help="an NVIDIA MPS control daemon serves the node's GPUs: give share containers "
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
+        "(docs/device-plugin.md)",
     )
     agent.set_defaults(handler=_node_agent)
     run = commands.add_parser(

@@ -113,6 +113,8 @@ class DevicePluginConfig:
     schedulers: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES
     # How a container is handed its GPUs (isolation.py, docs/device-plugin.md).
     isolation: tuple[str, ...] = DEFAULT_MODES
+    # Set the CUDA MPS client's limits for shares (an MPS daemon runs on the node).
+    mps: bool = False
 
     def problems(self) -> list[str]:
         """Deployment mistakes, one line each."""
@@ -233,7 +235,12 @@ class DevicePlugin:
         if discovery.found:
             gpus = {
                 report.index: GpuState(
-                    report.index, report.uuid, report.healthy, report.numa, report.minor
+                    report.index,
+                    report.uuid,
+                    report.healthy,
+                    report.numa,
+                    report.minor,
+                    report.memory_mib,
                 )
                 for report in discovery.devices
             }
@@ -241,7 +248,8 @@ class DevicePlugin:
             # NVML gone (driver unloaded, library missing): GPUs seen before stay
             # listed, unhealthy, so that nothing new starts on them.
             gpus = {
-                i: GpuState(g.index, g.uuid, False, g.numa, g.minor) for i, g in self.gpus.items()
+                i: GpuState(g.index, g.uuid, False, g.numa, g.minor, g.memory_mib)
+                for i, g in self.gpus.items()
             }
             self._note(f"{discovery.summary()}; no share-devices to advertise")
         devices = tuple(
@@ -509,6 +517,8 @@ class DevicePlugin:
                     env,
                     [self.gpus[index] for index, _ in match.container.shares],
                     self.config.isolation,
+                    milli=match.container.shares[0][1],
+                    mps=self.config.mps,
                 )
             except ValueError as error:
                 raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, str(error)) from None

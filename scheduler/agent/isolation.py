@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from cache.resources import MILLI_PER_GPU
 from scheduler.agent import kubelet_api as api
 from scheduler.agent.allocation import VISIBLE_DEVICES_ENV, GpuState
 
@@ -37,6 +38,9 @@ CDI_KIND = "nvidia.com/gpu"
 # set NVIDIA's device plugin passes with --pass-device-specs).
 CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 NO_DEVICES = "void"
+MEMORY_LIMIT_ENV = "GANG_SCHEDULER_GPU_MEMORY_LIMIT_MIB"
+MPS_MEMORY_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+MPS_THREADS_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 
 
 def mode_problems(modes: Iterable[str]) -> list[str]:
@@ -49,14 +53,37 @@ def mode_problems(modes: Iterable[str]) -> list[str]:
     return found
 
 
+def share_env(gpus: Sequence[GpuState], milli: int, mps: bool) -> dict[str, str]:
+    """The memory contract of a share: `GANG_SCHEDULER_GPU_MEMORY_LIMIT_MIB`, the
+    container's part of each of its GPUs' memory (the smallest GPU's when they differ;
+    left out when NVML did not report the memory), and with `mps` the CUDA MPS client's
+    own limits, which an MPS server enforces: memory per device (indices as the
+    container sees them: 0 for its first GPU) and the share of the SMs."""
+    memories = [gpu.memory_mib for gpu in gpus if gpu.memory_mib > 0]
+    if not memories or len(memories) != len(gpus):
+        return {}
+    limit = min(memories) * milli // MILLI_PER_GPU
+    env = {MEMORY_LIMIT_ENV: str(limit)}
+    if mps and milli < MILLI_PER_GPU:
+        env[MPS_MEMORY_ENV] = ",".join(f"{i}={limit}M" for i in range(len(gpus)))
+        env[MPS_THREADS_ENV] = str(max(1, milli // 10))
+    return env
+
+
 def container_answer(
-    env: Mapping[str, str], gpus: Sequence[GpuState], modes: Iterable[str]
+    env: Mapping[str, str],
+    gpus: Sequence[GpuState],
+    modes: Iterable[str],
+    *,
+    milli: int = MILLI_PER_GPU,
+    mps: bool = False,
 ) -> api.ContainerAllocation:
-    """The Allocate answer for one container given `gpus`, with `env` (the plugin's
-    variables, NVIDIA_VISIBLE_DEVICES included) adjusted to the modes. ValueError when
-    a mode cannot be honoured (a GPU whose device node NVML did not report)."""
+    """The Allocate answer for one container given `gpus` (each at `milli`), with `env`
+    (the plugin's variables, NVIDIA_VISIBLE_DEVICES included) adjusted to the modes and
+    the share's memory contract added. ValueError when a mode cannot be honoured (a GPU
+    whose device node NVML did not report)."""
     chosen = set(modes)
-    envs = dict(env)
+    envs = dict(env) | share_env(gpus, milli, mps)
     if ENVVAR not in chosen:
         envs[VISIBLE_DEVICES_ENV] = NO_DEVICES
     devices: tuple[api.DeviceSpec, ...] = ()

@@ -23,7 +23,7 @@ from tests.agent.test_deviceplugin import NODE, UUIDS, ids_of, vgpu_pod
 from tests.kubeapi import KubeApiEmulator, api_client
 from tests.waiting import eventually
 
-GPUS = [GpuState(1, "GPU-b", True, 0, 5), GpuState(3, "GPU-d", True, 1, 7)]
+GPUS = [GpuState(1, "GPU-b", True, 0, 5), GpuState(3, "GPU-d", True, 1, 7)]  # memory unknown
 ENV = {VISIBLE_DEVICES_ENV: "GPU-b,GPU-d", "GANG_SCHEDULER_GPU_DEVICES": "1:1000,3:1000"}
 
 
@@ -58,6 +58,23 @@ def test_modes_combine() -> None:
     assert nodes(answer)[:2] == ["/dev/nvidia5", "/dev/nvidia7"]
 
 
+def test_a_share_gets_its_memory_limit_and_with_mps_the_mps_client_limits() -> None:
+    a100 = [GpuState(0, "GPU-a", True, 0, 0, 81920)]
+    plain = container_answer(ENV, a100, ["envvar"], milli=250)
+    assert plain.envs["GANG_SCHEDULER_GPU_MEMORY_LIMIT_MIB"] == "20480"
+    assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT" not in plain.envs
+    mps = container_answer(ENV, a100, ["envvar"], milli=250, mps=True)
+    assert mps.envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=20480M"
+    assert mps.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
+    # Whole GPUs: the whole memory, and no MPS limit to set.
+    two = [GpuState(0, "GPU-a", True, 0, 0, 81920), GpuState(1, "GPU-b", True, 0, 1, 81920)]
+    whole = container_answer(ENV, two, ["envvar"], milli=1000, mps=True)
+    assert whole.envs["GANG_SCHEDULER_GPU_MEMORY_LIMIT_MIB"] == "81920"
+    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in whole.envs
+    # Memory unknown: no contract rather than a wrong one.
+    assert "GANG_SCHEDULER_GPU_MEMORY_LIMIT_MIB" not in container_answer(ENV, GPUS, ["envvar"]).envs
+
+
 def test_a_gpu_without_a_known_device_node_is_refused_in_that_mode() -> None:
     unknown = [GpuState(2, "GPU-c", True, 0, None)]
     with pytest.raises(ValueError, match="GPU 2's device node is unknown"):
@@ -71,8 +88,10 @@ def test_modes_are_checked_and_the_cli_passes_them() -> None:
     assert mode_problems(["mps"])[0].startswith("unknown --isolation 'mps'")
     config = DevicePluginConfig(node_name=NODE, isolation=("nvidia-docker",))
     assert config.problems() and "unknown --isolation" in config.problems()[0]
-    args = build_parser().parse_args(["node-agent", "--isolation", "cdi", "--isolation", "envvar"])
-    assert args.isolation == ["cdi", "envvar"]
+    args = build_parser().parse_args(
+        ["node-agent", "--isolation", "cdi", "--isolation", "envvar", "--mps"]
+    )
+    assert args.isolation == ["cdi", "envvar"] and args.mps
     with pytest.raises(SystemExit):
         build_parser().parse_args(["node-agent", "--isolation", "privileged"])
 
