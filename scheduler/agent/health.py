@@ -131,6 +131,7 @@ class EventWatcher:
     registered: set[str] = field(default_factory=set)  # UUIDs watched through events
     polled: list[_Polled] = field(default_factory=list)  # GPUs watched by polling
     ready: threading.Event = field(default_factory=threading.Event)
+    _handles: dict[str, Handle] = field(default_factory=dict)
     _stopping: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -180,6 +181,7 @@ class EventWatcher:
                 handles.append((self.backend.uuid(handle), handle))
             except NvmlError as error:
                 log.warning("GPU %d not watched for events: %s", index, error)
+        self._handles = dict(handles)
         event_set: EventSet | None
         try:
             event_set = self.backend.event_set_create()
@@ -225,7 +227,8 @@ class EventWatcher:
                 # keep the GPUs watched by polling, which finds a lost GPU too.
                 log.warning("waiting for GPU events failed (%s): polling from now on", error)
                 for uuid in sorted(self.registered):
-                    self.polled.append(_Polled(uuid, None, None))
+                    handle = self._handles.get(uuid)
+                    self.polled.append(_Polled(uuid, handle, self._ecc_count(uuid, handle)))
                 self.registered.clear()
                 continue
             clock += self.wait_ms / 1000

@@ -23,6 +23,7 @@ from scheduler.agent.nvml import (
     EVENT_DOUBLE_BIT_ECC,
     EVENT_SINGLE_BIT_ECC,
     EVENT_XID_CRITICAL,
+    GPU_IS_LOST,
     NOT_SUPPORTED,
     NvmlEvent,
 )
@@ -122,6 +123,21 @@ def test_without_an_event_set_every_gpu_is_polled() -> None:
         assert len(watcher.polled) == 4 and watcher.registered == set()
         nvml.ecc_uncorrected[0] = 1
         wait_for(lambda: PCIE_BOX.gpus[0].uuid in book.faults(), "the polled fault")
+    finally:
+        watcher.stop(5)
+
+
+def test_when_waiting_fails_every_gpu_is_polled_and_a_lost_one_found() -> None:
+    nvml = FakeNvml(PCIE_BOX)
+    book = HealthBook()
+    watcher = watching(nvml, book, poll_interval=0.02)
+    try:
+        assert len(watcher.registered) == 4
+        nvml.failures[("wait_event", 0)] = GPU_IS_LOST  # the event set breaks
+        nvml.failures[("uncorrected_ecc_errors", 2)] = GPU_IS_LOST  # GPU 2 fell off the bus
+        wait_for(lambda: PCIE_BOX.gpus[2].uuid in book.faults(), "the lost GPU")
+        assert watcher.registered == set() and len(watcher.polled) == 4
+        assert set(book.faults()) == {PCIE_BOX.gpus[2].uuid}
     finally:
         watcher.stop(5)
 
