@@ -435,6 +435,10 @@ async def serve(
             print(f"node-agent: cannot serve metrics: {error}", file=sys.stderr)
             for stopper in stoppers:
                 stopper()
+            for task in (plugin_task, attribution_task):
+                if task is not None:
+                    with suppress(Exception):  # ending: their own failures are logged
+                        await task
             if watcher is not None:
                 await asyncio.to_thread(watcher.stop)
             if client is not None:

@@ -230,3 +230,24 @@ async def test_the_agent_serves_metrics_attributed_from_the_api_and_its_probes(
             with pytest.raises(asyncio.CancelledError):
                 await agent
     await eventually(lambda: True, "done")
+
+
+@pytest.mark.asyncio
+async def test_a_metrics_port_in_use_is_a_deployment_error(tmp_path: Path) -> None:
+    async with KubeApiEmulator() as emulator:
+        emulator.put_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+        kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
+        taken = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = taken.sockets[0].getsockname()[1]
+        try:
+            options = AgentOptions(
+                node_name=NODE,
+                kubeconfig=str(kubeconfig),
+                interval=3600,
+                metrics_port=port,
+                metrics_address="127.0.0.1",
+            )
+            assert await asyncio.wait_for(serve(options, FakeNvml(PCIE_BOX)), 10) == 2
+        finally:
+            taken.close()
+            await taken.wait_closed()
