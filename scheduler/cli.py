@@ -334,6 +334,7 @@ def _node_agent(args: argparse.Namespace) -> int:
     if not args.no_device_plugin:
         from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
         from scheduler.agent.deviceplugin import DevicePluginConfig
+        from scheduler.agent.isolation import DEFAULT_MODES
 
         plugin = DevicePluginConfig(
             node_name="",  # the agent's
@@ -342,6 +343,8 @@ def _node_agent(args: argparse.Namespace) -> int:
             health_interval=args.health_interval,
             watch_interval=args.socket_check_interval,
             schedulers=tuple(args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES),
+            isolation=tuple(args.isolation or DEFAULT_MODES),
+            mps=args.mps,
         )
     return run_node_agent(
         AgentOptions(
@@ -350,6 +353,9 @@ def _node_agent(args: argparse.Namespace) -> int:
             interval=args.interval,
             once=args.once,
             dry_run=args.dry_run,
+            metrics_port=None if args.metrics_port < 0 else args.metrics_port,
+            metrics_address=args.metrics_address,
+            attribution_interval=args.attribution_interval,
         ),
         device_plugin=plugin,
     )
@@ -519,6 +525,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the JSON merge patch that would be written instead of writing it "
         "(without a node name: the patch for a node with no annotation or labels)",
     )
+    served = agent.add_argument_group(
+        "metrics and probes",
+        "/metrics (per-GPU, DCGM exporter names), /healthz, /readyz (docs/node-agent.md); "
+        "not served with --once or --dry-run",
+    )
+    served.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=int,
+        default=10271,
+        help="port of /metrics, /healthz and /readyz; -1 serves none (default: 10271)",
+    )
+    served.add_argument(
+        "--metrics-address",
+        metavar="ADDRESS",
+        default="0.0.0.0",
+        help="address to listen on (default: 0.0.0.0)",
+    )
+    served.add_argument(
+        "--attribution-interval",
+        metavar="SECONDS",
+        type=float,
+        default=30.0,
+        help="seconds between reads of the node's pods that attribute GPUs to pods in the "
+        "metrics; 0 turns attribution off (default: 30)",
+    )
     plugin = agent.add_argument_group(
         "vGPU device plugin",
         "nvidia.com/vgpu for the kubelet, honouring gang-scheduler.io/gpu-devices "
@@ -565,6 +597,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="a schedulerName whose gang-scheduler.io/gpu-devices assignments are honoured "
         "(repeatable; default: gang-scheduler)",
+    )
+    plugin.add_argument(
+        "--isolation",
+        metavar="MODE",
+        action="append",
+        choices=("envvar", "device-nodes", "cdi"),
+        help="how a container is handed its GPUs: envvar (NVIDIA_VISIBLE_DEVICES, for the "
+        "NVIDIA runtime), device-nodes (/dev/nvidiaN device specs), cdi (CDI names "
+        "nvidia.com/gpu=<uuid>); repeatable to combine (default: envvar; "
+        "docs/device-plugin.md)",
+    )
+    plugin.add_argument(
+        "--mps",
+        action="store_true",
+        help="an NVIDIA MPS control daemon serves the node's GPUs: give share containers "
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
+        "(docs/device-plugin.md)",
     )
     agent.set_defaults(handler=_node_agent)
     run = commands.add_parser(

@@ -317,6 +317,8 @@ class GpuState:
     uuid: str
     healthy: bool
     numa: int | None = None
+    minor: int | None = None  # /dev/nvidia<minor> (isolation.py)
+    memory_mib: int = 0  # 0: unknown
 
 
 def container_env(match: Match, gpus: Mapping[int, GpuState]) -> dict[str, str]:

@@ -46,6 +46,8 @@ from scheduler.agent.allocation import (
     valid_unit,
 )
 from scheduler.agent.discovery import Discovery, discover
+from scheduler.agent.health import HealthBook
+from scheduler.agent.isolation import DEFAULT_MODES, container_answer, mode_problems
 from scheduler.agent.nvml import NvmlBackend
 from scheduler.agent.publisher import is_transient
 from scheduler.kube.client import ApiError, KubeClient
@@ -109,10 +111,14 @@ class DevicePluginConfig:
     health_interval: float = DEFAULT_HEALTH_INTERVAL
     watch_interval: float = DEFAULT_WATCH_INTERVAL
     schedulers: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES
+    # How a container is handed its GPUs (isolation.py, docs/device-plugin.md).
+    isolation: tuple[str, ...] = DEFAULT_MODES
+    # Set the CUDA MPS client's limits for shares (an MPS daemon runs on the node).
+    mps: bool = False
 
     def problems(self) -> list[str]:
         """Deployment mistakes, one line each."""
-        found = []
+        found = mode_problems(self.isolation)
         if not valid_unit(self.unit):
             found.append(f"--vgpu-unit must divide 1000 (1, 2, 4, 5, 8, 10, ...), got {self.unit}")
         if not self.health_interval > 0 or not self.watch_interval > 0:
@@ -150,6 +156,9 @@ class DevicePlugin:
     devices: tuple[api.Device, ...] = ()
     registrations: int = 0  # successful Register calls, for the log and the tests
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # Faults from NVML events (health.py): a new one refreshes the list at once.
+    health: HealthBook | None = None
+    _fault: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _server: grpc.aio.Server | None = field(default=None, init=False)
     _generation: int = field(default=0, init=False)  # bumped when a server goes away
     _version: int = field(default=0, init=False)  # bumped when the device list changes
@@ -189,9 +198,25 @@ class DevicePlugin:
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
     async def _health_loop(self) -> None:
+        if self.health is not None:
+            loop = asyncio.get_running_loop()
+            self.health.subscribe(lambda: loop.call_soon_threadsafe(self._fault.set))
         while not self.stopping.is_set():
             await self.refresh()
-            await self._pause(self.config.health_interval)
+            waits = [
+                asyncio.ensure_future(self.stopping.wait()),
+                asyncio.ensure_future(self._fault.wait()),
+            ]
+            try:
+                await asyncio.wait(
+                    waits,
+                    timeout=self.config.health_interval,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                for waiter in waits:
+                    waiter.cancel()
+            self._fault.clear()
 
     async def _watch_loop(self) -> None:
         while not self.stopping.is_set():
@@ -202,18 +227,30 @@ class DevicePlugin:
     async def refresh(self) -> None:
         """Ask NVML again; a changed device list goes to every ListAndWatch stream."""
         discovery = await asyncio.to_thread(discover, self.backend)
+        if self.health is not None:
+            discovery = discovery.with_faults(self.health.faults())
         self.apply_discovery(discovery)
 
     def apply_discovery(self, discovery: Discovery) -> None:
         if discovery.found:
             gpus = {
-                report.index: GpuState(report.index, report.uuid, report.healthy, report.numa)
+                report.index: GpuState(
+                    report.index,
+                    report.uuid,
+                    report.healthy,
+                    report.numa,
+                    report.minor,
+                    report.memory_mib,
+                )
                 for report in discovery.devices
             }
         else:
             # NVML gone (driver unloaded, library missing): GPUs seen before stay
             # listed, unhealthy, so that nothing new starts on them.
-            gpus = {i: GpuState(g.index, g.uuid, False, g.numa) for i, g in self.gpus.items()}
+            gpus = {
+                i: GpuState(g.index, g.uuid, False, g.numa, g.minor, g.memory_mib)
+                for i, g in self.gpus.items()
+            }
             self._note(f"{discovery.summary()}; no share-devices to advertise")
         devices = tuple(
             api.Device(device_id, api.HEALTHY if gpu.healthy else api.UNHEALTHY, gpu.numa)
@@ -476,6 +513,13 @@ class DevicePlugin:
                 raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, match.message)
             try:
                 env = container_env(match, self.gpus)
+                answer = container_answer(
+                    env,
+                    [self.gpus[index] for index, _ in match.container.shares],
+                    self.config.isolation,
+                    milli=match.container.shares[0][1],
+                    mps=self.config.mps,
+                )
             except ValueError as error:
                 raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, str(error)) from None
             try:
@@ -505,7 +549,7 @@ class DevicePlugin:
                 match.container.name,
                 env[VISIBLE_DEVICES_ENV],
             )
-            return api.ContainerAllocation(envs=env)
+            return answer
         raise Refusal(
             grpc.StatusCode.UNAVAILABLE, f"{last_error} (after {ALLOCATE_ATTEMPTS} tries)"
         )

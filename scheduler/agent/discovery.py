@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from cache.gpu import (
@@ -117,6 +117,7 @@ class DeviceReport:
     pci_bus_id: str = ""
     mig_enabled: bool = False
     problems: tuple[str, ...] = ()
+    minor: int | None = None  # /dev/nvidia<minor>; None when NVML cannot tell
 
     @property
     def healthy(self) -> bool:
@@ -187,6 +188,20 @@ class Discovery:
         noun = "GPU" if len(self.devices) == 1 else "GPUs"
         return f"{len(self.devices)} {noun} ({kinds}), {unhealthy} unhealthy"
 
+    def with_faults(self, faults: Mapping[str, Sequence[str]]) -> Discovery:
+        """This discovery with the faults the event watcher recorded (by GPU UUID) added
+        to their devices' problems: a GPU with an XID stays unhealthy although every
+        query answers (health.py)."""
+        if not faults or not self.found:
+            return self
+        devices = tuple(
+            replace(report, problems=(*report.problems, *faults[report.uuid]))
+            if report.uuid in faults
+            else report
+            for report in self.devices
+        )
+        return replace(self, devices=devices)
+
     def problems(self) -> list[str]:
         """One line per unhealthy device, with its reasons."""
         return [
@@ -200,6 +215,8 @@ class Discovery:
 # The publisher and the device plugin discover from two threads; NVML's init and
 # shutdown are reference-counted, but one pass at a time keeps them simple to reason about.
 _NVML_LOCK = threading.Lock()
+# The same lock, for the event watcher's init, registration and shutdown (health.py).
+NVML_LOCK = _NVML_LOCK
 
 
 def discover(backend: NvmlBackend) -> Discovery:
@@ -283,6 +300,9 @@ def _probe(backend: NvmlBackend, index: int) -> _Probe:
     bus_id = normalize_bus_id(_required(problems, backend.pci_bus_id, handle, ""))
     numa = _optional(problems, backend.numa_node, handle, None)
     mig = _optional(problems, backend.mig_enabled, handle, False)
+    # Only the device-node isolation mode needs it (isolation.py): a GPU whose minor
+    # cannot be read is refused in that mode at Allocate, not marked unhealthy here.
+    minor = _optional([], backend.minor_number, handle, None)
     if mig:
         problems.append(
             "MIG mode is enabled; whole-device and milli-share placement would not hold"
@@ -298,6 +318,7 @@ def _probe(backend: NvmlBackend, index: int) -> _Probe:
             pci_bus_id=bus_id,
             mig_enabled=mig,
             problems=tuple(problems),
+            minor=minor,
         ),
         handle,
     )

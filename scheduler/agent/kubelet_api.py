@@ -12,8 +12,9 @@ import time, so there is no protoc step and no generated file to keep in step.
 The message classes are dynamic, so nothing outside this module touches them: each
 message the agent sends or receives has a typed dataclass here, and `encode_*` /
 `decode_*` convert at the boundary (they are the serializers the gRPC handlers use).
-The fields the plugin never fills (Mount, DeviceSpec, CDIDevice in an Allocate
-answer) are described all the same, so that what a kubelet sends always decodes.
+The plugin fills DeviceSpec and CDIDevice in an Allocate answer only in the isolation
+modes that use them (isolation.py); Mount it never fills, but it is described all the
+same, so that what a kubelet sends always decodes.
 """
 
 from __future__ import annotations
@@ -212,11 +213,23 @@ class ContainerPreferredRequest:
 
 
 @dataclass(frozen=True)
+class DeviceSpec:
+    """A device node the runtime creates in the container (and allows in its cgroup)."""
+
+    container_path: str
+    host_path: str
+    permissions: str = "rw"
+
+
+@dataclass(frozen=True)
 class ContainerAllocation:
-    """What one container gets: environment variables and container annotations."""
+    """What one container gets: environment variables, container annotations, device
+    nodes, and CDI device names (fully qualified: `vendor.com/class=name`)."""
 
     envs: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    devices: tuple[DeviceSpec, ...] = ()
+    cdi_devices: tuple[str, ...] = ()
 
 
 # --- Empty -------------------------------------------------------------------------------------
@@ -366,6 +379,17 @@ def encode_allocate_response(containers: Sequence[ContainerAllocation]) -> bytes
                     "ContainerAllocateResponse",
                     envs=dict(container.envs),
                     annotations=dict(container.annotations),
+                    devices=[
+                        _new(
+                            "DeviceSpec",
+                            container_path=device.container_path,
+                            host_path=device.host_path,
+                            permissions=device.permissions,
+                        )
+                        for device in container.devices
+                    ],
+                    # Not _new: its own first parameter is called `name` too.
+                    cdi_devices=[_CLASSES["CDIDevice"](name=cdi) for cdi in container.cdi_devices],
                 )
                 for container in containers
             ],
@@ -376,7 +400,14 @@ def encode_allocate_response(containers: Sequence[ContainerAllocation]) -> bytes
 def decode_allocate_response(data: bytes) -> list[ContainerAllocation]:
     message = _parse("AllocateResponse", data)
     return [
-        ContainerAllocation(dict(response.envs), dict(response.annotations))
+        ContainerAllocation(
+            dict(response.envs),
+            dict(response.annotations),
+            tuple(
+                DeviceSpec(d.container_path, d.host_path, d.permissions) for d in response.devices
+            ),
+            tuple(str(c.name) for c in response.cdi_devices),
+        )
         for response in message.container_responses
     ]
 

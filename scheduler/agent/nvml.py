@@ -11,6 +11,7 @@ it, or without libnvidia-ml.so.1, `init` raises `NvmlLibraryNotFound`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -22,7 +23,13 @@ NOT_SUPPORTED = 3
 NO_PERMISSION = 4
 LIBRARY_NOT_FOUND = 12
 FUNCTION_NOT_FOUND = 13
+TIMEOUT = 10
 GPU_IS_LOST = 15
+
+# nvmlEventType bits (nvml.h): the events that say a GPU may be unusable.
+EVENT_SINGLE_BIT_ECC = 0x1
+EVENT_DOUBLE_BIT_ECC = 0x2
+EVENT_XID_CRITICAL = 0x8
 
 # nvmlGpuTopologyLevel_t, as nvmlDeviceGetTopologyCommonAncestor returns it (nvml.h; the
 # values are spaced so that NVIDIA can add levels between them).
@@ -38,6 +45,9 @@ _NODE_MASK_WORDS = 16
 
 Handle = Any
 """A device handle; opaque to everything but the backend that made it."""
+
+EventSet = Any
+"""An nvmlEventSet_t; opaque to everything but the backend that made it."""
 
 
 class NvmlError(Exception):
@@ -68,6 +78,25 @@ class RemappedRows:
     uncorrectable: int
     pending: bool
     failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlEvent:
+    """One nvmlEventData_t: the device's UUID (read by the backend from the event's
+    handle), the EVENT_* bit, and its data (the XID number for EVENT_XID_CRITICAL)."""
+
+    uuid: str
+    kind: int
+    data: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryUse:
+    """nvmlDeviceGetMemoryInfo, in bytes."""
+
+    total: int
+    used: int
+    free: int
 
 
 class NvmlBackend(Protocol):
@@ -125,6 +154,43 @@ class NvmlBackend(Protocol):
     def retired_pages_pending(self, handle: Handle) -> bool:
         """nvmlDeviceGetRetiredPagesPendingStatus (pre-Ampere page retirement)."""
 
+    def uncorrected_ecc_errors(self, handle: Handle) -> int:
+        """nvmlDeviceGetTotalEccErrors(uncorrected, volatile): since the last driver load."""
+
+    def corrected_ecc_errors(self, handle: Handle) -> int:
+        """nvmlDeviceGetTotalEccErrors(corrected, volatile): since the last driver load."""
+
+    def minor_number(self, handle: Handle) -> int:
+        """nvmlDeviceGetMinorNumber: N of the device node /dev/nvidiaN."""
+
+    def memory_use(self, handle: Handle) -> MemoryUse:
+        """nvmlDeviceGetMemoryInfo: total, used and free bytes."""
+
+    def utilization(self, handle: Handle) -> tuple[int, int]:
+        """nvmlDeviceGetUtilizationRates: (gpu, memory) percent over the last sample
+        period (the duty cycle of the kernels, and of memory reads and writes)."""
+
+    def power_milliwatts(self, handle: Handle) -> int:
+        """nvmlDeviceGetPowerUsage."""
+
+    def temperature_celsius(self, handle: Handle) -> int:
+        """nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)."""
+
+    def event_set_create(self) -> EventSet:
+        """nvmlEventSetCreate."""
+
+    def supported_events(self, handle: Handle) -> int:
+        """nvmlDeviceGetSupportedEventTypes: a mask of EVENT_* bits."""
+
+    def register_events(self, handle: Handle, mask: int, event_set: EventSet) -> None:
+        """nvmlDeviceRegisterEvents."""
+
+    def wait_event(self, event_set: EventSet, timeout_ms: int) -> NvmlEvent | None:
+        """nvmlEventSetWait_v2; None when nothing happened within the timeout."""
+
+    def event_set_free(self, event_set: EventSet) -> None:
+        """nvmlEventSetFree."""
+
 
 def single_numa_node(mask: Sequence[int]) -> int | None:
     """The NUMA node of a node mask (64-bit words, lowest node in bit 0 of word 0), or
@@ -143,6 +209,11 @@ class PynvmlBackend:
 
     def __init__(self) -> None:
         self._nvml: ModuleType | None = None
+        # NVML counts its inits (each nvmlInit needs its nvmlShutdown), and so does this
+        # backend: the event watcher holds a session for its whole life while the
+        # publisher's passes open and close theirs on the same backend (health.py).
+        self._sessions = 0
+        self._sessions_lock = threading.Lock()
 
     @property
     def _lib(self) -> Any:
@@ -184,16 +255,24 @@ class PynvmlBackend:
                     "its libraries mounted into this container?)",
                 ) from None
             raise NvmlError("nvmlInit", code, str(error)) from None
-        self._nvml = pynvml
+        with self._sessions_lock:
+            self._sessions += 1
+            self._nvml = pynvml
 
     def shutdown(self) -> None:
-        if self._nvml is not None:
-            nvml, self._nvml = self._nvml, None
-            try:
-                nvml.nvmlShutdown()
-            except nvml.NVMLError as error:
-                code = int(getattr(error, "value", 0) or 0)
-                raise NvmlError("nvmlShutdown", code, str(error)) from None
+        with self._sessions_lock:
+            nvml = self._nvml
+            if nvml is None:
+                return
+            self._sessions -= 1
+            if self._sessions <= 0:
+                self._sessions = 0
+                self._nvml = None
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError as error:
+            code = int(getattr(error, "value", 0) or 0)
+            raise NvmlError("nvmlShutdown", code, str(error)) from None
 
     def device_count(self) -> int:
         return int(self._call("nvmlDeviceGetCount"))
@@ -262,6 +341,71 @@ class PynvmlBackend:
     def retired_pages_pending(self, handle: Handle) -> bool:
         status = self._call("nvmlDeviceGetRetiredPagesPendingStatus", handle)
         return bool(status == self._lib.NVML_FEATURE_ENABLED)
+
+    def uncorrected_ecc_errors(self, handle: Handle) -> int:
+        return int(
+            self._call(
+                "nvmlDeviceGetTotalEccErrors",
+                handle,
+                self._lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                self._lib.NVML_VOLATILE_ECC,
+            )
+        )
+
+    def corrected_ecc_errors(self, handle: Handle) -> int:
+        return int(
+            self._call(
+                "nvmlDeviceGetTotalEccErrors",
+                handle,
+                self._lib.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                self._lib.NVML_VOLATILE_ECC,
+            )
+        )
+
+    def minor_number(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMinorNumber", handle))
+
+    def memory_use(self, handle: Handle) -> MemoryUse:
+        info = self._call("nvmlDeviceGetMemoryInfo", handle)
+        return MemoryUse(int(info.total), int(info.used), int(info.free))
+
+    def utilization(self, handle: Handle) -> tuple[int, int]:
+        rates = self._call("nvmlDeviceGetUtilizationRates", handle)
+        return int(rates.gpu), int(rates.memory)
+
+    def power_milliwatts(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetPowerUsage", handle))
+
+    def temperature_celsius(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetTemperature", handle, self._lib.NVML_TEMPERATURE_GPU))
+
+    def event_set_create(self) -> EventSet:
+        return self._call("nvmlEventSetCreate")
+
+    def supported_events(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetSupportedEventTypes", handle))
+
+    def register_events(self, handle: Handle, mask: int, event_set: EventSet) -> None:
+        self._call("nvmlDeviceRegisterEvents", handle, mask, event_set)
+
+    def wait_event(self, event_set: EventSet, timeout_ms: int) -> NvmlEvent | None:
+        # The _v2 call where pynvml has it (it also reports MIG instances), else the first.
+        call = (
+            "nvmlEventSetWait_v2"
+            if hasattr(self._lib, "nvmlEventSetWait_v2")
+            else ("nvmlEventSetWait")
+        )
+        try:
+            data = self._call(call, event_set, timeout_ms)
+        except NvmlError as error:
+            if error.code == TIMEOUT:
+                return None
+            raise
+        uuid = _text(self._call("nvmlDeviceGetUUID", data.device))
+        return NvmlEvent(uuid, int(data.eventType), int(data.eventData))
+
+    def event_set_free(self, event_set: EventSet) -> None:
+        self._call("nvmlEventSetFree", event_set)
 
 
 def _version(module: Any) -> str:

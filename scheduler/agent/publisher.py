@@ -25,10 +25,13 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 
 import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -39,8 +42,12 @@ from tenacity import (
 )
 
 from cache.gpu import TOPOLOGY_ANNOTATION, GpuInventory, parse_topology
+from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
 from scheduler.agent.discovery import Discovery, discover
+from scheduler.agent.health import EventWatcher, HealthBook
+from scheduler.agent.metrics import GpuCollector
 from scheduler.agent.nvml import NvmlBackend, PynvmlBackend
+from scheduler.agent.server import AgentStatus, Attribution, bound_port, make_app, start_server
 from scheduler.kube.client import ApiError, KubeClient, create_client
 
 if TYPE_CHECKING:
@@ -155,6 +162,10 @@ class AgentOptions:
     interval: float = DEFAULT_INTERVAL
     once: bool = False
     dry_run: bool = False
+    # /metrics, /healthz, /readyz (server.py); None: not served.
+    metrics_port: int | None = None
+    metrics_address: str = "0.0.0.0"
+    attribution_interval: float = 30.0
 
 
 @dataclass
@@ -168,25 +179,54 @@ class NodeAgent:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # Faults from NVML events (health.py): a new one starts a pass at once.
+    health: HealthBook | None = None
+    # The probes' view (server.py); told when each pass ends.
+    status: AgentStatus | None = None
+    last_discovery: Discovery | None = None
     _last_state: tuple[str, ...] = field(default=(), init=False)
+    _fault: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    metrics_port: int | None = None  # the port /metrics is served on, once bound
 
     async def run(self) -> int:
         """Pass after pass until stopped (or one pass with `once`); with `once`, 0 when
         the pass did what it had to (nothing to do included), 1 when the API failed."""
+        if self.health is not None:
+            loop = asyncio.get_running_loop()
+            self.health.subscribe(lambda: loop.call_soon_threadsafe(self._fault.set))
         while True:
             ok = await self.run_pass()
+            if self.status is not None:
+                self.status.pass_done()
             if self.options.once:
                 return 0 if ok else 1
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self.options.interval)
+            await self._wait_next()
             if self.stopping.is_set():
                 return 0
+
+    async def _wait_next(self) -> None:
+        """Until the interval is over, a GPU fault arrives, or the agent stops."""
+        waits = [
+            asyncio.ensure_future(self.stopping.wait()),
+            asyncio.ensure_future(self._fault.wait()),
+        ]
+        try:
+            await asyncio.wait(
+                waits, timeout=self.options.interval, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in waits:
+                waiter.cancel()
+        self._fault.clear()
 
     def stop(self) -> None:
         self.stopping.set()
 
     async def run_pass(self) -> bool:
         discovery = await asyncio.to_thread(discover, self.backend)
+        if self.health is not None:
+            discovery = discovery.with_faults(self.health.faults())
+        self.last_discovery = discovery
         self._log_state(discovery)
         if not discovery.found:
             if self.options.dry_run:
@@ -299,9 +339,7 @@ async def serve(
     vGPU device plugin (docs/device-plugin.md) runs beside the publisher, except in a
     single pass or a dry run; its node name, when empty, is the agent's."""
     node_name = options.node_name or os.environ.get(NODE_NAME_ENV) or None
-    options = AgentOptions(
-        node_name, options.kubeconfig, options.interval, options.once, options.dry_run
-    )
+    options = dataclass_replace(options, node_name=node_name)
     if not options.interval > 0:
         print(f"node-agent: --interval must be > 0, got {options.interval}", file=sys.stderr)
         return 2
@@ -330,9 +368,17 @@ async def serve(
     else:
         log.info("no node name: showing the patch for a node without annotation or labels")
     nvml = backend if backend is not None else PynvmlBackend()
-    agent = NodeAgent(nvml, options, KubeNodeApi(client) if client is not None else None)
+    # One pass or a dry run reads the GPUs once: no events to wait for.
+    book = None if options.once or options.dry_run else HealthBook()
+    agent = NodeAgent(
+        nvml, options, KubeNodeApi(client) if client is not None else None, health=book
+    )
+    watcher = EventWatcher(nvml, book) if book is not None else None
+    if watcher is not None:
+        watcher.start()
     plugin_task: asyncio.Task[None] | None = None
     stoppers = [agent.stop]
+    plugin: Any = None
     if device_plugin is not None and client is not None and node_name is not None:
         # Imported here: gRPC is needed by the device plugin only.
         from dataclasses import replace
@@ -343,9 +389,63 @@ async def serve(
             nvml,
             replace(device_plugin, node_name=device_plugin.node_name or node_name),
             KubePodApi(client),
+            health=book,
         )
         plugin_task = asyncio.create_task(plugin.run())
         stoppers.append(plugin.stop)
+    http: web.AppRunner | None = None
+    attribution_task: asyncio.Task[None] | None = None
+    if options.metrics_port is not None and not (options.once or options.dry_run):
+        registry = CollectorRegistry()
+        status = AgentStatus(
+            options.interval,
+            plugin_ready=lambda: plugin is None or not plugin.devices or plugin.registrations > 0,
+        )
+        agent.status = status
+        attribution: Attribution | None = None
+        if client is not None and node_name is not None and options.attribution_interval > 0:
+            attribution = Attribution(
+                client,
+                node_name,
+                device_plugin.unit if device_plugin is not None else 1,
+                device_plugin.schedulers if device_plugin is not None else DEFAULT_SCHEDULER_NAMES,
+                options.attribution_interval,
+            )
+            attribution_task = asyncio.create_task(attribution.run())
+            stoppers.append(attribution.stop)
+
+        def published() -> dict[str, bool]:
+            found = agent.last_discovery
+            return {r.uuid: r.healthy for r in found.devices} if found is not None else {}
+
+        registry.register(
+            GpuCollector(
+                nvml,
+                node_name or "",
+                holders=(lambda: attribution.current) if attribution is not None else lambda: (),
+                book=book,
+                healthy=published,
+            )
+        )
+        try:
+            http = await start_server(
+                make_app(registry, status), options.metrics_address, options.metrics_port
+            )
+        except OSError as error:
+            print(f"node-agent: cannot serve metrics: {error}", file=sys.stderr)
+            for stopper in stoppers:
+                stopper()
+            for task in (plugin_task, attribution_task):
+                if task is not None:
+                    with suppress(Exception):  # ending: their own failures are logged
+                        await task
+            if watcher is not None:
+                await asyncio.to_thread(watcher.stop)
+            if client is not None:
+                await client.close()
+            return 2
+        agent.metrics_port = bound_port(http)
+        log.info("serving /metrics, /healthz, /readyz on port %d", agent.metrics_port)
 
     def stop() -> None:
         for stopper in stoppers:
@@ -370,6 +470,16 @@ async def serve(
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signum)
+        for task in (plugin_task, attribution_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+        if http is not None:
+            await http.cleanup()
+        if watcher is not None:
+            # Within one event wait (a second); off the loop, which must not block.
+            await asyncio.to_thread(watcher.stop)
         if client is not None:
             await client.close()
 

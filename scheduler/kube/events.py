@@ -574,6 +574,10 @@ class FeedbackRecorder:
         )
         event.count += count
 
+    def pod_warning(self, pod: PodInfo, reason: str, message: str) -> None:
+        """A Warning event on one pod (e.g. GPUUnhealthy, scheduler/kube/gpu_faults.py)."""
+        self._event(pod_ref(pod), "Warning", reason, message)
+
     # --- plain events ---------------------------------------------------------------------
     def _event(
         self,

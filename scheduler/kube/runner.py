@@ -57,6 +57,7 @@ from scheduler.kube.binder import (
 from scheduler.kube.client import KubeClient, TokenBucket
 from scheduler.kube.connect import connect
 from scheduler.kube.events import FeedbackRecorder, WriteQueue
+from scheduler.kube.gpu_faults import GpuFaultNotifier
 from scheduler.kube.informer import ClusterInformers
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.quota_status import QuotaStatusWriter
@@ -164,6 +165,7 @@ class SchedulerRun:
         self.client = client
         self._clock = clock
         self._core = build_core_from(config)
+        self._gpu_faults = GpuFaultNotifier()
         self._metrics = SchedulerMetrics()
         self._wake = asyncio.Event()
         self.informers = ClusterInformers(
@@ -427,6 +429,8 @@ class SchedulerRun:
             await asyncio.sleep(0)
             now = self._clock()
         core.refresh(now)
+        if self._leading():
+            self._gpu_faults.check(core.cache, self.recorder.pod_warning, now)
         self._publish_waiting(now)
         gone = [gang for gang in planned if gang.key not in core.gangs]
         self.recorder.problems([*core.gangs.values(), *gone], now)

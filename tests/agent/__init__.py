@@ -17,11 +17,15 @@ common-ancestor level (nvmlDeviceGetTopologyCommonAncestor). `topo` is what
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduler.agent.nvml import (
+    EVENT_DOUBLE_BIT_ECC,
+    EVENT_SINGLE_BIT_ECC,
+    EVENT_XID_CRITICAL,
     GPU_IS_LOST,
     INVALID_ARGUMENT,
     LIBRARY_NOT_FOUND,
@@ -31,7 +35,9 @@ from scheduler.agent.nvml import (
     TOPOLOGY_NODE,
     TOPOLOGY_SINGLE,
     TOPOLOGY_SYSTEM,
+    MemoryUse,
     NvmlError,
+    NvmlEvent,
     NvmlLibraryNotFound,
     RemappedRows,
 )
@@ -53,6 +59,9 @@ class FakeGpu:
     mig: bool | None = False  # None: MIG mode "not supported" (pre-Ampere)
     rows: RemappedRows | None = CLEAN_ROWS  # None: not supported
     retired_pending: bool = False
+    # nvmlDeviceGetSupportedEventTypes: data-centre GPUs offer XID and both ECC events;
+    # 0 plays a GPU (or a platform, e.g. inside some VMs) without events.
+    events: int = EVENT_XID_CRITICAL | EVENT_DOUBLE_BIT_ECC | EVENT_SINGLE_BIT_ECC
 
 
 @dataclass(frozen=True)
@@ -212,6 +221,24 @@ class FakeNvml:
     count_error: int | None = None
     calls: list[str] = field(default_factory=list)
     initialised: int = 0
+    # The event API: what nvmlEventSetWait will hand out, the counters a poll reads
+    # (volatile uncorrected ECC errors by device index), and an error code that
+    # nvmlEventSetCreate answers with (e.g. NOT_SUPPORTED).
+    pending_events: queue.Queue[NvmlEvent] = field(default_factory=queue.Queue)
+    ecc_uncorrected: dict[int, int] = field(default_factory=dict)
+    event_set_error: int | None = None
+    registered: dict[int, int] = field(default_factory=dict)  # device index -> mask
+    event_sets: int = 0
+    # Telemetry by device index (defaults: idle, 70 W, 40 C, no memory in use).
+    used_mib: dict[int, int] = field(default_factory=dict)
+    util: dict[int, tuple[int, int]] = field(default_factory=dict)
+    power_mw: dict[int, int] = field(default_factory=dict)
+    temperature: dict[int, int] = field(default_factory=dict)
+    ecc_corrected: dict[int, int] = field(default_factory=dict)
+
+    def inject(self, index: int, kind: int, data: int = 0) -> None:
+        """The driver reporting an event on GPU `index` (any thread)."""
+        self.pending_events.put(NvmlEvent(self.machine.gpus[index].uuid, kind, data))
 
     def _check(self, method: str, *indices: int) -> None:
         self.calls.append(method)
@@ -316,6 +343,69 @@ class FakeNvml:
         self._check("retired_pages_pending", self._index(handle))
         return self._gpu(handle).retired_pending
 
+    def uncorrected_ecc_errors(self, handle: object) -> int:
+        self._check("uncorrected_ecc_errors", self._index(handle))
+        return self.ecc_uncorrected.get(self._index(handle), 0)
+
+    def minor_number(self, handle: object) -> int:
+        self._check("minor_number", self._index(handle))
+        return self._index(handle)  # /dev/nvidiaN numbered as NVML numbers the GPUs here
+
+    def corrected_ecc_errors(self, handle: object) -> int:
+        self._check("corrected_ecc_errors", self._index(handle))
+        return self.ecc_corrected.get(self._index(handle), 0)
+
+    def memory_use(self, handle: object) -> MemoryUse:
+        self._check("memory_use", self._index(handle))
+        total = self._gpu(handle).memory_mib * MIB
+        used = self.used_mib.get(self._index(handle), 0) * MIB
+        return MemoryUse(total, used, total - used)
+
+    def utilization(self, handle: object) -> tuple[int, int]:
+        self._check("utilization", self._index(handle))
+        return self.util.get(self._index(handle), (0, 0))
+
+    def power_milliwatts(self, handle: object) -> int:
+        self._check("power_milliwatts", self._index(handle))
+        return self.power_mw.get(self._index(handle), 70000)
+
+    def temperature_celsius(self, handle: object) -> int:
+        self._check("temperature_celsius", self._index(handle))
+        return self.temperature.get(self._index(handle), 40)
+
+    def event_set_create(self) -> object:
+        self._check("event_set_create")
+        if self.event_set_error is not None:
+            raise NvmlError("nvmlEventSetCreate", self.event_set_error, "Not Supported")
+        self.event_sets += 1
+        return ("event-set", self.event_sets)
+
+    def supported_events(self, handle: object) -> int:
+        self._check("supported_events", self._index(handle))
+        return self._gpu(handle).events
+
+    def register_events(self, handle: object, mask: int, event_set: object) -> None:
+        self._check("register_events", self._index(handle))
+        if mask & ~self._gpu(handle).events:
+            # nvml.h: NOT_SUPPORTED "if the platform does not support this feature or
+            # some of requested event types".
+            raise NvmlError("nvmlDeviceRegisterEvents", NOT_SUPPORTED, "Not Supported")
+        self.registered[self._index(handle)] = mask
+
+    def wait_event(self, event_set: object, timeout_ms: int) -> NvmlEvent | None:
+        self._check("wait_event", 0)  # failures[("wait_event", 0)]: the event set breaks
+        try:
+            event = self.pending_events.get(timeout=timeout_ms / 1000)
+        except queue.Empty:
+            return None  # NVML_ERROR_TIMEOUT
+        index = next(i for i, g in enumerate(self.machine.gpus) if g.uuid == event.uuid)
+        if not event.kind & self.registered.get(index, 0):
+            return None  # NVML delivers only registered kinds; count it as a timeout
+        return event
+
+    def event_set_free(self, event_set: object) -> None:
+        self._check("event_set_free")
+
     @staticmethod
     def _index(handle: object) -> int:
         assert isinstance(handle, int)
@@ -337,6 +427,16 @@ NVML_CALLS = {
     "nvlink_remote_is_switch": "nvmlDeviceGetNvLinkRemoteDeviceType",
     "remapped_rows": "nvmlDeviceGetRemappedRows",
     "retired_pages_pending": "nvmlDeviceGetRetiredPagesPendingStatus",
+    "uncorrected_ecc_errors": "nvmlDeviceGetTotalEccErrors",
+    "supported_events": "nvmlDeviceGetSupportedEventTypes",
+    "register_events": "nvmlDeviceRegisterEvents",
+    "wait_event": "nvmlEventSetWait_v2",
+    "corrected_ecc_errors": "nvmlDeviceGetTotalEccErrors",
+    "minor_number": "nvmlDeviceGetMinorNumber",
+    "memory_use": "nvmlDeviceGetMemoryInfo",
+    "utilization": "nvmlDeviceGetUtilizationRates",
+    "power_milliwatts": "nvmlDeviceGetPowerUsage",
+    "temperature_celsius": "nvmlDeviceGetTemperature",
 }
 
 _MESSAGES = {

@@ -201,6 +201,8 @@ async def test_allocate_gives_the_assigned_gpu_and_marks_the_pod(setup: Setup) -
             SHARE_ENV: "500",
             DEVICES_ENV: "2:500",
             CONTAINER_ENV: "default/notebook/main",
+            # Half of the V100's 32,510 MiB: the share's memory contract.
+            "GANG_SCHEDULER_GPU_MEMORY_LIMIT_MIB": "16255",
         }
         stored = setup.emulator.get_pod("default", "notebook")
         assert stored is not None

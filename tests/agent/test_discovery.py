@@ -416,3 +416,23 @@ def test_every_pynvml_name_the_backend_uses_exists() -> None:
     assert pynvml.NVML_TOPOLOGY_SINGLE == TOPOLOGY_SINGLE
     assert pynvml.NVML_TOPOLOGY_SYSTEM == TOPOLOGY_SYSTEM
     assert pynvml.NVML_ERROR_GPU_IS_LOST == GPU_IS_LOST
+
+
+def test_pynvml_backend_sessions_overlap_as_nvml_counts_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The event watcher holds a session while the publisher's passes open and close
+    theirs on the same backend: a pass's shutdown must not end the watcher's session."""
+    module = _fake_pynvml()
+    calls: list[str] = []
+    module.nvmlInit = lambda: calls.append("init")  # type: ignore[attr-defined]
+    module.nvmlShutdown = lambda: calls.append("shutdown")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    backend = PynvmlBackend()
+    backend.init()  # the watcher's session
+    discover(backend)  # a pass: init, queries, shutdown
+    assert backend.uuid(backend.handle(0)) == "GPU-h100"  # the watcher's still open
+    backend.shutdown()
+    assert calls == ["init", "init", "shutdown", "shutdown"]  # balanced, as NVML needs
+    with pytest.raises(NvmlError, match="not initialised"):
+        backend.handle(0)

@@ -1,6 +1,7 @@
 """The Grafana dashboard cannot drift from the metrics: every series its PromQL names, and
-every label it groups or filters by, exists in the scheduler's own registry; and every
-metric the scheduler exports is shown somewhere."""
+every label it groups or filters by, exists in the scheduler's own registry or in the
+node agent's (its DCGM-named GPU series included); and every metric either exports is
+shown somewhere."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from policies.profile import build_profile
+from scheduler.agent.health import HealthBook
+from scheduler.agent.metrics import GpuCollector, Holding
 from scheduler.core import SchedulingCore
 from scheduler.metrics import SchedulerMetrics
 from scheduler.sim.objects import node_object
+from tests.agent import PCIE_BOX, FakeNvml
 from tests.deploy.render import DEPLOY
 
 DASHBOARD = DEPLOY / "grafana" / "gang-scheduler.json"
-NAME = re.compile(r"\bgang_scheduler_[a-z0-9_]+")
-SELECTOR = re.compile(r"\b(gang_scheduler_[a-z0-9_]+)\{([^}]*)\}")
+NAME = re.compile(r"\b(?:gang_scheduler_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+)")
+SELECTOR = re.compile(r"\b(gang_scheduler_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+)\{([^}]*)\}")
 MATCHER = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
 
@@ -47,14 +53,29 @@ def registry_samples() -> dict[str, list[dict[str, str]]]:
     metrics = SchedulerMetrics()
     metrics.observe_core(core)
     samples: dict[str, list[dict[str, str]]] = {}
-    for family in metrics.registry.collect():
+    for family in [*metrics.registry.collect(), *agent_registry().collect()]:
         for sample in family.samples:
             samples.setdefault(sample.name, []).append(dict(sample.labels))
     return samples
 
 
+def agent_registry() -> CollectorRegistry:
+    """The node agent's registry on a 4-GPU box (NVML faked) with one GPU shared by
+    two pods and one XID seen, so that every series and label it can have is there."""
+    book = HealthBook()
+    book.note_xid(PCIE_BOX.gpus[0].uuid, 79)
+    held = [Holding(0, 500, "ml", "a", "main", "g"), Holding(0, 500, "ml", "b", "main", "")]
+    registry = CollectorRegistry()
+    registry.register(GpuCollector(FakeNvml(PCIE_BOX), "gpu-1", holders=lambda: held, book=book))
+    return registry
+
+
 def families() -> set[str]:
-    return {family.name for family in SchedulerMetrics().registry.collect()}
+    return {
+        family.name
+        for registry in (SchedulerMetrics().registry, agent_registry())
+        for family in registry.collect()
+    }
 
 
 def test_every_series_in_the_dashboard_exists() -> None:

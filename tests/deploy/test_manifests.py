@@ -343,3 +343,17 @@ def test_the_node_agent_counts_shares_and_trusts_the_scheduler_as_the_configmap_
     args = build_parser().parse_args(container["args"])
     assert MILLI_PER_GPU // args.vgpu_unit == config.fractional_gpu.units_per_gpu
     assert config.scheduler_name in (args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES)
+
+
+def test_the_node_agent_declares_its_metrics_port_and_probes_on_it() -> None:
+    pod = one(rendered(), "DaemonSet", "gang-scheduler-node-agent")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = build_parser().parse_args(container["args"])
+    (port,) = container["ports"]
+    assert port["containerPort"] == args.metrics_port and port["name"] == "http-metrics"
+    assert args.attribution_interval > 0
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
+    # Liveness must not fire before the agent's own limit (3 intervals + a minute) could.
+    liveness = container["livenessProbe"]
+    assert liveness["periodSeconds"] * liveness["failureThreshold"] <= 3 * args.interval + 60

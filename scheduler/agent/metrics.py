@@ -1,0 +1,253 @@
+"""The node agent's own /metrics: per GPU, what NVML reads, named as NVIDIA's DCGM
+exporter names it (so that dashboards built for it carry over), with each GPU
+attributed to the pods and containers holding it (docs/node-agent.md, "Metrics").
+
+- Read at scrape time (a Prometheus collector), one NVML session per scrape; a query
+  a GPU does not support is left out for that GPU rather than exported as 0.
+- Attribution comes from the node's pods' `gang-scheduler.io/gpu-devices` assignments,
+  split per container exactly as the device plugin hands them out
+  (allocation.read_pod): a pod list refreshed every `attribution_interval` seconds, not
+  at each scrape, so that a 1 s scrape costs the API server nothing.
+- Every series also carries DCGM's labels: gpu, UUID, pci_bus_id, device, modelName,
+  Hostname, and pod, namespace, container (empty when no pod holds the GPU; one series
+  per holding container when several share it, as DCGM's exporter does).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from cache.pod import GANG_LABEL
+from scheduler.agent.allocation import Candidate, read_pod
+from scheduler.agent.discovery import NVML_LOCK, normalize_bus_id
+from scheduler.agent.health import HealthBook
+from scheduler.agent.nvml import Handle, NvmlBackend, NvmlError
+
+log = logging.getLogger("gang_scheduler.node_agent.metrics")
+
+MIB = 1 << 20
+DCGM_LABELS = (
+    "gpu",
+    "UUID",
+    "pci_bus_id",
+    "device",
+    "modelName",
+    "Hostname",
+    "container",
+    "namespace",
+    "pod",
+)
+
+
+# --- who holds what ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """One container's share of one GPU (milli), as the device plugin hands it out."""
+
+    index: int
+    milli: int
+    namespace: str
+    pod: str
+    container: str
+    gang: str
+
+
+def holdings(
+    pods: Iterable[Mapping[str, object]], node: str, unit: int, schedulers: Iterable[str]
+) -> list[Holding]:
+    """The shares of the node's running vgpu pods, by container. Pods the device plugin
+    would refuse (no or malformed assignment, another scheduler) hold nothing here,
+    since it gives them no GPU either."""
+    found: list[Holding] = []
+    trusted = tuple(schedulers)
+    for obj in pods:
+        read = read_pod(obj, node, unit, trusted)
+        if not isinstance(read, Candidate):
+            continue
+        meta = obj.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        gang = str(labels.get(GANG_LABEL) or "") if isinstance(labels, Mapping) else ""
+        for part in read.containers:
+            for index, milli in part.shares:
+                found.append(Holding(index, milli, read.namespace, read.name, part.name, gang))
+    return found
+
+
+# --- one reading of the GPUs -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    index: int
+    uuid: str = ""
+    model: str = ""
+    bus_id: str = ""
+    values: Mapping[str, float] = field(default_factory=dict)  # DCGM name -> value
+
+
+def _try(values: dict[str, float], read: Callable[[], Mapping[str, float]]) -> None:
+    """One NVML query's values, or none when the GPU does not answer it."""
+    try:
+        values.update(read())
+    except NvmlError as error:
+        if not error.unsupported:
+            log.debug("GPU metric left out: %s", error)
+
+
+def read_gpu(backend: NvmlBackend, index: int) -> GpuReading:
+    try:
+        handle = backend.handle(index)
+        uuid = backend.uuid(handle)
+    except NvmlError as error:
+        log.debug("GPU %d not read: %s", index, error)
+        return GpuReading(index)
+    model = bus = ""
+    try:
+        model = backend.name(handle)
+        bus = backend.pci_bus_id(handle)
+    except NvmlError as error:
+        log.debug("GPU %d name or PCI address not read: %s", index, error)
+    values: dict[str, float] = {}
+    _try(values, lambda: _memory(backend, handle))
+    _try(values, lambda: _utilization(backend, handle))
+    _try(values, lambda: {"DCGM_FI_DEV_POWER_USAGE": backend.power_milliwatts(handle) / 1000})
+    _try(values, lambda: {"DCGM_FI_DEV_GPU_TEMP": backend.temperature_celsius(handle)})
+    _try(values, lambda: {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": backend.corrected_ecc_errors(handle)})
+    _try(values, lambda: {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": backend.uncorrected_ecc_errors(handle)})
+    return GpuReading(index, uuid, model, normalize_bus_id(bus) if bus else "", values)
+
+
+def _memory(backend: NvmlBackend, handle: Handle) -> dict[str, float]:
+    use = backend.memory_use(handle)
+    return {
+        "DCGM_FI_DEV_FB_USED": use.used // MIB,
+        "DCGM_FI_DEV_FB_FREE": use.free // MIB,
+        "DCGM_FI_DEV_FB_TOTAL": use.total // MIB,
+    }
+
+
+def _utilization(backend: NvmlBackend, handle: Handle) -> dict[str, float]:
+    gpu, memory = backend.utilization(handle)
+    return {"DCGM_FI_DEV_GPU_UTIL": gpu, "DCGM_FI_DEV_MEM_COPY_UTIL": memory}
+
+
+def read_gpus(backend: NvmlBackend) -> list[GpuReading]:
+    """Every GPU, in one NVML session (none when NVML is not there)."""
+    with NVML_LOCK:
+        try:
+            backend.init()
+        except NvmlError:
+            return []
+        try:
+            return [read_gpu(backend, index) for index in range(backend.device_count())]
+        except NvmlError:
+            return []
+        finally:
+            try:
+                backend.shutdown()
+            except NvmlError as error:
+                log.debug("NVML shutdown: %s", error)
+
+
+# --- the collector -----------------------------------------------------------------------------
+# DCGM field -> its help text (DCGM exporter's wording of the unit). All are gauges, as
+# DCGM's exporter types most of them; the two ECC totals it types as counters would be
+# renamed *_total by the Prometheus client, breaking the DCGM names, so they are gauges
+# here too (rate() works on them all the same).
+DCGM_FIELDS: dict[str, str] = {
+    "DCGM_FI_DEV_FB_USED": "Framebuffer memory used (in MiB).",
+    "DCGM_FI_DEV_FB_FREE": "Framebuffer memory free (in MiB).",
+    "DCGM_FI_DEV_FB_TOTAL": "Framebuffer memory total (in MiB).",
+    "DCGM_FI_DEV_GPU_UTIL": "GPU utilization (in %).",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "Memory utilization (in %).",
+    "DCGM_FI_DEV_POWER_USAGE": "Power draw (in W).",
+    "DCGM_FI_DEV_GPU_TEMP": "GPU temperature (in C).",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "Total number of single-bit volatile ECC errors.",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "Total number of double-bit volatile ECC errors.",
+    "DCGM_FI_DEV_XID_ERRORS": "Value of the last XID error encountered.",
+}
+
+
+@dataclass(eq=False)  # the registry keys its collectors by identity
+class GpuCollector(Collector):
+    """Prometheus collector of the GPUs of one node. `holders()` is the latest
+    attribution (cheap: no I/O), `book` the XIDs and faults the event watcher saw."""
+
+    backend: NvmlBackend
+    hostname: str
+    holders: Callable[[], Sequence[Holding]] = lambda: ()
+    book: HealthBook | None = None
+    healthy: Callable[[], Mapping[str, bool]] = lambda: {}
+
+    def collect(self) -> Iterator[Metric]:
+        readings = read_gpus(self.backend)
+        by_index: dict[int, list[Holding]] = {}
+        for holding in self.holders():
+            by_index.setdefault(holding.index, []).append(holding)
+        xids = self.book.xids() if self.book is not None else {}
+        faults = self.book.faults() if self.book is not None else {}
+        families = {
+            name: GaugeMetricFamily(name, text, labels=DCGM_LABELS)
+            for name, text in DCGM_FIELDS.items()
+        }
+        healthy = GaugeMetricFamily(
+            "gang_scheduler_node_agent_gpu_healthy",
+            "1 when the GPU takes new work, 0 when it is unhealthy (NVML queries, XID or "
+            "ECC faults).",
+            labels=("gpu", "UUID", "modelName", "Hostname"),
+        )
+        xid_count = GaugeMetricFamily(
+            "gang_scheduler_node_agent_gpu_xid_errors",
+            "XID errors the driver reported for the GPU since the agent started.",
+            labels=("gpu", "UUID", "modelName", "Hostname"),
+        )
+        shares = GaugeMetricFamily(
+            "gang_scheduler_node_agent_gpu_share_milli",
+            "Milli-GPU of the GPU held by a container (gang-scheduler.io/gpu-devices).",
+            labels=(
+                "gpu",
+                "UUID",
+                "modelName",
+                "Hostname",
+                "namespace",
+                "pod",
+                "container",
+                "gang",
+            ),
+        )
+        published = self.healthy()
+        for reading in readings:
+            if not reading.uuid:
+                continue
+            values = dict(reading.values)
+            if reading.uuid in xids:
+                values["DCGM_FI_DEV_XID_ERRORS"] = xids[reading.uuid][0]
+            elif self.book is not None:
+                values["DCGM_FI_DEV_XID_ERRORS"] = 0
+            base = [
+                str(reading.index),
+                reading.uuid,
+                reading.bus_id,
+                f"nvidia{reading.index}",
+                reading.model,
+                self.hostname,
+            ]
+            holders = by_index.get(reading.index) or []
+            owners = sorted({(h.container, h.namespace, h.pod) for h in holders}) or [("", "", "")]
+            for name, value in values.items():
+                for owner in owners:
+                    families[name].add_metric([*base, *owner], value)
+            gpu_labels = [str(reading.index), reading.uuid, reading.model, self.hostname]
+            ok = reading.uuid not in faults and published.get(reading.uuid, True)
+            healthy.add_metric(gpu_labels, 1.0 if ok else 0.0)
+            if self.book is not None:
+                xid_count.add_metric(gpu_labels, xids.get(reading.uuid, (0, 0))[1])
+            for h in holders:
+                shares.add_metric([*gpu_labels, h.namespace, h.pod, h.container, h.gang], h.milli)
+        yield from families.values()
+        yield healthy
+        yield xid_count
+        yield shares

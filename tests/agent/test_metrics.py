@@ -1,0 +1,253 @@
+"""The node agent's /metrics (DCGM exporter names, attribution to pods and containers)
+and its probes, with NVML faked and the pods in the API emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from cache.gpu import ASSIGNMENT_ANNOTATION
+from scheduler.agent.health import HealthBook
+from scheduler.agent.metrics import DCGM_FIELDS, GpuCollector, Holding, holdings
+from scheduler.agent.nvml import NOT_SUPPORTED
+from scheduler.agent.publisher import AgentOptions, serve
+from scheduler.agent.server import AgentStatus
+from tests.agent import PCIE_BOX, FakeNvml
+from tests.factories import pod_obj
+from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+from tests.waiting import eventually, free_port
+
+NODE = "gpu-1"
+Sample = tuple[str, dict[str, str], float]
+
+
+def vgpu_pod(name: str, assignment: str, containers: list[tuple[str, int]], **kw: Any) -> Any:
+    pod = pod_obj(
+        name, node_name=NODE, annotations={ASSIGNMENT_ANNOTATION: assignment}, phase="Running", **kw
+    )
+    template = pod["spec"]["containers"][0]
+    pod["spec"]["containers"] = []
+    for container, milli in containers:
+        entry = copy.deepcopy(template)
+        entry["name"] = container
+        entry["resources"] = {
+            "requests": {"nvidia.com/vgpu": str(milli)},
+            "limits": {"nvidia.com/vgpu": str(milli)},
+        }
+        pod["spec"]["containers"].append(entry)
+    return pod
+
+
+def parse(text: str) -> list[Sample]:
+    return [
+        (sample.name, dict(sample.labels), sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+def scrape(collector: GpuCollector) -> list[Sample]:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return parse(generate_latest(registry).decode())
+
+
+def series(samples: list[Sample], name: str, **labels: str) -> list[Sample]:
+    return [s for s in samples if s[0] == name and all(s[1].get(k) == v for k, v in labels.items())]
+
+
+# --- attribution -------------------------------------------------------------------------------
+def test_shares_are_attributed_per_container_as_the_device_plugin_hands_them_out() -> None:
+    pods = [
+        vgpu_pod("nb", "2:500", [("main", 500)], namespace="ml", gang="nb"),
+        vgpu_pod("train", "0:1000,1:1000", [("a", 1000), ("b", 1000)], gang="t"),
+        # Another scheduler's pod: the device plugin gives it nothing, nor do the metrics.
+        vgpu_pod("other", "3:1000", [("x", 1000)], scheduler="default-scheduler"),
+        # Finished: holds nothing any more.
+        {**vgpu_pod("done", "3:1000", [("y", 1000)]), "status": {"phase": "Succeeded"}},
+    ]
+    assert holdings(pods, NODE, 1, ("gang-scheduler",)) == [
+        Holding(2, 500, "ml", "nb", "main", "nb"),
+        Holding(0, 1000, "default", "train", "a", "t"),
+        Holding(1, 1000, "default", "train", "b", "t"),
+    ]
+
+
+# --- the collector -----------------------------------------------------------------------------
+def test_every_gpu_is_exported_with_dcgm_names_labels_and_units() -> None:
+    nvml = FakeNvml(PCIE_BOX)
+    nvml.used_mib[0] = 12000
+    nvml.util[0] = (87, 40)
+    nvml.power_mw[0] = 251500
+    nvml.temperature[0] = 71
+    nvml.ecc_corrected[0] = 3
+    nvml.ecc_uncorrected[0] = 1
+    nvml.failures[("power_milliwatts", 1)] = NOT_SUPPORTED  # e.g. a GeForce board
+    book = HealthBook()
+    book.note_xid(PCIE_BOX.gpus[0].uuid, 31)
+    book.note_xid(PCIE_BOX.gpus[0].uuid, 79)
+    book.record(PCIE_BOX.gpus[0].uuid, "XID 79")
+    held = [
+        Holding(0, 300, "ml", "a", "main", "g"),
+        Holding(0, 700, "ml", "b", "main", ""),
+    ]
+    samples = scrape(GpuCollector(nvml, NODE, holders=lambda: held, book=book))
+    gpu0 = {
+        "gpu": "0",
+        "UUID": PCIE_BOX.gpus[0].uuid,
+        "pci_bus_id": "0000:1a:00.0",
+        "device": "nvidia0",
+        "modelName": "Tesla V100-PCIE-32GB",
+        "Hostname": NODE,
+    }
+    # A shared GPU: one series per holding container, as DCGM's exporter does.
+    used = series(samples, "DCGM_FI_DEV_FB_USED", gpu="0")
+    assert sorted((s[1]["pod"], s[1]["container"], s[1]["namespace"]) for s in used) == [
+        ("a", "main", "ml"),
+        ("b", "main", "ml"),
+    ]
+    assert all(s[2] == 12000 and gpu0.items() <= s[1].items() for s in used)
+    one = {"gpu": "0", "pod": "a"}
+    assert series(samples, "DCGM_FI_DEV_FB_TOTAL", **one)[0][2] == 32510
+    assert series(samples, "DCGM_FI_DEV_FB_FREE", **one)[0][2] == 32510 - 12000
+    assert series(samples, "DCGM_FI_DEV_GPU_UTIL", **one)[0][2] == 87
+    assert series(samples, "DCGM_FI_DEV_MEM_COPY_UTIL", **one)[0][2] == 40
+    assert series(samples, "DCGM_FI_DEV_POWER_USAGE", **one)[0][2] == 251.5
+    assert series(samples, "DCGM_FI_DEV_GPU_TEMP", **one)[0][2] == 71
+    assert series(samples, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", **one)[0][2] == 3
+    assert series(samples, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", **one)[0][2] == 1
+    assert series(samples, "DCGM_FI_DEV_XID_ERRORS", **one)[0][2] == 79  # the last one
+    # A GPU nobody holds: one series, empty pod labels.
+    free = series(samples, "DCGM_FI_DEV_GPU_TEMP", gpu="2")
+    assert len(free) == 1 and (free[0][1]["pod"], free[0][1]["container"]) == ("", "")
+    # Not supported: left out, not 0.
+    assert series(samples, "DCGM_FI_DEV_POWER_USAGE", gpu="1") == []
+    assert len(series(samples, "DCGM_FI_DEV_GPU_TEMP", gpu="1")) == 1
+    # The agent's own series: health, XID count, shares with the gang.
+    assert series(samples, "gang_scheduler_node_agent_gpu_healthy", gpu="0")[0][2] == 0
+    assert series(samples, "gang_scheduler_node_agent_gpu_healthy", gpu="1")[0][2] == 1
+    assert series(samples, "gang_scheduler_node_agent_gpu_xid_errors", gpu="0")[0][2] == 2
+    shares = series(samples, "gang_scheduler_node_agent_gpu_share_milli", gpu="0")
+    assert sorted((s[1]["pod"], s[1]["gang"], s[2]) for s in shares) == [
+        ("a", "g", 300),
+        ("b", "", 700),
+    ]
+    assert {s[0] for s in samples} >= set(DCGM_FIELDS)
+
+
+def test_without_nvml_there_is_nothing_to_export() -> None:
+    samples = scrape(GpuCollector(FakeNvml(PCIE_BOX, library=False), NODE))
+    assert samples == []
+
+
+# --- probes ------------------------------------------------------------------------------------
+def test_liveness_fails_when_passes_stop_readiness_waits_for_the_plugin() -> None:
+    now = [1000.0]
+    registered = [False]
+    status = AgentStatus(60.0, clock=lambda: now[0], plugin_ready=lambda: registered[0])
+    assert status.alive()[0] and not status.ready()[0]  # starting
+    status.pass_done()
+    assert status.alive()[0]
+    assert status.ready() == (False, "the device plugin is not registered with the kubelet yet")
+    registered[0] = True
+    assert status.ready() == (True, "ok")
+    now[0] += 3 * 60 + 59
+    assert status.alive()[0]
+    now[0] += 2
+    assert not status.alive()[0]
+
+
+# --- end to end --------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_the_agent_serves_metrics_attributed_from_the_api_and_its_probes(
+    tmp_path: Path,
+) -> None:
+    async with KubeApiEmulator() as emulator:
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
+        emulator.put_node(node)
+        emulator.put_pod(vgpu_pod("nb", "3:250", [("main", 250)], namespace="ml", gang="nb"))
+        kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
+        port = free_port()
+        options = AgentOptions(
+            node_name=NODE,
+            kubeconfig=str(kubeconfig),
+            interval=3600,
+            metrics_port=port,
+            metrics_address="127.0.0.1",
+            attribution_interval=0.05,
+        )
+        nvml = FakeNvml(PCIE_BOX)
+        nvml.used_mib[3] = 2048
+        agent = asyncio.create_task(serve(options, nvml))
+        base = f"http://127.0.0.1:{port}"
+        try:
+            async with aiohttp.ClientSession() as http:
+
+                async def get(path: str) -> tuple[int, str]:
+                    try:
+                        async with http.get(base + path) as response:
+                            return response.status, await response.text()
+                    except aiohttp.ClientConnectionError:
+                        return 0, ""
+
+                async def ready() -> bool:
+                    return (await get("/readyz"))[0] == 200
+
+                for _ in range(200):
+                    if await ready():
+                        break
+                    await asyncio.sleep(0.02)
+                assert (await get("/readyz"))[0] == 200
+                assert (await get("/healthz"))[0] == 200
+                samples: list[Sample] = []
+
+                async def attributed() -> bool:
+                    nonlocal samples
+                    samples = parse((await get("/metrics"))[1])
+                    return bool(series(samples, "DCGM_FI_DEV_FB_USED", gpu="3", pod="nb"))
+
+                for _ in range(200):
+                    if await attributed():
+                        break
+                    await asyncio.sleep(0.02)
+                held = series(samples, "DCGM_FI_DEV_FB_USED", gpu="3", pod="nb")
+                assert held and held[0][1]["namespace"] == "ml" and held[0][2] == 2048
+                assert held[0][1]["container"] == "main" and held[0][1]["Hostname"] == NODE
+                assert len(series(samples, "DCGM_FI_DEV_FB_USED")) == 4
+                lists = [
+                    r for r in emulator.request_log if r.verb == "list" and r.resource == "pods"
+                ]
+                assert lists  # attribution read the node's pods from the API
+        finally:
+            agent.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await agent
+    await eventually(lambda: True, "done")
+
+
+@pytest.mark.asyncio
+async def test_a_metrics_port_in_use_is_a_deployment_error(tmp_path: Path) -> None:
+    async with KubeApiEmulator() as emulator:
+        emulator.put_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+        kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
+        taken = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = taken.sockets[0].getsockname()[1]
+        try:
+            options = AgentOptions(
+                node_name=NODE,
+                kubeconfig=str(kubeconfig),
+                interval=3600,
+                metrics_port=port,
+                metrics_address="127.0.0.1",
+            )
+            assert await asyncio.wait_for(serve(options, FakeNvml(PCIE_BOX)), 10) == 2
+        finally:
+            taken.close()
+            await taken.wait_closed()
