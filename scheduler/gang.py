@@ -50,7 +50,7 @@ from typing import Literal
 
 from cache.limits import INT32_DIGITS, shown, small_int
 from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
-from cache.podgroup import PodGroupInfo
+from cache.podgroup import PODGROUP_GROUP, PodGroupInfo
 from scheduler.isolation import FATAL, describe
 
 log = logging.getLogger(__name__)
@@ -179,6 +179,27 @@ class GangSet:
     # Gangs of ours with bound members, no pending member and fewer bound than their
     # size (see `build_partial`): not scheduled, but the partial-gang rule must see them.
     partial: dict[str, Gang] = field(default_factory=dict)
+
+
+# When two APIs define a gang of the same name, the first here wins (scheduler-plugins'
+# PodGroup before both, as GangIndex.podgroup says).
+GROUP_PRECEDENCE = ("scheduling.volcano.sh", "scheduling.k8s.io")
+
+
+def resolve_podgroup(
+    key: str,
+    podgroups: Mapping[str, PodGroupInfo],
+    others: Mapping[str, Mapping[str, PodGroupInfo]],
+) -> PodGroupInfo | None:
+    """The PodGroup that sizes gang `key` (see GROUP_PRECEDENCE)."""
+    group = podgroups.get(key)
+    if group is not None:
+        return group
+    for api in GROUP_PRECEDENCE:
+        group = others.get(api, {}).get(key)
+        if group is not None:
+            return group
+    return None
 
 
 def is_pending_member(pod: PodInfo, scheduler_name: str) -> bool:
@@ -485,14 +506,22 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> Non
         if group_size is not None and not group_size_valid and not texts:
             texts.append(f"PodGroup spec.minMember must be a positive integer, got {group_size!r}")
         for text in texts:
-            gang.problems.append(
-                Problem(
-                    "PodGroup",
-                    podgroup.key,
-                    "InvalidPodGroup",
-                    f"PodGroup {podgroup.key}: {text}; {instead}",
+            if podgroup.api == PODGROUP_GROUP:
+                gang.problems.append(
+                    Problem(
+                        "PodGroup",
+                        podgroup.key,
+                        "InvalidPodGroup",
+                        f"PodGroup {podgroup.key}: {text}; {instead}",
+                    )
                 )
-            )
+            else:
+                # Events go on objects of scheduler-plugins' PodGroup kind only (the
+                # adapter's references); another API's PodGroup is named on its pods.
+                message = f"PodGroup {podgroup.key} ({podgroup.api}): {text}; {instead}"
+                gang.problems.extend(
+                    Problem("Pod", pod.key, "InvalidPodGroup", message) for pod in gang.pending
+                )
     for pod, text in malformed:
         gang.problems.append(
             Problem(
@@ -544,6 +573,9 @@ class GangIndex:
         self._members: dict[str, dict[str, PodInfo]] = {}  # gang key -> pod uid -> pod
         self._gang_of: dict[str, str] = {}  # pod uid -> gang key
         self._podgroups: dict[str, PodGroupInfo] = {}
+        # Gang definitions of the other APIs (Volcano's, Kubernetes' own) by API group;
+        # scheduler-plugins' PodGroup (`_podgroups`) wins a name they share.
+        self._other_groups: dict[str, dict[str, PodGroupInfo]] = {}
         self._gangs: dict[str, Gang] = {}
         self._partial: dict[str, Gang] = {}
         self._dirty: set[str] = set()
@@ -578,17 +610,28 @@ class GangIndex:
         self._dirty.add(key)
 
     def upsert_podgroup(self, podgroup: PodGroupInfo) -> None:
-        old = self._podgroups.get(podgroup.key)
-        self._podgroups[podgroup.key] = podgroup
+        held = self._held(podgroup.api)
+        old = held.get(podgroup.key)
+        held[podgroup.key] = podgroup
         if old is not None and (
             dataclasses.replace(old, resource_version=podgroup.resource_version) == podgroup
         ):
             return  # a status write (often ours): nothing gang assembly reads changed
         self._dirty.add(podgroup.key)
 
-    def delete_podgroup(self, key: str) -> None:
-        if self._podgroups.pop(key, None) is not None:
+    def delete_podgroup(self, key: str, api: str = PODGROUP_GROUP) -> None:
+        if self._held(api).pop(key, None) is not None:
             self._dirty.add(key)
+
+    def _held(self, api: str) -> dict[str, PodGroupInfo]:
+        if api == PODGROUP_GROUP:
+            return self._podgroups
+        return self._other_groups.setdefault(api, {})
+
+    def podgroup(self, key: str) -> PodGroupInfo | None:
+        """The gang definition of `key`: scheduler-plugins' PodGroup first, then the
+        other APIs' in `GROUP_PRECEDENCE` order."""
+        return resolve_podgroup(key, self._podgroups, self._other_groups)
 
     def assemble(self) -> tuple[GangSet, frozenset[str]]:
         """The gangs, and the keys rebuilt since the last call. With nothing rebuilt the
@@ -602,7 +645,7 @@ class GangIndex:
             gang = None
             if group:
                 gang = build_gang(
-                    key, group.values(), self._podgroups.get(key), self._scheduler_name, self._keys
+                    key, group.values(), self.podgroup(key), self._scheduler_name, self._keys
                 )
             if gang is None:
                 self._gangs.pop(key, None)
@@ -611,7 +654,7 @@ class GangIndex:
             partial = None
             if group and gang is None:
                 partial = build_partial(
-                    key, group.values(), self._podgroups.get(key), self._scheduler_name, self._keys
+                    key, group.values(), self.podgroup(key), self._scheduler_name, self._keys
                 )
             if partial is None:
                 self._partial.pop(key, None)

@@ -41,6 +41,7 @@ Resource = Literal[
     "persistentvolumes",
     "storageclasses",
     "csinodes",
+    "volcano-podgroups",
 ]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)

@@ -44,8 +44,10 @@ from typing import Any
 import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
+from cache.gang_groups import GroupParser
 from cache.jsonobj import metadata
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
+from cache.volcano import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, volcano_podgroup_from_api
 from scheduler.core import Reconciliation, SchedulingCore
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, WatchBroken
 
@@ -85,6 +87,16 @@ NODES = ResourceKind("nodes", "/api/v1/nodes")
 NAMESPACES = ResourceKind("namespaces", "/api/v1/namespaces")
 PODGROUPS = ResourceKind(
     "podgroups", f"/apis/{PODGROUP_GROUP}/{PODGROUP_VERSION}/{PODGROUP_PLURAL}", optional=True
+)
+# Gang definitions of other APIs, each optional like PodGroups (a 404 means the CRD or
+# the API group is off): (kind, parser), applied by SchedulingCore.apply_gang_group.
+VOLCANO_PODGROUPS = ResourceKind(
+    "volcano-podgroups",
+    f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/{VOLCANO_PLURAL}",
+    optional=True,
+)
+GANG_GROUP_KINDS: tuple[tuple[ResourceKind, GroupParser], ...] = (
+    (VOLCANO_PODGROUPS, volcano_podgroup_from_api),
 )
 # What a pod's volumes need (policies/filters/volume_binding.py), by VolumeCache store.
 VOLUME_KINDS = {
@@ -357,6 +369,15 @@ class ClusterInformers:
             informer(PODGROUPS, core.apply_podgroup, core.relist_podgroups) if podgroups else None
         )
         self.namespaces = informer(NAMESPACES, core.apply_namespace, core.relist_namespaces)
+        # Other APIs' gang definitions: read wherever PodGroups are (`podgroups`).
+        self.gang_groups = [
+            informer(
+                kind,
+                partial(core.apply_gang_group, parse),
+                partial(core.relist_gang_groups, parse, _api_group(kind)),
+            )
+            for kind, parse in (GANG_GROUP_KINDS if podgroups else ())
+        ]
         self.volumes = [
             informer(kind, _volume_apply(core, store), partial(core.relist_volume_objects, store))
             for store, kind in VOLUME_KINDS.items()
@@ -367,7 +388,7 @@ class ClusterInformers:
         found = [self.nodes, self.pods, self.namespaces]
         if self.podgroups is not None:
             found.append(self.podgroups)
-        return found + self.volumes
+        return found + self.gang_groups + self.volumes
 
     @property
     def synced(self) -> bool:
@@ -393,3 +414,8 @@ def _volume_apply(core: SchedulingCore, store: str) -> ApplyEvent:
         core.apply_volume_object(store, event, obj, now)
 
     return apply
+
+
+def _api_group(kind: ResourceKind) -> str:
+    """The API group of a collection path /apis/<group>/<version>/<plural>."""
+    return kind.path.split("/")[2]

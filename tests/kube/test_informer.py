@@ -89,6 +89,7 @@ ONE_LIST_EACH = Counter(
         "persistentvolumes": 1,
         "storageclasses": 1,
         "csinodes": 1,
+        "volcano-podgroups": 1,
     }
 )
 

@@ -22,6 +22,7 @@ from tests.kubeapi.resources import (
     PODGROUPS,
     PODS,
     STORAGE_CLASSES,
+    VOLCANO_PODGROUPS,
 )
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "PODGROUPS",
     "PODS",
     "STORAGE_CLASSES",
+    "VOLCANO_PODGROUPS",
     "BindRecord",
     "KubeApiEmulator",
     "RequestRecord",

@@ -203,6 +203,20 @@ PODGROUPS = ResourceType(
     custom=True,
     short_names=("pg",),
 )
+# Volcano's PodGroup CRD (scheduling.volcano.sh/v1beta1), as the one above: a custom
+# resource with a status subresource (its CRD manifest declares `subresources.status`).
+VOLCANO_PODGROUPS = ResourceType(
+    "scheduling.volcano.sh",
+    "v1beta1",
+    "podgroups",
+    "PodGroup",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    allow_unconditional_update=False,
+    strategic_merge=False,
+    custom=True,
+    short_names=("podgroup-v1beta1",),
+)
 
 NAMESPACES = ResourceType(
     CORE,
@@ -251,6 +265,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     PODGROUPS,
     NAMESPACES,
     *VOLUME_TYPES,
+    VOLCANO_PODGROUPS,
 )
 
 
