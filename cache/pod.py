@@ -38,6 +38,10 @@ from cache.volumes import PodClaim, VolumeNeed, pod_claims
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
 MIN_MEMBER_ANNOTATION = "gang-scheduler.io/min-member"
+# A member's role (parameter server, worker, launcher): the Kubeflow training operator's
+# replica-type label by default; the least members per role come from this annotation.
+ROLE_LABEL = "training.kubeflow.org/replica-type"
+MIN_ROLE_MEMBERS_ANNOTATION = "gang-scheduler.io/min-role-members"
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -52,6 +56,8 @@ class GangKeys:
     label: str = GANG_LABEL
     group_annotation: str = VOLCANO_GANG_ANNOTATION
     min_member_annotation: str = MIN_MEMBER_ANNOTATION
+    role_label: str = ROLE_LABEL
+    min_role_members_annotation: str = MIN_ROLE_MEMBERS_ANNOTATION
 
 
 DEFAULT_GANG_KEYS = GangKeys()
@@ -104,6 +110,8 @@ class PodInfo:
     # The scheduler's signature on `assignment` (cache.gpu.sign_assignment), as written
     # on the pod; the cache verifies it before it charges the assignment as written.
     assignment_signature: str | None = None
+    # The per-role minimums annotation as written ("ps=1,worker=4"; scheduler/roles.py).
+    min_role_members_text: str | None = None
 
     @property
     def key(self) -> str:
@@ -353,6 +361,11 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         claims=claims,
         scheduling_gates=_gate_names(gates),
         assignment_signature=signature if isinstance(signature, str) else None,
+        min_role_members_text=(
+            str(annotations[keys.min_role_members_annotation])
+            if annotations.get(keys.min_role_members_annotation) is not None
+            else None
+        ),
     )
 
 

@@ -33,7 +33,14 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeVar, cast
 
 from cache.cluster import ClusterCache
-from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION, GangKeys
+from cache.pod import (
+    GANG_LABEL,
+    MIN_MEMBER_ANNOTATION,
+    MIN_ROLE_MEMBERS_ANNOTATION,
+    ROLE_LABEL,
+    VOLCANO_GANG_ANNOTATION,
+    GangKeys,
+)
 from cache.resources import MILLI_PER_GPU, SHARED_GPU
 from policies.profile import (
     DEFAULT_CANDIDATE_LIMIT,
@@ -257,8 +264,19 @@ class GangKeysConfig:
         default=MIN_MEMBER_ANNOTATION, metadata=_leaf("minMemberAnnotation", _text)
     )
 
+    role_label: str = field(default=ROLE_LABEL, metadata=_leaf("roleLabel", _text))
+    min_role_members_annotation: str = field(
+        default=MIN_ROLE_MEMBERS_ANNOTATION, metadata=_leaf("minRoleMembersAnnotation", _text)
+    )
+
     def keys(self) -> GangKeys:
-        return GangKeys(self.label, self.volcano_annotation, self.min_member_annotation)
+        return GangKeys(
+            self.label,
+            self.volcano_annotation,
+            self.min_member_annotation,
+            self.role_label,
+            self.min_role_members_annotation,
+        )
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from typing import Literal
 from cache.limits import INT32_DIGITS, shown, small_int
 from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
 from cache.podgroup import PODGROUP_GROUP, PodGroupInfo
+from scheduler import roles
 from scheduler.isolation import FATAL, describe
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,27 @@ class Gang:
     problems: list[Problem] = field(default_factory=list)
     # Why assembling the gang raised (crash isolation): such a gang is never ready.
     broken: str | None = None
+    # Least members per role, and the pod label naming a member's role (scheduler/roles.py).
+    role_minimums: dict[str, int] = field(default_factory=dict)
+    role_label: str = ""
+
+    def roles_missing(self, placed: Iterable[PodInfo]) -> dict[str, tuple[int, int]]:
+        """Roles whose minimum the bound members plus `placed` leave unmet."""
+        if not self.role_minimums:
+            return {}
+        return roles.roles_short(self.role_minimums, [*self.bound, *placed], self.role_label)
+
+    def role_of(self, pod: PodInfo) -> str | None:
+        return pod.labels.get(self.role_label) if self.role_label else None
+
+    @property
+    def role_needed(self) -> dict[str, int]:
+        """Per role, pending members that must be placed now (beside the bound ones)."""
+        if not self.role_minimums:
+            return {}
+        bound = roles.role_counts(self.bound, self.role_label)
+        needed = {role: least - bound[role] for role, least in self.role_minimums.items()}
+        return {role: count for role, count in needed.items() if count > 0}
 
     @property
     def placeable(self) -> list[PodInfo]:
@@ -135,8 +157,12 @@ class Gang:
     def ready(self) -> bool:
         if self.broken is not None:
             return False
-        placeable = len(self.placeable)
-        return placeable > 0 and placeable + len(self.bound) >= self.min_member
+        placeable = self.placeable
+        return (
+            len(placeable) > 0
+            and len(placeable) + len(self.bound) >= self.min_member
+            and not self.roles_missing(placeable)
+        )
 
     @property
     def waiting_message(self) -> str | None:
@@ -151,6 +177,11 @@ class Gang:
                 f"waiting for {self.missing} more member{plural}: "
                 f"{self.existing}/{self.min_member} exist"
             )
+        short = self.roles_missing(self.pending)
+        if short:
+            return "waiting for members of a role: " + roles.describe_short(
+                short, self.role_label, "exist"
+            )
         gated = self.gated
         if gated:
             names = sorted({gate for pod in gated for gate in pod.scheduling_gates})
@@ -160,6 +191,11 @@ class Gang:
             return (
                 f"{len(gated)} {verb} for scheduling gates to be removed ({shown}{more}): "
                 f"{len(self.bound) + len(self.placeable)}/{self.min_member} schedulable"
+            )
+        short = self.roles_missing(self.placeable)
+        if short and len(self.placeable) == len(self.pending):
+            return "not every role has enough members: " + roles.describe_short(
+                short, self.role_label, "schedulable"
             )
         refused = len(self.pending) - len(self.placeable)
         if refused:
@@ -534,6 +570,19 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> Non
         )
     for reason, message in gang_problems:
         gang.problems.extend(Problem("Pod", pod.key, reason, message) for pod in gang.pending)
+    _size_roles(gang, podgroup, keys)
+
+
+def _size_roles(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> None:
+    """Per-role minimums (scheduler/roles.py), and the problems found reading them."""
+    minimums, label, problems = roles.role_minimums_of(podgroup, gang.pending + gang.bound, keys)
+    gang.role_minimums, gang.role_label = minimums, label
+    for member, reason, message in problems:
+        if member is not None:
+            gang.problems.append(Problem("Pod", member.key, reason, message))
+        else:
+            text = f"gang {gang.key}: {message}"
+            gang.problems.extend(Problem("Pod", pod.key, reason, text) for pod in gang.pending)
 
 
 def _size_explanation(gang: Gang) -> str:
