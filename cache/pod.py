@@ -45,6 +45,8 @@ MIN_ROLE_MEMBERS_ANNOTATION = "gang-scheduler.io/min-role-members"
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# An object name (DNS subdomain): what a PodGroup of scheduling.k8s.io may be called.
+_OBJECT_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -325,6 +327,8 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             "(up to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
         )
         gang_name = None
+    if gang_name is None:
+        gang_name = _scheduling_group(spec, problems)
     problems.extend(unsupported.unsupported_fields(spec, in_gang=gang_name is not None))
     min_member = annotations.get(keys.min_member_annotation)
     claims: tuple[PodClaim, ...] = ()
@@ -367,6 +371,23 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             else None
         ),
     )
+
+
+def _scheduling_group(spec: Mapping[str, Any], problems: list[str]) -> str | None:
+    """The gang named by Kubernetes' own field `spec.schedulingGroup.podGroupName`
+    (1.36, cache/native_gang.py), read where no label or annotation names one. The API
+    server validates it as an object name (a DNS subdomain); anything else is refused,
+    as a name with "/" or ":" could collide with another gang's key."""
+    group = spec.get("schedulingGroup")
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    if name is None:
+        return None
+    if not isinstance(name, str) or not _OBJECT_NAME.match(name):
+        problems.append(
+            f"spec.schedulingGroup.podGroupName: {shown(name)} is not a valid object name"
+        )
+        return None
+    return name
 
 
 def _gate_names(gates: object) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ Resource = Literal[
     "storageclasses",
     "csinodes",
     "volcano-podgroups",
+    "native-podgroups",
 ]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)

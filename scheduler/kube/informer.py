@@ -46,6 +46,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from cache.gang_groups import GroupParser
 from cache.jsonobj import metadata
+from cache.native_gang import NATIVE_GROUP, NATIVE_PLURAL, NATIVE_VERSION, native_podgroup_from_api
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.volcano import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, volcano_podgroup_from_api
 from scheduler.core import Reconciliation, SchedulingCore
@@ -95,8 +96,13 @@ VOLCANO_PODGROUPS = ResourceKind(
     f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/{VOLCANO_PLURAL}",
     optional=True,
 )
+# Kubernetes' own PodGroups (1.36 alpha): a 404 where the GenericWorkload gate is off.
+NATIVE_PODGROUPS = ResourceKind(
+    "native-podgroups", f"/apis/{NATIVE_GROUP}/{NATIVE_VERSION}/{NATIVE_PLURAL}", optional=True
+)
 GANG_GROUP_KINDS: tuple[tuple[ResourceKind, GroupParser], ...] = (
     (VOLCANO_PODGROUPS, volcano_podgroup_from_api),
+    (NATIVE_PODGROUPS, native_podgroup_from_api),
 )
 # What a pod's volumes need (policies/filters/volume_binding.py), by VolumeCache store.
 VOLUME_KINDS = {

@@ -62,3 +62,31 @@ def volcano_pod(
         }
     )
     return obj
+
+
+def native_podgroup_obj(
+    name: str, min_count: int | None, namespace: str = "default"
+) -> dict[str, Any]:
+    """A PodGroup of Kubernetes 1.36 (scheduling.k8s.io/v1alpha2) as a workload
+    controller creates it from its Workload's template: the gang policy with minCount,
+    or the basic policy when `min_count` is None."""
+    policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "podGroupTemplateRef": {
+                "workload": {"workloadName": name, "podGroupTemplateName": "workers"}
+            },
+            "schedulingPolicy": policy,
+        },
+    }
+
+
+def native_gang_pod(group: str, index: int, *, gpus: int = 1) -> dict[str, Any]:
+    """A pod naming its PodGroup in `spec.schedulingGroup.podGroupName` (Kubernetes 1.36)
+    and our scheduler, and nothing else about its gang."""
+    obj = pod_obj(f"{group}-{index}", gpus=gpus)
+    obj["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return obj

@@ -90,6 +90,7 @@ ONE_LIST_EACH = Counter(
         "storageclasses": 1,
         "csinodes": 1,
         "volcano-podgroups": 1,
+        "native-podgroups": 1,
     }
 )
 

@@ -217,6 +217,17 @@ VOLCANO_PODGROUPS = ResourceType(
     custom=True,
     short_names=("podgroup-v1beta1",),
 )
+# Kubernetes' own PodGroup (scheduling.k8s.io/v1alpha2, 1.36, GenericWorkload gate):
+# a built-in type, so strategic merge patch works (its status conditions merge by
+# type); status subresource (+k8s:supportsSubresource="/status" in types.go).
+NATIVE_PODGROUPS = ResourceType(
+    "scheduling.k8s.io",
+    "v1alpha2",
+    "podgroups",
+    "PodGroup",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+)
 
 NAMESPACES = ResourceType(
     CORE,
@@ -266,6 +277,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES,
     *VOLUME_TYPES,
     VOLCANO_PODGROUPS,
+    NATIVE_PODGROUPS,
 )
 
 
