@@ -42,6 +42,10 @@ MIN_MEMBER_ANNOTATION = "gang-scheduler.io/min-member"
 # replica-type label by default; the least members per role come from this annotation.
 ROLE_LABEL = "training.kubeflow.org/replica-type"
 MIN_ROLE_MEMBERS_ANNOTATION = "gang-scheduler.io/min-role-members"
+# Kueue's plain-pod groups: the group's name (label) and its size (annotation), written
+# alike on every member; read where our own keys are absent (docs/integrations.md).
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -60,6 +64,8 @@ class GangKeys:
     min_member_annotation: str = MIN_MEMBER_ANNOTATION
     role_label: str = ROLE_LABEL
     min_role_members_annotation: str = MIN_ROLE_MEMBERS_ANNOTATION
+    kueue_label: str = KUEUE_GROUP_LABEL
+    kueue_count_annotation: str = KUEUE_TOTAL_COUNT_ANNOTATION
 
 
 DEFAULT_GANG_KEYS = GangKeys()
@@ -114,6 +120,9 @@ class PodInfo:
     assignment_signature: str | None = None
     # The per-role minimums annotation as written ("ps=1,worker=4"; scheduler/roles.py).
     min_role_members_text: str | None = None
+    # The annotation `min_member_text` was read from, when not the configured one
+    # (Kueue's total count), so that messages name the key the user wrote.
+    min_member_key: str | None = None
 
     @property
     def key(self) -> str:
@@ -328,9 +337,16 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         )
         gang_name = None
     if gang_name is None:
+        # Label values are validated by the API server, so no check as above.
+        gang_name = labels.get(keys.kueue_label) or None
+    if gang_name is None:
         gang_name = _scheduling_group(spec, problems)
     problems.extend(unsupported.unsupported_fields(spec, in_gang=gang_name is not None))
     min_member = annotations.get(keys.min_member_annotation)
+    min_member_key = None
+    if min_member is None and annotations.get(keys.kueue_count_annotation) is not None:
+        min_member = annotations[keys.kueue_count_annotation]
+        min_member_key = keys.kueue_count_annotation
     claims: tuple[PodClaim, ...] = ()
     try:
         claims = pod_claims(str(meta.get("name") or ""), spec.get("volumes"))
@@ -365,6 +381,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         claims=claims,
         scheduling_gates=_gate_names(gates),
         assignment_signature=signature if isinstance(signature, str) else None,
+        min_member_key=min_member_key,
         min_role_members_text=(
             str(annotations[keys.min_role_members_annotation])
             if annotations.get(keys.min_role_members_annotation) is not None

@@ -482,7 +482,8 @@ def _size_single(gang: Gang, keys: GangKeys) -> None:
             "Pod",
             pod.key,
             "InvalidMinMember" if malformed else "MinMemberWithoutGang",
-            f"pod {pod.key} has annotation {keys.min_member_annotation}={shown(text)}"
+            f"pod {pod.key} has annotation {pod.min_member_key or keys.min_member_annotation}"
+            f"={shown(text)}"
             + (", which is not a positive whole number," if malformed else "")
             + f" but no {keys.label} label, so it belongs to no gang; it is scheduled alone",
         )
@@ -564,7 +565,8 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> Non
                 "Pod",
                 pod.key,
                 "InvalidMinMember",
-                f"pod {pod.key} has annotation {keys.min_member_annotation}={shown(text)}, "
+                f"pod {pod.key} has annotation "
+                f"{pod.min_member_key or keys.min_member_annotation}={shown(text)}, "
                 f"which is not a positive whole number; it is ignored and {instead}",
             )
         )

@@ -90,3 +90,28 @@ def native_gang_pod(group: str, index: int, *, gpus: int = 1) -> dict[str, Any]:
     obj = pod_obj(f"{group}-{index}", gpus=gpus)
     obj["spec"]["schedulingGroup"] = {"podGroupName": group}
     return obj
+
+
+KUEUE_GATE = "kueue.x-k8s.io/admission"
+
+
+def kueue_pod(group: str, index: int, total: int | str, *, gated: bool = True) -> dict[str, Any]:
+    """A member of a Kueue plain-pod group, as Kueue documents them: the queue and
+    group-name labels and the total-count annotation on every member; Kueue's webhook
+    adds the `kueue.x-k8s.io/managed` label and the admission scheduling gate, which
+    Kueue removes once the group's Workload is admitted."""
+    obj = pod_obj(
+        f"{group}-{index}",
+        gpus=1,
+        annotations={"kueue.x-k8s.io/pod-group-total-count": str(total)},
+    )
+    obj["metadata"]["labels"].update(
+        {
+            "kueue.x-k8s.io/queue-name": "user-queue",
+            "kueue.x-k8s.io/pod-group-name": group,
+            "kueue.x-k8s.io/managed": "true",
+        }
+    )
+    if gated:
+        obj["spec"]["schedulingGates"] = [{"name": KUEUE_GATE}]
+    return obj
