@@ -254,7 +254,7 @@ class Informer:
     def _absent(self) -> None:
         if self.present is not False:
             log.warning(
-                "%s: %s is not served (CRD not installed): running without them, "
+                "%s: %s is not served (CRD not installed, or API off): running without them, "
                 "checking again every %.0f s",
                 self.kind.name,
                 self.kind.path,

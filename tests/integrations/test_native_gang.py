@@ -116,5 +116,15 @@ async def test_where_the_api_is_off_the_scheduler_runs(tmp_path: Path) -> None:
                 url = f"http://127.0.0.1:{port}/readyz"
                 async with aiohttp.ClientSession() as http, http.get(url) as answer:
                     assert answer.status == 200
+            # The emulator answers as a server with the API off: no such path, and no
+            # such group in discovery.
+            async with aiohttp.ClientSession() as http:
+                path = f"{api.base_url}/apis/scheduling.k8s.io/v1alpha2/podgroups"
+                async with http.get(path) as answer:
+                    assert answer.status == 404
+                async with http.get(f"{api.base_url}/apis") as answer:
+                    groups = {group["name"] for group in (await answer.json())["groups"]}
+                    assert "scheduling.k8s.io" not in groups
+                    assert "scheduling.volcano.sh" in groups
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
