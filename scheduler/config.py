@@ -241,6 +241,21 @@ def _fixed(supported: object, why: str) -> Check:
     return check
 
 
+CONFIG_API_VERSION = "gang-scheduler.io/v1alpha1"
+CONFIG_KIND = "SchedulerConfiguration"
+
+
+def _version(supported: str) -> Check:
+    """apiVersion or kind: the one this scheduler reads, or a message saying which."""
+
+    def check(value: object, path: str) -> object:
+        if value != supported:
+            raise ConfigError(path, f"this scheduler reads {supported} only, got {shown(value)}")
+        return value
+
+    return check
+
+
 # --- the schema ------------------------------------------------------------------------------
 # Each field carries its YAML key in its metadata: a leaf option also its check, a nested
 # section nothing more (its dataclass is the field's default_factory).
@@ -472,6 +487,12 @@ class SchedulerConfig:
     assignment_signing: AssignmentSigningConfig = field(
         default_factory=AssignmentSigningConfig, metadata=_nested("assignmentSigning")
     )
+    # The format's version: a file without these is read as this version (the format
+    # of every file written before it was versioned).
+    api_version: str = field(
+        default=CONFIG_API_VERSION, metadata=_leaf("apiVersion", _version(CONFIG_API_VERSION))
+    )
+    kind: str = field(default=CONFIG_KIND, metadata=_leaf("kind", _version(CONFIG_KIND)))
 
 
 # --- reading ---------------------------------------------------------------------------------
