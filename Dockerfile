@@ -19,7 +19,10 @@ COPY scheduler/ scheduler/
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . && cp requirements.lock /wheels/
 
 FROM ${PYTHON_IMAGE}
+# The project's version (pyproject.toml; a test keeps them equal).
+ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="gang-scheduler" \
+      org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.description="Kubernetes gang scheduler for ML learning tasks: all-or-nothing gangs, fractional GPUs, GPU topology" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONUNBUFFERED=1 \

@@ -105,3 +105,13 @@ def test_the_build_context_is_the_packaging_inputs() -> None:
         *sources, _ = shlex.split(args)
         copied |= {s.rstrip("/") for s in sources}
     assert allowed == copied
+
+
+def test_the_image_labels_name_the_projects_version() -> None:
+    _, final = stages()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (default,) = [a for a in final.all("ARG") if a.startswith("VERSION=")]
+    assert default == f"VERSION={project['version']}"
+    (labels,) = final.all("LABEL")
+    assert 'org.opencontainers.image.version="${VERSION}"' in labels
+    assert 'org.opencontainers.image.title="gang-scheduler"' in labels
