@@ -2,8 +2,8 @@
 # The gang-scheduler image: the scheduler (`run`, the default) and the node agent
 # (`node-agent`), one image for both. Two stages: the first builds the project's wheel
 # from the packaging inputs only; the second installs that wheel (with the `agent` extra,
-# NVIDIA's NVML bindings) into a slim Python and nothing else: no source tree, no tests,
-# no build tools. Runs as a numeric non-root user, so `runAsNonRoot` can verify it.
+# NVIDIA's NVML bindings) and the packages requirements.lock pins into a slim Python and
+# nothing else: no source tree, no tests, no build tools. Runs as a numeric non-root user, so `runAsNonRoot` can verify it.
 #
 #   docker build -t ghcr.io/gang-scheduler/gang-scheduler:0.1.0 .
 #
@@ -12,22 +12,30 @@ ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY cache/ cache/
 COPY policies/ policies/
 COPY scheduler/ scheduler/
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . && cp requirements.lock /wheels/
 
 FROM ${PYTHON_IMAGE}
+# The project's version (pyproject.toml; a test keeps them equal).
+ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="gang-scheduler" \
+      org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.description="Kubernetes gang scheduler for ML learning tasks: all-or-nothing gangs, fractional GPUs, GPU topology" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-# The wheel is mounted for this step only: it is installed, never copied into a layer.
+# The wheel and the lock file are mounted for this step only: installed, never copied
+# into a layer. Every package is the version requirements.lock pins (make lock), none
+# resolved at build time (--no-deps), so two builds install the same; pip check fails
+# the build if the lock no longer satisfies the project's requirements.
 RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
-    pip install --no-cache-dir "$(ls /wheels/gang_scheduler-*.whl)[agent]"
+    pip install --no-cache-dir --no-deps -r /wheels/requirements.lock \
+        "$(ls /wheels/gang_scheduler-*.whl)[agent]" \
+    && pip check
 USER 65532:65532
 ENTRYPOINT ["gang-scheduler"]
 CMD ["run"]

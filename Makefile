@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: simulate demo test lint typecheck unit bench fmt clean
+.PHONY: simulate demo test lint typecheck unit bench fmt clean lock
 
 $(BIN)/gang-scheduler: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,8 @@ clean:
 fmt: $(BIN)/gang-scheduler
 	$(BIN)/ruff format cache policies scheduler tests bench
 	$(BIN)/ruff check --fix cache policies scheduler tests bench
+
+# The image's pinned packages (requirements.lock), from what this venv installed; run it
+# after changing a dependency, on the image's Python minor version.
+lock: $(BIN)/gang-scheduler
+	$(BIN)/python scripts/lock.py > requirements.lock

@@ -38,9 +38,19 @@ from cache.volumes import PodClaim, VolumeNeed, pod_claims
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
 MIN_MEMBER_ANNOTATION = "gang-scheduler.io/min-member"
+# A member's role (parameter server, worker, launcher): the Kubeflow training operator's
+# replica-type label by default; the least members per role come from this annotation.
+ROLE_LABEL = "training.kubeflow.org/replica-type"
+MIN_ROLE_MEMBERS_ANNOTATION = "gang-scheduler.io/min-role-members"
+# Kueue's plain-pod groups: the group's name (label) and its size (annotation), written
+# alike on every member; read where our own keys are absent (docs/integrations.md).
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# An object name (DNS subdomain): what a PodGroup of scheduling.k8s.io may be called.
+_OBJECT_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,10 @@ class GangKeys:
     label: str = GANG_LABEL
     group_annotation: str = VOLCANO_GANG_ANNOTATION
     min_member_annotation: str = MIN_MEMBER_ANNOTATION
+    role_label: str = ROLE_LABEL
+    min_role_members_annotation: str = MIN_ROLE_MEMBERS_ANNOTATION
+    kueue_label: str = KUEUE_GROUP_LABEL
+    kueue_count_annotation: str = KUEUE_TOTAL_COUNT_ANNOTATION
 
 
 DEFAULT_GANG_KEYS = GangKeys()
@@ -104,6 +118,11 @@ class PodInfo:
     # The scheduler's signature on `assignment` (cache.gpu.sign_assignment), as written
     # on the pod; the cache verifies it before it charges the assignment as written.
     assignment_signature: str | None = None
+    # The per-role minimums annotation as written ("ps=1,worker=4"; scheduler/roles.py).
+    min_role_members_text: str | None = None
+    # The annotation `min_member_text` was read from, when not the configured one
+    # (Kueue's total count), so that messages name the key the user wrote.
+    min_member_key: str | None = None
 
     @property
     def key(self) -> str:
@@ -333,8 +352,17 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             "(up to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
         )
         gang_name = None
+    if gang_name is None:
+        # Label values are validated by the API server, so no check as above.
+        gang_name = labels.get(keys.kueue_label) or None
+    if gang_name is None:
+        gang_name = _scheduling_group(spec, problems)
     problems.extend(unsupported.unsupported_fields(spec, in_gang=gang_name is not None))
     min_member = annotations.get(keys.min_member_annotation)
+    min_member_key = None
+    if min_member is None and annotations.get(keys.kueue_count_annotation) is not None:
+        min_member = annotations[keys.kueue_count_annotation]
+        min_member_key = keys.kueue_count_annotation
     claims: tuple[PodClaim, ...] = ()
     try:
         claims = pod_claims(str(meta.get("name") or ""), spec.get("volumes"))
@@ -369,7 +397,30 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         claims=claims,
         scheduling_gates=_gate_names(gates),
         assignment_signature=signature if isinstance(signature, str) else None,
+        min_member_key=min_member_key,
+        min_role_members_text=(
+            str(annotations[keys.min_role_members_annotation])
+            if annotations.get(keys.min_role_members_annotation) is not None
+            else None
+        ),
     )
+
+
+def _scheduling_group(spec: Mapping[str, Any], problems: list[str]) -> str | None:
+    """The gang named by Kubernetes' own field `spec.schedulingGroup.podGroupName`
+    (1.36, cache/native_gang.py), read where no label or annotation names one. The API
+    server validates it as an object name (a DNS subdomain); anything else is refused,
+    as a name with "/" or ":" could collide with another gang's key."""
+    group = spec.get("schedulingGroup")
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    if name is None:
+        return None
+    if not isinstance(name, str) or not _OBJECT_NAME.match(name):
+        problems.append(
+            f"spec.schedulingGroup.podGroupName: {shown(name)} is not a valid object name"
+        )
+        return None
+    return name
 
 
 def _gate_names(gates: object) -> tuple[str, ...]:

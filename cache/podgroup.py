@@ -26,6 +26,15 @@ class PodGroupInfo:
     problems: tuple[str, ...] = ()
     # Tells a PodGroup from one recreated under its name (status written, events).
     uid: str = ""
+    # Which API the gang definition came from (its group): scheduler-plugins' PodGroup,
+    # Volcano's (cache/volcano.py) or Kubernetes' own (cache/native_gang.py).
+    api: str = PODGROUP_GROUP
+    # Least members per role ((role, minimum), sorted), e.g. Volcano's minTaskMember;
+    # `role_key` is the pod label naming a member's role ("" = the configured one).
+    role_minimums: tuple[tuple[str, int], ...] = ()
+    role_key: str = ""
+    # Volcano's spec.queue: read and shown, not enforced (docs/integrations.md).
+    queue: str = ""
 
     @property
     def key(self) -> str:

@@ -20,10 +20,10 @@ DRA_MESSAGE = (
 )
 
 
-# Kubernetes' own gang fields: `schedulingGroup` (1.36, PodGroup scheduling.k8s.io/
-# v1alpha2) and `workloadRef` (1.35's Workload API). Not read yet: a pod naming its gang
-# only there would be placed alone, a partial gang by another name.
-NATIVE_GANG_FIELDS = ("schedulingGroup", "workloadRef")
+# Kubernetes 1.35's `workloadRef` (its alpha Workload API, replaced in 1.36 by
+# `schedulingGroup`, which cache/pod.py reads as the gang's name): not read, so a pod
+# naming its gang only there would be placed alone, a partial gang by another name.
+NATIVE_GANG_FIELDS = ("workloadRef",)
 
 
 def unsupported_fields(spec: Mapping[str, Any], in_gang: bool = False) -> list[str]:

@@ -53,6 +53,7 @@ from scheduler.sim.workload import (
     load_workload,
     offered_load,
 )
+from scheduler.version import python_version, version
 
 DEFAULT_SEED = 42
 # The offered GPU load of a generated workload (--generate), x the cluster's GPUs.
@@ -412,6 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Kubernetes scheduler for learning tasks: all-or-nothing gangs, "
         "fractional GPUs, GPU topology.",
     )
+    shown_version = f"gang-scheduler {version()} (Python {python_version()})"
+    parser.add_argument("--version", action="version", version=shown_version)
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
         "demo", help="schedule a built-in demo cluster and learning tasks; print placements"

@@ -33,7 +33,14 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeVar, cast
 
 from cache.cluster import ClusterCache
-from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION, GangKeys
+from cache.pod import (
+    GANG_LABEL,
+    MIN_MEMBER_ANNOTATION,
+    MIN_ROLE_MEMBERS_ANNOTATION,
+    ROLE_LABEL,
+    VOLCANO_GANG_ANNOTATION,
+    GangKeys,
+)
 from cache.resources import MILLI_PER_GPU, SHARED_GPU
 from policies.profile import (
     DEFAULT_CANDIDATE_LIMIT,
@@ -234,6 +241,21 @@ def _fixed(supported: object, why: str) -> Check:
     return check
 
 
+CONFIG_API_VERSION = "gang-scheduler.io/v1alpha1"
+CONFIG_KIND = "SchedulerConfiguration"
+
+
+def _version(supported: str) -> Check:
+    """apiVersion or kind: the one this scheduler reads, or a message saying which."""
+
+    def check(value: object, path: str) -> object:
+        if value != supported:
+            raise ConfigError(path, f"this scheduler reads {supported} only, got {shown(value)}")
+        return value
+
+    return check
+
+
 # --- the schema ------------------------------------------------------------------------------
 # Each field carries its YAML key in its metadata: a leaf option also its check, a nested
 # section nothing more (its dataclass is the field's default_factory).
@@ -257,8 +279,19 @@ class GangKeysConfig:
         default=MIN_MEMBER_ANNOTATION, metadata=_leaf("minMemberAnnotation", _text)
     )
 
+    role_label: str = field(default=ROLE_LABEL, metadata=_leaf("roleLabel", _text))
+    min_role_members_annotation: str = field(
+        default=MIN_ROLE_MEMBERS_ANNOTATION, metadata=_leaf("minRoleMembersAnnotation", _text)
+    )
+
     def keys(self) -> GangKeys:
-        return GangKeys(self.label, self.volcano_annotation, self.min_member_annotation)
+        return GangKeys(
+            self.label,
+            self.volcano_annotation,
+            self.min_member_annotation,
+            self.role_label,
+            self.min_role_members_annotation,
+        )
 
 
 @dataclass(frozen=True)
@@ -454,6 +487,12 @@ class SchedulerConfig:
     assignment_signing: AssignmentSigningConfig = field(
         default_factory=AssignmentSigningConfig, metadata=_nested("assignmentSigning")
     )
+    # The format's version: a file without these is read as this version (the format
+    # of every file written before it was versioned).
+    api_version: str = field(
+        default=CONFIG_API_VERSION, metadata=_leaf("apiVersion", _version(CONFIG_API_VERSION))
+    )
+    kind: str = field(default=CONFIG_KIND, metadata=_leaf("kind", _version(CONFIG_KIND)))
 
 
 # --- reading ---------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from cache.cluster import ClusterCache, EventType, Placement, Reservation
+from cache.gang_groups import GangGroupStore, GroupParser
 from cache.jsonobj import mapping, metadata, object_uid
 from cache.pod import DEFAULT_SCHEDULER, PodInfo
 from cache.podgroup import PodGroupInfo
@@ -155,6 +156,8 @@ class SchedulingCore:
         # uid -> namespace/name of pods shown to gang assembly only as unreadable (the
         # cache holds no record of them), so a later deletion or relist removes them too.
         self._unreadable: dict[str, str] = {}
+        # PodGroups of Volcano and of Kubernetes' own gang API (cache/gang_groups.py).
+        self.gang_groups = GangGroupStore()
 
     # --- events -----------------------------------------------------------------------
     @_isolated("Node")
@@ -234,6 +237,30 @@ class SchedulingCore:
                 self.cache.quotas.remove(key)
             if self.cache.quotas.generation != generation:
                 self.queue.cluster_changed(now, ClusterChange.QUOTA_CHANGED)
+
+        return Reconciliation(apply, remove_missing)
+
+    def apply_gang_group(
+        self, parse: GroupParser, event: EventType | str, obj: Mapping[str, Any], now: float
+    ) -> None:
+        """A PodGroup of another API than scheduler-plugins' (Volcano's, Kubernetes'
+        own), read by `parse` (which never raises): cache/gang_groups.py."""
+        read, held = self.gang_groups.apply(parse, event, obj)
+        if held is None:
+            self.index.delete_podgroup(read.key, read.api)
+        else:
+            self.index.upsert_podgroup(held)
+
+    def relist_gang_groups(self, parse: GroupParser, api: str) -> Reconciliation:
+        def apply(obj: Mapping[str, Any], now: float) -> str:
+            self.apply_gang_group(parse, EventType.MODIFIED, obj, now)
+            meta = metadata(obj)
+            return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+        def remove_missing(listed: set[str], now: float) -> None:
+            for key in [k for k in self.gang_groups.of(api) if k not in listed]:
+                self.gang_groups.remove(api, key)
+                self.index.delete_podgroup(key, api)
 
         return Reconciliation(apply, remove_missing)
 

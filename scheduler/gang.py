@@ -50,7 +50,8 @@ from typing import Literal
 
 from cache.limits import INT32_DIGITS, shown, small_int
 from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
-from cache.podgroup import PodGroupInfo
+from cache.podgroup import PODGROUP_GROUP, PodGroupInfo
+from scheduler import roles
 from scheduler.isolation import FATAL, describe
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,27 @@ class Gang:
     problems: list[Problem] = field(default_factory=list)
     # Why assembling the gang raised (crash isolation): such a gang is never ready.
     broken: str | None = None
+    # Least members per role, and the pod label naming a member's role (scheduler/roles.py).
+    role_minimums: dict[str, int] = field(default_factory=dict)
+    role_label: str = ""
+
+    def roles_missing(self, placed: Iterable[PodInfo]) -> dict[str, tuple[int, int]]:
+        """Roles whose minimum the bound members plus `placed` leave unmet."""
+        if not self.role_minimums:
+            return {}
+        return roles.roles_short(self.role_minimums, [*self.bound, *placed], self.role_label)
+
+    def role_of(self, pod: PodInfo) -> str | None:
+        return pod.labels.get(self.role_label) if self.role_label else None
+
+    @property
+    def role_needed(self) -> dict[str, int]:
+        """Per role, pending members that must be placed now (beside the bound ones)."""
+        if not self.role_minimums:
+            return {}
+        bound = roles.role_counts(self.bound, self.role_label)
+        needed = {role: least - bound[role] for role, least in self.role_minimums.items()}
+        return {role: count for role, count in needed.items() if count > 0}
 
     @property
     def placeable(self) -> list[PodInfo]:
@@ -135,8 +157,12 @@ class Gang:
     def ready(self) -> bool:
         if self.broken is not None:
             return False
-        placeable = len(self.placeable)
-        return placeable > 0 and placeable + len(self.bound) >= self.min_member
+        placeable = self.placeable
+        return (
+            len(placeable) > 0
+            and len(placeable) + len(self.bound) >= self.min_member
+            and not self.roles_missing(placeable)
+        )
 
     @property
     def waiting_message(self) -> str | None:
@@ -151,6 +177,11 @@ class Gang:
                 f"waiting for {self.missing} more member{plural}: "
                 f"{self.existing}/{self.min_member} exist"
             )
+        short = self.roles_missing(self.pending)
+        if short:
+            return "waiting for members of a role: " + roles.describe_short(
+                short, self.role_label, "exist"
+            )
         gated = self.gated
         if gated:
             names = sorted({gate for pod in gated for gate in pod.scheduling_gates})
@@ -160,6 +191,11 @@ class Gang:
             return (
                 f"{len(gated)} {verb} for scheduling gates to be removed ({shown}{more}): "
                 f"{len(self.bound) + len(self.placeable)}/{self.min_member} schedulable"
+            )
+        short = self.roles_missing(self.placeable)
+        if short and len(self.placeable) == len(self.pending):
+            return "not every role has enough members: " + roles.describe_short(
+                short, self.role_label, "schedulable"
             )
         refused = len(self.pending) - len(self.placeable)
         if refused:
@@ -179,6 +215,27 @@ class GangSet:
     # Gangs of ours with bound members, no pending member and fewer bound than their
     # size (see `build_partial`): not scheduled, but the partial-gang rule must see them.
     partial: dict[str, Gang] = field(default_factory=dict)
+
+
+# When two APIs define a gang of the same name, the first here wins (scheduler-plugins'
+# PodGroup before both, as GangIndex.podgroup says).
+GROUP_PRECEDENCE = ("scheduling.volcano.sh", "scheduling.k8s.io")
+
+
+def resolve_podgroup(
+    key: str,
+    podgroups: Mapping[str, PodGroupInfo],
+    others: Mapping[str, Mapping[str, PodGroupInfo]],
+) -> PodGroupInfo | None:
+    """The PodGroup that sizes gang `key` (see GROUP_PRECEDENCE)."""
+    group = podgroups.get(key)
+    if group is not None:
+        return group
+    for api in GROUP_PRECEDENCE:
+        group = others.get(api, {}).get(key)
+        if group is not None:
+            return group
+    return None
 
 
 def is_pending_member(pod: PodInfo, scheduler_name: str) -> bool:
@@ -426,7 +483,8 @@ def _size_single(gang: Gang, keys: GangKeys) -> None:
             "Pod",
             pod.key,
             "InvalidMinMember" if malformed else "MinMemberWithoutGang",
-            f"pod {pod.key} has annotation {keys.min_member_annotation}={shown(text)}"
+            f"pod {pod.key} has annotation {pod.min_member_key or keys.min_member_annotation}"
+            f"={shown(text)}"
             + (", which is not a positive whole number," if malformed else "")
             + f" but no {keys.label} label, so it belongs to no gang; it is scheduled alone",
         )
@@ -486,26 +544,48 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> Non
         if group_size is not None and not group_size_valid and not texts:
             texts.append(f"PodGroup spec.minMember must be a positive integer, got {group_size!r}")
         for text in texts:
-            gang.problems.append(
-                Problem(
-                    "PodGroup",
-                    podgroup.key,
-                    "InvalidPodGroup",
-                    f"PodGroup {podgroup.key}: {text}; {instead}",
+            if podgroup.api == PODGROUP_GROUP:
+                gang.problems.append(
+                    Problem(
+                        "PodGroup",
+                        podgroup.key,
+                        "InvalidPodGroup",
+                        f"PodGroup {podgroup.key}: {text}; {instead}",
+                    )
                 )
-            )
+            else:
+                # Events go on objects of scheduler-plugins' PodGroup kind only (the
+                # adapter's references); another API's PodGroup is named on its pods.
+                message = f"PodGroup {podgroup.key} ({podgroup.api}): {text}; {instead}"
+                gang.problems.extend(
+                    Problem("Pod", pod.key, "InvalidPodGroup", message) for pod in gang.pending
+                )
     for pod, text in malformed:
         gang.problems.append(
             Problem(
                 "Pod",
                 pod.key,
                 "InvalidMinMember",
-                f"pod {pod.key} has annotation {keys.min_member_annotation}={shown(text)}, "
+                f"pod {pod.key} has annotation "
+                f"{pod.min_member_key or keys.min_member_annotation}={shown(text)}, "
                 f"which is not a positive whole number; it is ignored and {instead}",
             )
         )
     for reason, message in gang_problems:
         gang.problems.extend(Problem("Pod", pod.key, reason, message) for pod in gang.pending)
+    _size_roles(gang, podgroup, keys)
+
+
+def _size_roles(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> None:
+    """Per-role minimums (scheduler/roles.py), and the problems found reading them."""
+    minimums, label, problems = roles.role_minimums_of(podgroup, gang.pending + gang.bound, keys)
+    gang.role_minimums, gang.role_label = minimums, label
+    for member, reason, message in problems:
+        if member is not None:
+            gang.problems.append(Problem("Pod", member.key, reason, message))
+        else:
+            text = f"gang {gang.key}: {message}"
+            gang.problems.extend(Problem("Pod", pod.key, reason, text) for pod in gang.pending)
 
 
 def _size_explanation(gang: Gang) -> str:
@@ -545,6 +625,9 @@ class GangIndex:
         self._members: dict[str, dict[str, PodInfo]] = {}  # gang key -> pod uid -> pod
         self._gang_of: dict[str, str] = {}  # pod uid -> gang key
         self._podgroups: dict[str, PodGroupInfo] = {}
+        # Gang definitions of the other APIs (Volcano's, Kubernetes' own) by API group;
+        # scheduler-plugins' PodGroup (`_podgroups`) wins a name they share.
+        self._other_groups: dict[str, dict[str, PodGroupInfo]] = {}
         self._gangs: dict[str, Gang] = {}
         self._partial: dict[str, Gang] = {}
         self._dirty: set[str] = set()
@@ -579,17 +662,28 @@ class GangIndex:
         self._dirty.add(key)
 
     def upsert_podgroup(self, podgroup: PodGroupInfo) -> None:
-        old = self._podgroups.get(podgroup.key)
-        self._podgroups[podgroup.key] = podgroup
+        held = self._held(podgroup.api)
+        old = held.get(podgroup.key)
+        held[podgroup.key] = podgroup
         if old is not None and (
             dataclasses.replace(old, resource_version=podgroup.resource_version) == podgroup
         ):
             return  # a status write (often ours): nothing gang assembly reads changed
         self._dirty.add(podgroup.key)
 
-    def delete_podgroup(self, key: str) -> None:
-        if self._podgroups.pop(key, None) is not None:
+    def delete_podgroup(self, key: str, api: str = PODGROUP_GROUP) -> None:
+        if self._held(api).pop(key, None) is not None:
             self._dirty.add(key)
+
+    def _held(self, api: str) -> dict[str, PodGroupInfo]:
+        if api == PODGROUP_GROUP:
+            return self._podgroups
+        return self._other_groups.setdefault(api, {})
+
+    def podgroup(self, key: str) -> PodGroupInfo | None:
+        """The gang definition of `key`: scheduler-plugins' PodGroup first, then the
+        other APIs' in `GROUP_PRECEDENCE` order."""
+        return resolve_podgroup(key, self._podgroups, self._other_groups)
 
     def assemble(self) -> tuple[GangSet, frozenset[str]]:
         """The gangs, and the keys rebuilt since the last call. With nothing rebuilt the
@@ -603,7 +697,7 @@ class GangIndex:
             gang = None
             if group:
                 gang = build_gang(
-                    key, group.values(), self._podgroups.get(key), self._scheduler_name, self._keys
+                    key, group.values(), self.podgroup(key), self._scheduler_name, self._keys
                 )
             if gang is None:
                 self._gangs.pop(key, None)
@@ -612,7 +706,7 @@ class GangIndex:
             partial = None
             if group and gang is None:
                 partial = build_partial(
-                    key, group.values(), self._podgroups.get(key), self._scheduler_name, self._keys
+                    key, group.values(), self.podgroup(key), self._scheduler_name, self._keys
                 )
             if partial is None:
                 self._partial.pop(key, None)

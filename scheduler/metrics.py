@@ -28,6 +28,7 @@ from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from scheduler.core import SchedulingCore
 from scheduler.queue import STATES
 from scheduler.quotas import would_borrow
+from scheduler.version import python_version, version
 
 AttemptResult = Literal["scheduled", "unschedulable", "error"]
 # conflict: 409 (already bound); not_found: 404 (pod or node gone); timeout: no answer
@@ -44,6 +45,8 @@ Resource = Literal[
     "storageclasses",
     "csinodes",
     "elasticquotas",
+    "volcano-podgroups",
+    "native-podgroups",
 ]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)
@@ -52,7 +55,9 @@ CACHE_KINDS = ("nodes", "pods", "assumed_pods", "podgroups")
 # Every label name a metric may carry. /metrics is served to anyone who can reach the
 # pod (docs/security.md, "Endpoints"), so no label may name a tenant: no namespace, gang,
 # pod or node. tests/scheduler/test_metrics.py fails on a label outside this set.
-METRIC_LABELS = frozenset({"result", "reason", "resource", "state", "type", "model"})
+METRIC_LABELS = frozenset(
+    {"result", "reason", "resource", "state", "type", "model", "version", "python"}
+)
 UNKNOWN_MODEL = "unknown"
 QUOTA_TOTALS = ("used", "min", "max", "borrowed")
 QUOTA_RESOURCE_NAMES = {GPU: "gpu_milli", CPU: "cpu_milli", MEMORY: "memory_bytes"}
@@ -226,6 +231,14 @@ class SchedulerMetrics:
             "1 while this replica holds the leader lease (and schedules), else 0.",
             registry=reg,
         )
+        # Which build runs (a dashboard joins on it; an alert can spot mixed versions).
+        self.build_info = Gauge(
+            "gang_scheduler_build_info",
+            "1, labelled with the scheduler's version and the Python it runs on.",
+            ["version", "python"],
+            registry=reg,
+        )
+        self.build_info.labels(version(), python_version()).set(1)
         # Every closed label value exists from the start, so a rate() over a series that
         # has not happened yet reads 0 instead of nothing.
         for result in ATTEMPT_RESULTS:

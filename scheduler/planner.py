@@ -74,6 +74,13 @@ class PlannableGang(Protocol):
     @property
     def bound(self) -> Sequence[PodInfo]: ...
 
+    @property
+    def role_needed(self) -> Mapping[str, int]: ...
+
+    def roles_missing(self, placed: Iterable[PodInfo]) -> Mapping[str, tuple[int, int]]: ...
+
+    def role_of(self, pod: PodInfo) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -317,12 +324,14 @@ class _GangPlanning:
             else:
                 self._collect_candidates(shape)
         best: _Attempt | None = None
+        chosen: _Attempt | None = None
         for attempt in self._attempts():
             if best is None or len(attempt.placements) > len(best.placements):
                 best = attempt
-            if len(best.placements) >= max(needed, 1):
+            if self._enough(attempt, needed):
+                chosen = best = attempt
                 break
-        if best is not None and len(best.placements) >= max(needed, 1):
+        if best is not None and chosen is not None:
             return Plan(
                 gang_key=self.gang.key,
                 placements=tuple(best.placements),
@@ -343,6 +352,13 @@ class _GangPlanning:
                 ),
             )
         return self._unschedulable(needed, best)
+
+    def _enough(self, attempt: _Attempt, needed: int) -> bool:
+        """At least `needed` members placed, and every role's minimum met."""
+        if len(attempt.placements) < max(needed, 1):
+            return False
+        placed = [self.member_by_uid[p.pod_uid] for p in attempt.placements]
+        return not self.gang.roles_missing(placed)
 
     def _attempts(self) -> Iterator[_Attempt]:
         by_size = sorted(
@@ -377,6 +393,11 @@ class _GangPlanning:
             order = [pod for pod in by_size if pod.uid in leading]
             order += [pod for pod in by_size if pod.uid not in leading]
             yield self._greedy("affinity-anchors-first", order, None, self._best_scored, leading)
+        if self.gang.role_needed:
+            # Per-role minimums (scheduler/roles.py): the members a role still needs
+            # first, so that room runs out, if it does, on members beyond the minimums.
+            order = _roles_first(self.gang, by_size)
+            yield self._greedy("required-roles-first", order, None, self._best_scored)
 
     # --- candidates -------------------------------------------------------------------
     def _collect_candidates(self, shape: _Shape) -> None:
@@ -807,6 +828,13 @@ class _GangPlanning:
     def _unschedulable(self, needed: int, best: _Attempt | None) -> Unschedulable:
         placeable = len(best.placements) if best else 0
         gang_line = self._gang_line(placeable, needed)
+        placed = [self.member_by_uid[p.pod_uid] for p in best.placements] if best else []
+        short = self.gang.roles_missing(placed)
+        if short:
+            gang_line += "; " + ", ".join(
+                f"role {role}: {have}/{least} placeable"
+                for role, (have, least) in sorted(short.items())
+            )
         reasons: dict[str, str] = {}
         first_reason = ""
         if best is not None:
@@ -831,6 +859,20 @@ class _GangPlanning:
 
 
 _SPREAD_REASONS = frozenset({REASON_SKEW, REASON_MISSING_LABEL})
+
+
+def _roles_first(gang: PlannableGang, order: list[PodInfo]) -> list[PodInfo]:
+    """`order` with, for each role short of its minimum, that many of its members first."""
+    wanted = dict(gang.role_needed)
+    first: list[PodInfo] = []
+    for pod in order:
+        role = gang.role_of(pod)
+        if role is not None and wanted.get(role, 0) > 0:
+            wanted[role] -= 1
+            first.append(pod)
+    chosen = {pod.uid for pod in first}
+    return first + [pod for pod in order if pod.uid not in chosen]
+
 
 # Node scores judge a choice alone; they are handed an empty gang context.
 _NO_GANG = GangContext()

@@ -51,6 +51,7 @@ from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from scheduler.config import ScheduledEvents
 from scheduler.gang import Gang, Problem, gate_message
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
+from scheduler.kube.native_status import NativeCondition, native_condition, native_status_path
 from scheduler.planner import Plan, Unschedulable
 
 log = logging.getLogger(__name__)
@@ -298,6 +299,7 @@ class FeedbackRecorder:
         has_podgroup: Callable[[str], bool] = lambda key: False,
         wall_clock: Callable[[], float] = time.time,
         podgroup_uid: Callable[[str], str | None] = lambda key: None,
+        native_podgroup: Callable[[str], bool] = lambda key: False,
     ) -> None:
         self.queue = queue
         self.component = component
@@ -319,6 +321,10 @@ class FeedbackRecorder:
         self._podgroup_status: dict[str, tuple[str, PodGroupStatus]] = {}
         self._podgroup_uids: dict[str, str] = {}
         self._names = itertools.count()
+        # Kubernetes' own PodGroups (scheduler/kube/native_status.py): whether the gang
+        # has one, and per key the condition last written and when its status changed.
+        self.native_podgroup = native_podgroup
+        self._native_status: dict[str, tuple[NativeCondition, float]] = {}
         self._pruned_for: Mapping[str, Gang] | None = None
 
     # --- what the scheduling loop reports -------------------------------------------
@@ -462,6 +468,8 @@ class FeedbackRecorder:
         for podgroups in (self._podgroup_status, self._podgroup_uids):
             for key in [k for k in podgroups if not self.has_podgroup(k)]:
                 del podgroups[key]
+        for key in [k for k in self._native_status if not self.native_podgroup(k)]:
+            del self._native_status[key]
         pending = {pod.uid for gang in gangs.values() for pod in gang.pending}
         for uid in [u for u in self._conditions if u not in pending]:
             del self._conditions[uid]
@@ -686,6 +694,33 @@ class FeedbackRecorder:
             self.podgroup_status(
                 gang.key, podgroup_status(gang.min_member, gang.bound, newly_bound)
             )
+        elif self.native_podgroup(gang.key):
+            scheduled = len([p for p in gang.bound if p.consumes_resources]) + newly_bound
+            self._write_native(gang.key, native_condition(gang.min_member, scheduled))
+
+    def _write_native(self, key: str, condition: NativeCondition) -> None:
+        """Patch a native PodGroup's PodGroupScheduled condition when it changed."""
+        last = self._native_status.get(key)
+        if last is not None and last[0] == condition:
+            return
+        changed = last is None or last[0].status != condition.status
+        transition = self._wall() if changed or last is None else last[1]
+        self._native_status[key] = (condition, transition)
+        namespace, _, name = key.partition("/")
+        self.stats.podgroup_statuses += 1
+        body = {"status": {"conditions": [condition.as_json(transition)]}}
+        path = native_status_path(namespace, name)
+
+        async def write(client: KubeClient) -> None:
+            try:
+                await client.request_json("PATCH", path, body=body, content_type=STRATEGIC_MERGE)
+            except ApiError as err:
+                if err.status != 404:
+                    self._native_status.pop(key, None)  # try again on the next change
+                    raise
+                log.debug("no PodGroup %s to report status on", key)
+
+        self.queue.submit(("native-podgroup-status", key), write)
 
 
 def _shared_problems(gang: Gang) -> set[tuple[str, str, str]]:

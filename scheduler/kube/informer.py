@@ -44,9 +44,12 @@ from typing import Any
 import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
+from cache.gang_groups import GroupParser
 from cache.jsonobj import metadata
+from cache.native_gang import NATIVE_GROUP, NATIVE_PLURAL, NATIVE_VERSION, native_podgroup_from_api
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.quota import QUOTA_GROUP, QUOTA_PLURAL, QUOTA_VERSION
+from cache.volcano import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, volcano_podgroup_from_api
 from scheduler.core import Reconciliation, SchedulingCore
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, WatchBroken
 
@@ -90,6 +93,21 @@ PODGROUPS = ResourceKind(
 # ElasticQuotas (docs/quotas.md), optional like PodGroups.
 ELASTIC_QUOTAS = ResourceKind(
     "elasticquotas", f"/apis/{QUOTA_GROUP}/{QUOTA_VERSION}/{QUOTA_PLURAL}", optional=True
+)
+# Gang definitions of other APIs, each optional like PodGroups (a 404 means the CRD or
+# the API group is off): (kind, parser), applied by SchedulingCore.apply_gang_group.
+VOLCANO_PODGROUPS = ResourceKind(
+    "volcano-podgroups",
+    f"/apis/{VOLCANO_GROUP}/{VOLCANO_VERSION}/{VOLCANO_PLURAL}",
+    optional=True,
+)
+# Kubernetes' own PodGroups (1.36 alpha): a 404 where the GenericWorkload gate is off.
+NATIVE_PODGROUPS = ResourceKind(
+    "native-podgroups", f"/apis/{NATIVE_GROUP}/{NATIVE_VERSION}/{NATIVE_PLURAL}", optional=True
+)
+GANG_GROUP_KINDS: tuple[tuple[ResourceKind, GroupParser], ...] = (
+    (VOLCANO_PODGROUPS, volcano_podgroup_from_api),
+    (NATIVE_PODGROUPS, native_podgroup_from_api),
 )
 # What a pod's volumes need (policies/filters/volume_binding.py), by VolumeCache store.
 VOLUME_KINDS = {
@@ -241,7 +259,7 @@ class Informer:
     def _absent(self) -> None:
         if self.present is not False:
             log.warning(
-                "%s: %s is not served (CRD not installed): running without them, "
+                "%s: %s is not served (CRD not installed, or API off): running without them, "
                 "checking again every %.0f s",
                 self.kind.name,
                 self.kind.path,
@@ -363,6 +381,15 @@ class ClusterInformers:
         )
         self.namespaces = informer(NAMESPACES, core.apply_namespace, core.relist_namespaces)
         self.quotas = informer(ELASTIC_QUOTAS, core.apply_elasticquota, core.relist_elasticquotas)
+        # Other APIs' gang definitions: read wherever PodGroups are (`podgroups`).
+        self.gang_groups = [
+            informer(
+                kind,
+                partial(core.apply_gang_group, parse),
+                partial(core.relist_gang_groups, parse, _api_group(kind)),
+            )
+            for kind, parse in (GANG_GROUP_KINDS if podgroups else ())
+        ]
         self.volumes = [
             informer(kind, _volume_apply(core, store), partial(core.relist_volume_objects, store))
             for store, kind in VOLUME_KINDS.items()
@@ -373,7 +400,7 @@ class ClusterInformers:
         found = [self.nodes, self.pods, self.namespaces, self.quotas]
         if self.podgroups is not None:
             found.append(self.podgroups)
-        return found + self.volumes
+        return found + self.gang_groups + self.volumes
 
     @property
     def synced(self) -> bool:
@@ -399,3 +426,8 @@ def _volume_apply(core: SchedulingCore, store: str) -> ApplyEvent:
         core.apply_volume_object(store, event, obj, now)
 
     return apply
+
+
+def _api_group(kind: ResourceKind) -> str:
+    """The API group of a collection path /apis/<group>/<version>/<plural>."""
+    return kind.path.split("/")[2]

@@ -41,6 +41,7 @@ from typing import Any, cast
 
 from aiohttp import web
 
+from cache.native_gang import NATIVE_GROUP
 from scheduler.config import SchedulerConfig, build_core_from
 from scheduler.core import SchedulingCore
 from scheduler.gang import Gang
@@ -186,6 +187,7 @@ class SchedulerRun:
             scheduled_events=config.events.scheduled,
             has_podgroup=lambda key: key in self._core.cache.podgroups(),
             podgroup_uid=self._podgroup_uid,
+            native_podgroup=self._native_podgroup,
         )
         self.quota_status = QuotaStatusWriter(self.writes)
         self.binder = GangBinder(
@@ -221,6 +223,11 @@ class SchedulerRun:
         self._stopping = False
         # The last cycle failure logged (crash isolation), so a repeating one logs once.
         self._cycle_failure = ""
+
+    def _native_podgroup(self, key: str) -> bool:
+        """The gang is sized by a PodGroup of Kubernetes' own API (status written there)."""
+        group = self._core.index.podgroup(key)
+        return group is not None and group.api == NATIVE_GROUP
 
     def _podgroup_uid(self, key: str) -> str | None:
         group = self._core.cache.podgroups().get(key)

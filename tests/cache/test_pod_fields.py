@@ -61,10 +61,7 @@ def test_unsupported_fields_are_problems_naming_the_field(
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [
-        ("schedulingGroup", {"podGroupName": "train"}),
-        ("workloadRef", {"name": "train", "podGroup": "workers"}),
-    ],
+    [("workloadRef", {"name": "train", "podGroup": "workers"})],
 )
 def test_a_native_gang_the_scheduler_cannot_read_is_refused_unless_labelled(
     field: str, value: object
@@ -100,3 +97,23 @@ def test_fields_kube_scheduler_leaves_to_others_are_no_problem(field: str) -> No
     obj = pod_obj("p")
     obj["spec"][field] = values[field]
     assert pod_from_api(obj).problems == ()
+
+
+def test_kubernetes_own_scheduling_group_names_the_gang() -> None:
+    native = pod_obj("p")
+    native["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+    pod = pod_from_api(native)
+    assert (pod.problems, pod.gang_key) == ((), "default/train")
+    # The label, where both are written, names the gang (docs/integrations.md).
+    labelled = pod_obj("p", gang="other")
+    labelled["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+    assert pod_from_api(labelled).gang_key == "default/other"
+
+
+@pytest.mark.parametrize("name", ["a/b", "A", "x:y", 7, "-x", "x" * 254])
+def test_a_scheduling_group_that_is_no_object_name_is_refused(name: object) -> None:
+    obj = pod_obj("p")
+    obj["spec"]["schedulingGroup"] = {"podGroupName": name}
+    pod = pod_from_api(obj)
+    assert pod.gang_name is None
+    assert any("spec.schedulingGroup.podGroupName" in problem for problem in pod.problems)

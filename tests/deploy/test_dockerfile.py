@@ -52,9 +52,15 @@ def test_the_build_stage_copies_only_the_packaging_inputs() -> None:
     for args in build.all("COPY"):
         *sources, _ = shlex.split(args)
         copied |= {s.rstrip("/") for s in sources}
-    assert copied == {"pyproject.toml", project["project"]["readme"], *packages}
+    assert copied == {
+        "pyproject.toml",
+        project["project"]["readme"],
+        "requirements.lock",
+        *packages,
+    }
     (run,) = build.all("RUN")
     assert "pip wheel" in run and "--no-deps" in run
+    assert "cp requirements.lock /wheels/" in run
 
 
 def test_the_final_stage_installs_the_wheel_only_and_runs_as_non_root() -> None:
@@ -66,6 +72,9 @@ def test_the_final_stage_installs_the_wheel_only_and_runs_as_non_root() -> None:
     assert re.search(
         r'pip install [^"]*"\$\(ls /wheels/gang_scheduler-\*\.whl\)\[agent\]"', install
     )
+    # Only pinned packages: nothing resolved at build time, and the set checked.
+    assert "--no-deps -r /wheels/requirements.lock" in install
+    assert install.rstrip().endswith("&& pip check")
     (user,) = final.all("USER")
     uid, _, gid = user.partition(":")
     assert uid.isdigit() and int(uid) > 0 and gid.isdigit() and int(gid) > 0
@@ -96,3 +105,13 @@ def test_the_build_context_is_the_packaging_inputs() -> None:
         *sources, _ = shlex.split(args)
         copied |= {s.rstrip("/") for s in sources}
     assert allowed == copied
+
+
+def test_the_image_labels_name_the_projects_version() -> None:
+    _, final = stages()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (default,) = [a for a in final.all("ARG") if a.startswith("VERSION=")]
+    assert default == f"VERSION={project['version']}"
+    (labels,) = final.all("LABEL")
+    assert 'org.opencontainers.image.version="${VERSION}"' in labels
+    assert 'org.opencontainers.image.title="gang-scheduler"' in labels

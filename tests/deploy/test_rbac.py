@@ -45,9 +45,11 @@ from tests.agent.kubelet import FakeKubelet, PluginClient
 from tests.cache.test_quota import quota_obj
 from tests.deploy.render import one, rendered, scheduler_config_text
 from tests.factories import node_obj, pod_obj, podgroup_obj
+from tests.integrations.controllers import native_gang_pod, native_podgroup_obj
 from tests.kubeapi import (
     ELASTIC_QUOTAS,
     LEASES,
+    NATIVE_PODGROUPS,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODGROUPS,
@@ -146,6 +148,22 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                 await eventually(
                     lambda: api.request_count("patch", "elasticquotas", "status") >= 1,
                     "ElasticQuota status written",
+                )
+                # Kubernetes' own gang API: its PodGroupScheduled condition written.
+                api.put(NATIVE_PODGROUPS, native_podgroup_obj("native", 2))
+                for i in range(2):
+                    api.put_pod(native_gang_pod("native", i, gpus=0))
+                await eventually(
+                    lambda: (
+                        [
+                            c.get("status")
+                            for c in (api.get(NATIVE_PODGROUPS, "default", "native") or {})
+                            .get("status", {})
+                            .get("conditions", [])
+                        ]
+                        == ["True"]
+                    ),
+                    "native PodGroup status written",
                 )
                 # A gang broken by a 409: its bound member is deleted.
                 api.fail_next_binds(1, status=409, after=1)

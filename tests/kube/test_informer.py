@@ -90,6 +90,8 @@ ONE_LIST_EACH = Counter(
         "storageclasses": 1,
         "csinodes": 1,
         "elasticquotas": 1,
+        "volcano-podgroups": 1,
+        "native-podgroups": 1,
     }
 )
 

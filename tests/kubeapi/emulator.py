@@ -134,6 +134,8 @@ class KubeApiEmulator:
         self.max_watch_backlog = max_watch_backlog
         self.too_large_wait = too_large_wait
         self._crd_present = crd_present
+        # Types answered 404, as where their CRD is not installed or their API is off.
+        self.unserved: set[ResourceType] = set()
         self._graceful = graceful_delete
         self._kubelet_delay = kubelet_delay
         # Seconds after a Ready node's write until the emulated node lifecycle controller
@@ -443,10 +445,16 @@ class KubeApiEmulator:
         if parts[:2] == ["_emulator", "seed"] and len(parts) == 3 and request.method == "POST":
             return await self._seed(request, parts[2])
         if request.method == "GET":
-            doc = discovery_document(parts, request.host, self._crd_present, self._started)
+            doc = discovery_document(
+                parts, request.host, self._crd_present, self._started, self.unserved
+            )
             if doc is not None:
                 return json_response(dumps(doc), 200)
         route = parse_route(parts, self._crd_present)
+        if route.rtype in self.unserved:
+            # An API group that is off, or a CRD not installed: the server has no such
+            # path, and discovery does not list it.
+            raise errors.path_not_found()
         verb = verb_of(request, route)
         handler: Callable[[web.Request, Route], Awaitable[web.StreamResponse]] | None = {
             "list": self._list,

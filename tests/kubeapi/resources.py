@@ -219,6 +219,31 @@ ELASTIC_QUOTAS = ResourceType(
 )
 # Served only while the emulator's CRDs are installed (Emulator.crd_present).
 CRD_TYPES = (PODGROUPS, ELASTIC_QUOTAS)
+# Volcano's PodGroup CRD (scheduling.volcano.sh/v1beta1), as the one above: a custom
+# resource with a status subresource (its CRD manifest declares `subresources.status`).
+VOLCANO_PODGROUPS = ResourceType(
+    "scheduling.volcano.sh",
+    "v1beta1",
+    "podgroups",
+    "PodGroup",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    allow_unconditional_update=False,
+    strategic_merge=False,
+    custom=True,
+    short_names=("podgroup-v1beta1",),
+)
+# Kubernetes' own PodGroup (scheduling.k8s.io/v1alpha2, 1.36, GenericWorkload gate):
+# a built-in type, so strategic merge patch works (its status conditions merge by
+# type); status subresource (+k8s:supportsSubresource="/status" in types.go).
+NATIVE_PODGROUPS = ResourceType(
+    "scheduling.k8s.io",
+    "v1alpha2",
+    "podgroups",
+    "PodGroup",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+)
 
 NAMESPACES = ResourceType(
     CORE,
@@ -268,6 +293,8 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES,
     *VOLUME_TYPES,
     ELASTIC_QUOTAS,
+    VOLCANO_PODGROUPS,
+    NATIVE_PODGROUPS,
 )
 
 

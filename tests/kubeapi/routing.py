@@ -7,6 +7,7 @@ optional subresource after the name, and the legacy `/watch/` prefix.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,10 +90,15 @@ def json_response(body: bytes, status: int) -> web.Response:
 
 
 def discovery_document(
-    parts: list[str], host: str, crd_present: bool, created: str
+    parts: list[str],
+    host: str,
+    crd_present: bool,
+    created: str,
+    unserved: Collection[ResourceType] = (),
 ) -> dict[str, Any] | None:
-    """The discovery answer for a GET of `parts`, or None when it is not discovery."""
-    types = [t for t in ALL_TYPES if t not in CRD_TYPES or crd_present]
+    """The discovery answer for a GET of `parts`, or None when it is not discovery.
+    `unserved` types are left out, as the server lists no API that is off."""
+    types = [t for t in ALL_TYPES if (t not in CRD_TYPES or crd_present) and t not in unserved]
     if parts == ["version"]:
         return dict(discovery.VERSION_INFO)
     if parts == ["api"]:

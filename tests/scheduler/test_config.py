@@ -374,3 +374,28 @@ def test_the_debug_listener_takes_loopback_addresses_only() -> None:
         http = parse_config(f"http: {{debugAddress: '{address}', debugPort: 10270}}").http
         assert (http.debug_address, http.debug_port) == (address, 10270)
     assert SchedulerConfig().http.debug_port == 0  # no debug listener unless configured
+
+
+def test_the_format_is_versioned_and_a_file_without_a_version_is_v1alpha1() -> None:
+    from scheduler.config import CONFIG_API_VERSION, CONFIG_KIND, config_from_mapping
+
+    assert (CONFIG_API_VERSION, CONFIG_KIND) == (
+        "gang-scheduler.io/v1alpha1",
+        "SchedulerConfiguration",
+    )
+    unversioned = config_from_mapping({"schedulerName": "x"})
+    versioned = config_from_mapping(
+        {"apiVersion": CONFIG_API_VERSION, "kind": CONFIG_KIND, "schedulerName": "x"}
+    )
+    assert unversioned == versioned
+    for data, path in (
+        ({"apiVersion": "gang-scheduler.io/v1"}, "apiVersion"),
+        ({"apiVersion": "v1"}, "apiVersion"),
+        ({"kind": "KubeSchedulerConfiguration"}, "kind"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            config_from_mapping(data)
+        assert error.value.args[0].startswith(f"config: {path}: "), error.value.args[0]
+        assert "gang-scheduler.io/v1alpha1" in str(error.value) or "SchedulerConfiguration" in str(
+            error.value
+        )
