@@ -51,3 +51,15 @@ def test_the_networkpolicy_component_admits_only_the_metrics_port(tmp_path: Path
     (container,) = template["spec"]["containers"]
     assert rule["ports"] == [{"port": container["ports"][0]["name"], "protocol": "TCP"}]
     assert "NetworkPolicy" not in {o["kind"] for o in rendered()}  # optional
+    # The node agents' metrics name the pods holding each GPU: the same rule for them.
+    agents = one(objects, "NetworkPolicy", "gang-scheduler-node-agent-metrics")
+    daemonset = one(objects, "DaemonSet", "gang-scheduler-node-agent")
+    agent_template = daemonset["spec"]["template"]
+    assert agents["metadata"]["namespace"] == daemonset["metadata"]["namespace"]
+    assert agents["spec"]["podSelector"]["matchLabels"].items() <= (
+        agent_template["metadata"]["labels"].items()
+    )
+    (agent_rule,) = agents["spec"]["ingress"]
+    (agent,) = agent_template["spec"]["containers"]
+    assert agent_rule["ports"] == [{"port": agent["ports"][0]["name"], "protocol": "TCP"}]
+    assert agent_rule["from"] == rule["from"]
