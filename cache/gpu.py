@@ -12,7 +12,6 @@ Conventions (docs/conventions.md lists them for users):
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import re
@@ -342,7 +341,9 @@ def _signed_text(uid: str, node: str, shares: DeviceShares) -> bytes:
 def sign_assignment(key: bytes, uid: str, node: str, shares: DeviceShares) -> str:
     """The signature annotation's value for this pod, node and devices:
     `v1:<hex HMAC-SHA256>`."""
-    digest = hmac.new(key, _signed_text(uid, node, shares), hashlib.sha256).hexdigest()
+    # hmac.digest: OpenSSL's one-shot HMAC, a fraction of hmac.new's cost (one call per
+    # bind and one per bound pod seen).
+    digest = hmac.digest(key, _signed_text(uid, node, shares), "sha256").hex()
     return f"{SIGNATURE_VERSION}:{digest}"
 
 
