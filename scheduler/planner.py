@@ -140,6 +140,9 @@ class _Attempt:
 
 # Shapes whose choices the planner keeps across calls (least recently planned dropped).
 KEPT_SHAPES = 64
+# Node choices kept per shape before that shape's keep starts over (4x the default
+# candidate limit: a run of alike pods reads about one limit's worth).
+KEPT_CHOICES_PER_SHAPE = 512
 
 # How many nodes a member is offered before its claims are declared unservable.
 _VOLUME_TRIES = 64
@@ -219,6 +222,10 @@ class Planner:
                 self._kept.popitem(last=False)
         else:
             self._kept.move_to_end(signature)
+            if len(kept) > KEPT_CHOICES_PER_SHAPE:
+                # Bounded memory: a shape planned for days reaches every node, and
+                # entries of nodes long changed are never read again. Start over.
+                kept.clear()
         return kept
 
     def rank(self, name: str) -> int:

@@ -100,3 +100,26 @@ def test_gang_index_hands_out_read_only_views() -> None:
         result.gangs["default/other"] = result.gangs["default/pod:solo"]  # type: ignore[index]
     with pytest.raises(TypeError):
         result.partial["default/other"] = result.gangs["default/pod:solo"]  # type: ignore[index]
+
+
+def test_kept_choices_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shape's keep starts over past its bound, so memory does not grow with every
+    node a long-lived shape was ever evaluated on."""
+    monkeypatch.setattr(planner_module, "KEPT_CHOICES_PER_SHAPE", 4)
+    cache = ClusterCache()
+    for i in range(10):
+        cache.apply_node(EventType.ADDED, node_obj(f"n{i}", gpus=1))
+    keys = _single_pods(cache, 3)
+    planner, snapshot = Planner(build_profile()), Snapshot()
+    sizes = []
+    for key in keys:
+        cache.update_snapshot(snapshot)
+        gang = assemble_gangs(cache.pods(), cache.podgroups(), SCHED).gangs[key]
+        result = planner.plan(gang, snapshot)
+        assert isinstance(result, Plan)
+        cache.assume(result.placements, 0.0)
+        kept = planner.kept_choices(gang.pending[0], snapshot)
+        assert kept is not None
+        sizes.append(len(kept))
+    # Each plan evaluated all 10 nodes, past the bound of 4: the next ask starts over.
+    assert sizes == [0, 0, 0]
