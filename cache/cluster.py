@@ -571,6 +571,8 @@ class ClusterCache:
     def _forget_seen_removals(self) -> None:
         """Drop the removals every snapshot has seen: nodes with unique names (an
         autoscaler's) come and go all day, and each would otherwise stay here."""
+        if not self._node_removals:
+            return  # the common case: nothing to drop, no need to read every reader
         floor = min((s.generation for s in self._readers), default=self._generation)
         seen = 0
         for generation, _ in self._node_removals:

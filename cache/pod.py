@@ -230,7 +230,9 @@ def _pod_level_requests(spec: Mapping[str, Any]) -> res.Resources:
     the pod's own request replaces its containers' sum, as kube-scheduler computes it
     (component-helpers resource.PodRequests). A limit with no request is the request,
     as the API server defaults it."""
-    level = spec.get("resources") or {}
+    level = spec.get("resources")
+    if not level:
+        return {}  # most pods: no pod-level resources (parsed on every pod event)
     limits, requests = _object_field(level, "limits"), _object_field(level, "requests")
     merged = dict(limits)
     merged.update(requests)

@@ -278,6 +278,8 @@ def parse_pod_affinity(
 ) -> PodAffinity | None:
     """The pod's podAffinity and podAntiAffinity; None when it has no term at all."""
     affinity = affinity or {}
+    if not affinity.get("podAffinity") and not affinity.get("podAntiAffinity"):
+        return None  # most pods: no term to read (parsed on every pod event)
     required, preferred = _parse_terms(affinity.get("podAffinity") or {}, namespace, labels)
     required_anti, preferred_anti = _parse_terms(
         affinity.get("podAntiAffinity") or {}, namespace, labels

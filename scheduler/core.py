@@ -135,9 +135,9 @@ class SchedulingCore:
         # Gang problems name the keys the cache reads pods with.
         self.index = GangIndex(scheduler_name, self.cache.gang_keys)
         self.snapshot = Snapshot()
-        self.gangs: dict[str, Gang] = {}
+        self.gangs: Mapping[str, Gang] = {}
         # Partial gangs with no pending member (GangSet.partial), for the partial-gang rule.
-        self.partial_gangs: dict[str, Gang] = {}
+        self.partial_gangs: Mapping[str, Gang] = {}
         self._waiting_messages: dict[str, tuple[Gang, str | None]] = {}
         # Gangs with required pod affinity or DoNotSchedule spread, with those members:
         # a pod their terms select that starts running (or is relabelled) may let them

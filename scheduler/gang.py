@@ -46,6 +46,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Literal
 
 from cache.limits import INT32_DIGITS, shown, small_int
@@ -210,11 +211,13 @@ class Gang:
 
 @dataclass(slots=True)
 class GangSet:
-    gangs: dict[str, Gang] = field(default_factory=dict)
+    # Read-only views (GangIndex hands out views of its own maps, not copies: copying
+    # 10,000 one-pod gangs on every cycle was a third of a cycle's cost).
+    gangs: Mapping[str, Gang] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     # Gangs of ours with bound members, no pending member and fewer bound than their
     # size (see `build_partial`): not scheduled, but the partial-gang rule must see them.
-    partial: dict[str, Gang] = field(default_factory=dict)
+    partial: Mapping[str, Gang] = field(default_factory=dict)
 
 
 # When two APIs define a gang of the same name, the first here wins (scheduler-plugins'
@@ -310,18 +313,20 @@ def assemble_gangs(
         group[pod.uid] = pod
         if pending:
             with_pending.add(key)
-    result = GangSet()
+    gangs: dict[str, Gang] = {}
+    partials: dict[str, Gang] = {}
+    problems: list[Problem] = []
     for key, group in groups.items():
         if key not in with_pending:
             partial = build_partial(key, group.values(), podgroups.get(key), scheduler_name, keys)
             if partial is not None:
-                result.partial[key] = partial
+                partials[key] = partial
             continue
         gang = build_gang(key, group.values(), podgroups.get(key), scheduler_name, keys)
         if gang is not None:
-            result.gangs[key] = gang
-            result.problems.extend(gang.problems)
-    return result
+            gangs[key] = gang
+            problems.extend(gang.problems)
+    return GangSet(gangs, problems, partials)
 
 
 def build_gang(
@@ -411,9 +416,21 @@ def _same_but_version(old: PodInfo, new: PodInfo) -> bool:
     """True when two records of one pod differ in nothing but resourceVersion. Every
     field of PodInfo is something a placement or gang assembly reads (conditions and
     other status details are not kept), so equality is the test."""
-    if old.resource_version == new.resource_version:
-        return old == new
-    return dataclasses.replace(old, resource_version=new.resource_version) == new
+    # Field by field, the cheap and most often changed first (a bind changes the node):
+    # dataclasses.replace builds a whole record, on every pod event.
+    return all(getattr(old, name) == getattr(new, name) for name in _COMPARED_FIELDS)
+
+
+# PodInfo's fields but resourceVersion, those a bind or a status write changes first.
+_FIRST_COMPARED = ("node_name", "phase", "deleting", "assignment")
+_COMPARED_FIELDS = (
+    *_FIRST_COMPARED,
+    *(
+        f.name
+        for f in dataclasses.fields(PodInfo)
+        if f.name != "resource_version" and f.name not in _FIRST_COMPARED
+    ),
+)
 
 
 def build_partial(
@@ -630,6 +647,8 @@ class GangIndex:
         self._other_groups: dict[str, dict[str, PodGroupInfo]] = {}
         self._gangs: dict[str, Gang] = {}
         self._partial: dict[str, Gang] = {}
+        # The problems of the gangs that have some (most have none), by gang key.
+        self._problems: dict[str, list[Problem]] = {}
         self._dirty: set[str] = set()
         self._last: GangSet | None = None
 
@@ -686,9 +705,10 @@ class GangIndex:
         return resolve_podgroup(key, self._podgroups, self._other_groups)
 
     def assemble(self) -> tuple[GangSet, frozenset[str]]:
-        """The gangs, and the keys rebuilt since the last call. With nothing rebuilt the
-        previous GangSet is handed out again (callers must not change it): the loop asks
-        on every wake-up, and copying 3,000 gangs for nothing is what it would cost."""
+        """The gangs, and the keys rebuilt since the last call. The GangSet's maps are
+        read-only views of the index's own, valid until the next call (a new GangSet
+        then; with nothing rebuilt the previous one is handed out again): the loop asks
+        on every wake-up, so nothing here is proportional to the number of gangs."""
         if not self._dirty and self._last is not None:
             return self._last, frozenset()
         changed = frozenset(self._dirty)
@@ -701,8 +721,13 @@ class GangIndex:
                 )
             if gang is None:
                 self._gangs.pop(key, None)
+                self._problems.pop(key, None)
             else:
                 self._gangs[key] = gang
+                if gang.problems:
+                    self._problems[key] = gang.problems
+                else:
+                    self._problems.pop(key, None)
             partial = None
             if group and gang is None:
                 partial = build_partial(
@@ -713,8 +738,10 @@ class GangIndex:
             else:
                 self._partial[key] = partial
         self._dirty.clear()
-        problems = [problem for gang in self._gangs.values() for problem in gang.problems]
-        self._last = GangSet(dict(self._gangs), problems, dict(self._partial))
+        problems = [problem for found in self._problems.values() for problem in found]
+        self._last = GangSet(
+            MappingProxyType(self._gangs), problems, MappingProxyType(self._partial)
+        )
         return self._last, changed
 
 

@@ -124,6 +124,9 @@ class _Shape:
     candidates: list[str] = field(default_factory=list)
     choices: dict[str, _Choice] = field(default_factory=dict)
     ranking: _Ranking | None = None
+    # Choices on snapshot nodes kept across planning calls (Planner.kept_choices):
+    # node name -> (the node's generation when evaluated, the choice). None: not kept.
+    kept: dict[str, tuple[int, _Choice]] | None = None
 
 
 @dataclass(slots=True)
@@ -141,6 +144,12 @@ class _Attempt:
     # none (what another order of placement might change).
     refused_by: set[str] = field(default_factory=set)
 
+
+# Shapes whose choices the planner keeps across calls (least recently planned dropped).
+KEPT_SHAPES = 64
+# Node choices kept per shape before that shape's keep starts over (4x the default
+# candidate limit: a run of alike pods reads about one limit's worth).
+KEPT_CHOICES_PER_SHAPE = 512
 
 # How many nodes a member is offered before its claims are declared unservable.
 _VOLUME_TRIES = 64
@@ -179,6 +188,13 @@ class Planner:
         self._ranked_snapshot: Snapshot | None = None
         # Eligible topology-spread domains, kept while node labels stay put.
         self.domains = DomainCache()
+        # Bounded mode's answer to the rankings: per shape, the choice on each node it
+        # was evaluated on, valid while the node's generation is the same. A run of
+        # alike pods (one-pod gangs of one template, a Deployment's replicas) then pays
+        # device choice and scoring only for the nodes that changed since the last of
+        # them was planned (kube-scheduler 1.35 batches identical pods for this).
+        self._kept: OrderedDict[Hashable, dict[str, tuple[int, _Choice]]] = OrderedDict()
+        self._kept_snapshot: Snapshot | None = None
 
     def plan(
         self, gang: PlannableGang, snapshot: Snapshot, volumes: GangVolumes | None = None
@@ -191,6 +207,33 @@ class Planner:
     @property
     def exhaustive(self) -> bool:
         return self.profile.candidate_limit == 0 and self.profile.memoizable
+
+    def kept_choices(
+        self, pod: PodInfo, snapshot: Snapshot
+    ) -> dict[str, tuple[int, _Choice]] | None:
+        """The choices kept for `pod`'s shape on `snapshot`'s nodes (filled in by the
+        caller), or None when they cannot be kept: scores that are not a function of
+        pod shape and node state. Keyed by node generation, which the cache bumps on
+        every change of a node (a node with generation 0 was never through a cache and
+        is evaluated every time)."""
+        if not self.profile.memoizable:
+            return None
+        if snapshot is not self._kept_snapshot:
+            self._kept.clear()
+            self._kept_snapshot = snapshot
+        signature = pod.node_signature()
+        kept = self._kept.get(signature)
+        if kept is None:
+            kept = self._kept[signature] = {}
+            if len(self._kept) > KEPT_SHAPES:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(signature)
+            if len(kept) > KEPT_CHOICES_PER_SHAPE:
+                # Bounded memory: a shape planned for days reaches every node, and
+                # entries of nodes long changed are never read again. Start over.
+                kept.clear()
+        return kept
 
     def rank(self, name: str) -> int:
         ranks = self.profile.node_rank
@@ -322,6 +365,7 @@ class _GangPlanning:
                 shape.ranking = self.planner.ranking(shape.pod, self.snapshot)
                 shape.candidates = list(shape.ranking.keys)
             else:
+                shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
                 self._collect_candidates(shape)
         best: _Attempt | None = None
         chosen: _Attempt | None = None
@@ -454,7 +498,10 @@ class _GangPlanning:
         if version == 0 and shape.ranking is not None:
             return shape.ranking.choices.get(name)
         cached = shape.choices.get(name)
-        if cached is None or cached.version != version:
+        if version == 0 and shape.kept is not None and (cached is None or cached.version):
+            cached = self._kept_choice(shape.kept, shape.pod, view.node(name))
+            shape.choices[name] = cached
+        elif cached is None or cached.version != version:
             node = view.node(name)
             if version and first_failure(self.profile.filters, shape.pod, node) is not None:
                 cached = _Choice(version, feasible=False)
@@ -462,6 +509,18 @@ class _GangPlanning:
                 cached = evaluate_choice(self.profile, shape.pod, node, version)
             shape.choices[name] = cached
         return cached if cached.feasible else None
+
+    def _kept_choice(
+        self, kept: dict[str, tuple[int, _Choice]], pod: PodInfo, node: NodeInfo
+    ) -> _Choice:
+        """The shape's choice on a snapshot node, from the planner's keep when the node
+        has not changed since it was evaluated."""
+        entry = kept.get(node.name)
+        if entry is not None and node.generation and entry[0] == node.generation:
+            return entry[1]
+        choice = evaluate_choice(self.profile, pod, node, 0)
+        kept[node.name] = (node.generation, choice)
+        return choice
 
     # --- greedy passes ----------------------------------------------------------------
     def _greedy(

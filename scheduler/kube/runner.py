@@ -469,7 +469,10 @@ class SchedulerRun:
         """Gangs the partial-gang rule looks at: those with pending members, and the
         partial ones with none (members deleted and not recreated, or never created),
         which would otherwise hold their GPUs forever."""
-        return ChainMap(self._core.gangs, self._core.partial_gangs)
+        # ChainMap only reads here; its type asks for mutable maps.
+        return ChainMap(
+            cast(dict[str, Gang], self._core.gangs), cast(dict[str, Gang], self._core.partial_gangs)
+        )
 
     def _review_partial(self, now: float) -> None:
         candidates = self._partial_candidates()

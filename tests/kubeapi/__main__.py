@@ -2,7 +2,9 @@
 
     python -m tests.kubeapi --port 0
 prints `listening on http://127.0.0.1:PORT` and serves until interrupted. Request counts
-are at GET /_emulator/requests (not a Kubernetes path).
+are at GET /_emulator/requests (not a Kubernetes path). `--kubeconfig PATH` also writes a
+kubeconfig for that URL there, so a benchmark's own process need not import the emulator
+(and its admission's CEL library) to get one: its RSS is then the scheduler's.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import signal
 
 from tests.kubeapi.emulator import KubeApiEmulator
+from tests.kubeapi.kubeconfig import write_kubeconfig
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -21,6 +24,8 @@ async def serve(args: argparse.Namespace) -> None:
         crd_present=not args.no_crd,
     )
     url = await emulator.start(args.host, args.port)
+    if args.kubeconfig:
+        write_kubeconfig(url, args.kubeconfig)
     print(f"listening on {url}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -37,6 +42,7 @@ def main() -> None:
     parser.add_argument("--history-size", type=int, default=10_000)
     parser.add_argument("--bookmark-interval", type=float, default=1.0)
     parser.add_argument("--no-crd", action="store_true", help="serve without the PodGroup CRD")
+    parser.add_argument("--kubeconfig", help="also write a kubeconfig for the URL to this path")
     asyncio.run(serve(parser.parse_args()))
 
 
