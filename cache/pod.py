@@ -104,6 +104,9 @@ class PodInfo:
     # The scheduler's signature on `assignment` (cache.gpu.sign_assignment), as written
     # on the pod; the cache verifies it before it charges the assignment as written.
     assignment_signature: str | None = None
+    # spec.preemptionPolicy (the API server copies it from the PriorityClass):
+    # "Never" means this pod's gang never evicts others (scheduler/preemption.py).
+    preemption_policy: str = "PreemptLowerPriority"
 
     @property
     def key(self) -> str:
@@ -369,6 +372,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         claims=claims,
         scheduling_gates=_gate_names(gates),
         assignment_signature=signature if isinstance(signature, str) else None,
+        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     )
 
 
