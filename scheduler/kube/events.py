@@ -575,6 +575,10 @@ class FeedbackRecorder:
         event.count += count
 
     # --- plain events ---------------------------------------------------------------------
+    def event(self, ref: ObjectRef, kind: str, reason: str, message: str) -> None:
+        """A one-off event (preemption: scheduler/kube/preemption.py)."""
+        self._event(ref, kind, reason, message)
+
     def _event(
         self,
         ref: ObjectRef,

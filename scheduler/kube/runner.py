@@ -59,6 +59,7 @@ from scheduler.kube.connect import connect
 from scheduler.kube.events import FeedbackRecorder, WriteQueue
 from scheduler.kube.informer import ClusterInformers
 from scheduler.kube.leader import LeaderElector
+from scheduler.kube.preemption import PreemptionActions
 from scheduler.kube.quota_status import QuotaStatusWriter
 from scheduler.kube.volumes import VolumePrebinder
 from scheduler.logs import log_event
@@ -195,6 +196,11 @@ class SchedulerRun:
             signing_key=self._core.cache.assignment_key,
         )
         self.partial = PartialGangs(config.binding.partial_gang_grace_seconds)
+        # Priority preemption: the core decides, this evicts (scheduler/kube/preemption.py).
+        self._core.preempter.enabled = True
+        self.preemptions = PreemptionActions(
+            client, self._core, self.recorder, clock, self._wake.set
+        )
         self.volumes = VolumePrebinder(client, timeout=config.timeouts.bind_timeout_seconds)
         self.elector: LeaderElector | None = None
         election = config.leader_election
@@ -423,6 +429,8 @@ class SchedulerRun:
                     attempt.gang.key,
                     functools.partial(self.recorder.unschedulable, attempt.gang, result, now),
                 )
+                if attempt.preemption is not None:
+                    self.preemptions.start(attempt.preemption)
             # Let binds, watch events and scrapes run between two plans.
             await asyncio.sleep(0)
             now = self._clock()

@@ -148,7 +148,7 @@ PODS = ResourceType(
     "pods",
     "Pod",
     namespaced=True,
-    subresources=frozenset({"status", "binding"}),
+    subresources=frozenset({"status", "binding", "eviction"}),
     short_names=("po",),
     extra_fields=_pod_fields,
 )
@@ -258,6 +258,17 @@ STORAGE_CLASSES = ResourceType(
 CSI_NODES = ResourceType("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False)
 VOLUME_TYPES = (PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, CSI_NODES)
 
+# policy/v1 PodDisruptionBudgets, read by pods/eviction (tests/kubeapi/eviction.py).
+POD_DISRUPTION_BUDGETS = ResourceType(
+    "policy",
+    "v1",
+    "poddisruptionbudgets",
+    "PodDisruptionBudget",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    short_names=("pdb",),
+)
+
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -268,6 +279,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     NAMESPACES,
     *VOLUME_TYPES,
     ELASTIC_QUOTAS,
+    POD_DISRUPTION_BUDGETS,
 )
 
 

@@ -1,0 +1,111 @@
+"""Priority preemption end to end against the API emulator, through the real client
+(scheduler/kube/preemption.py): victims evicted whole through pods/eviction, the
+preemptor's nodes nominated, events on both sides, and a PodDisruptionBudget that
+refuses keeping its gang (docs/quotas.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.factories import node_obj, pod_obj
+from tests.kube.test_runner import TEST_TIMEOUT, bound, running
+from tests.kubeapi import KubeApiEmulator
+from tests.kubeapi.resources import EVENTS, POD_DISRUPTION_BUDGETS
+from tests.waiting import eventually
+
+
+def gang(name: str, priority: int, node: str = "") -> list[dict[str, Any]]:
+    return [
+        pod_obj(
+            f"{name}-{i}",
+            gang=name,
+            min_member=2,
+            gpus=4,
+            priority=priority,
+            node_name=node,
+            phase="Running" if node else "Pending",
+        )
+        for i in range(2)
+    ]
+
+
+def events(api: KubeApiEmulator, reason: str) -> dict[str, str]:
+    return {
+        e["involvedObject"]["name"]: e["message"]
+        for e in api.objects(EVENTS)
+        if e.get("reason") == reason
+    }
+
+
+@pytest.mark.asyncio
+async def test_a_higher_gang_evicts_a_lower_one_whole_and_takes_its_nominated_node(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            for pod in gang("low", 1, node="n"):
+                api.put_pod(pod)
+            async with running(api, tmp_path):
+                for pod in gang("high", 10):
+                    api.put_pod(pod)
+                await eventually(lambda: len(bound(api, "high-")) == 2, "high bound")
+                assert not bound(api, "low-")
+                await eventually(lambda: len(events(api, "Preempted")) == 2, "victim events")
+            assert api.request_count("create", "pods", "eviction") == 2
+            preempted = events(api, "Preempted")
+            assert set(preempted) == {"low-0", "low-1"}
+            assert "Preempted by gang default/high (priority 10)" in preempted["low-0"]
+            assert set(events(api, "Preempting")) == {"high-0", "high-1"}
+            for name in ("high-0", "high-1"):
+                pod = api.get_pod("default", name) or {}
+                assert pod["status"].get("nominatedNodeName") == "n"
+                assert pod["spec"]["nodeName"] == "n"
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            for pod in gang("low", 1, node="n"):
+                api.put_pod(pod)
+            api.put(
+                POD_DISRUPTION_BUDGETS,
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": "low", "namespace": "default"},
+                    "spec": {
+                        "minAvailable": 2,
+                        "selector": {
+                            "matchLabels": {"scheduling.x-k8s.io/pod-group": "low"}
+                        },
+                    },
+                },
+            )
+            async with running(api, tmp_path):
+                for pod in gang("high", 10):
+                    api.put_pod(pod)
+                await eventually(
+                    lambda: api.request_count("create", "pods", "eviction") >= 1, "eviction"
+                )
+                await asyncio.sleep(0.5)
+                assert len(bound(api, "low-")) == 2  # the budget held
+                assert not bound(api, "high-")
+                assert not events(api, "Preempted")
+                for name in ("high-0", "high-1"):
+                    pod = api.get_pod("default", name) or {}
+                    assert "nominatedNodeName" not in pod["status"]
+            # Refused, the gang is spared a while: not retried in a loop.
+            assert api.request_count("create", "pods", "eviction") == 1
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
