@@ -86,9 +86,7 @@ async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
                     "metadata": {"name": "low", "namespace": "default"},
                     "spec": {
                         "minAvailable": 2,
-                        "selector": {
-                            "matchLabels": {"scheduling.x-k8s.io/pod-group": "low"}
-                        },
+                        "selector": {"matchLabels": {"scheduling.x-k8s.io/pod-group": "low"}},
                     },
                 },
             )
