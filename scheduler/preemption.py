@@ -152,6 +152,9 @@ class Preempter:
     def candidates(self, gang: Gang, now: float) -> dict[str, VictimGang]:
         """Running gangs of ours whose every member has a lower priority than `gang`,
         not already being evicted for another gang and not recently refused."""
+        for key, decision in list(self.decisions.items()):
+            if not any(self.cache.pod(p.pod_uid) for p in decision.placements):
+                del self.decisions[key]  # the preemptor's pods are gone: so is its claim
         taken = set().union(*(d.victim_uids for d in self.decisions.values()))
         members: dict[str, list[PodInfo]] = {}
         for pod in self.cache.pods():

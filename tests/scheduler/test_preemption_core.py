@@ -220,3 +220,19 @@ def bind_all(core: SchedulingCore, attempts: list[Attempt], now: float) -> None:
             for placement in attempt.result.placements:
                 core.bound(placement)
     core.refresh(now)
+
+
+def test_a_preemptor_deleted_while_waiting_leaves_no_decision_behind() -> None:
+    low = members("low", 2, 4, priority=1, nodes=["n0", "n0"])
+    high = members("high", 2, 4, priority=10)
+    other = members("other", 1, 4, priority=10)
+    core = core_with([node_obj("n0", gpus=8)], low + high)
+    [attempt] = run(core)
+    assert attempt.preemption is not None
+    delete(core, high, 2.0)
+    assert all(core.cache.reservation(p.pod_uid) is None for p in attempt.preemption.placements)
+    core.apply_pod(EventType.ADDED, other[0], 2.0)
+    [again] = run(core, 3.0)
+    # low is no longer taken by the deleted gang's decision: it may be a victim again.
+    assert again.preemption is not None
+    assert list(core.preempter.decisions) == ["default/other"]
