@@ -3,7 +3,8 @@
 Every member of each victim gang is evicted through the Eviction API
 (`POST pods/{name}/eviction`, policy/v1), so PodDisruptionBudgets are respected; the
 preemptor's pods get `status.nominatedNodeName`; victims get a Warning `Preempted`
-event naming the preemptor and why, the preemptor a Normal `Preempting` event.
+event naming the preemptor and why, the preemptor a Normal `Preempting` event (or a
+Warning `PreemptionRefused` saying why the decision was dropped).
 
 A 429 (a budget refuses the disruption) means that gang cannot be a victim now: the
 decision is dropped (the core releases the room it held and spares that gang a while)
@@ -92,6 +93,16 @@ class PreemptionActions:
             self.core.preempter.refuse(
                 decision.preemptor, refusal.victim or None, refusal.reason, self.clock()
             )
+            for placement in decision.placements:
+                member = self.core.cache.pod(placement.pod_uid)
+                if member is not None:
+                    self.recorder.event(
+                        pod_ref(member),
+                        "Warning",
+                        "PreemptionRefused",
+                        f"gang {decision.preemptor} could not preempt: {refusal.reason}; "
+                        "it waits and retries",
+                    )
             self.wake()
             return
         log.info("%s", decision.message)

@@ -309,7 +309,7 @@ class SchedulerRun:
     async def _finish_binds(self) -> None:
         """Let binds in flight end (they are bounded by the bind timeout), so a clean
         shutdown leaves no gang half-bound; cancel what outlives that."""
-        pending = self._binding | self._deleting
+        pending = self._binding | self._deleting | self.preemptions.tasks
         if self._resolving is not None:
             self._resolving.cancel()
             pending = pending | {self._resolving}

@@ -100,6 +100,9 @@ async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
                 assert len(bound(api, "low-")) == 2  # the budget held
                 assert not bound(api, "high-")
                 assert not events(api, "Preempted")
+                await eventually(lambda: len(events(api, "PreemptionRefused")) == 2, "refusal told")
+                refused = events(api, "PreemptionRefused")["high-0"]
+                assert "eviction of default/low-0 a PodDisruptionBudget refuses" in refused
                 for name in ("high-0", "high-1"):
                     pod = api.get_pod("default", name) or {}
                     assert "nominatedNodeName" not in pod["status"]
