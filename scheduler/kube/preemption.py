@@ -24,6 +24,7 @@ from cache.pod import PodInfo
 from scheduler.core import SchedulingCore
 from scheduler.kube.client import ApiError, KubeClient
 from scheduler.kube.events import MERGE, FeedbackRecorder, pod_ref
+from scheduler.metrics import SchedulerMetrics
 from scheduler.preemption import Preemption
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 class Refusal:
     victim: str  # the gang whose eviction was refused
     reason: str
+    refused: bool = True  # a budget's 429; False for any other error
 
 
 def eviction_body(pod: PodInfo) -> dict[str, object]:
@@ -55,8 +57,9 @@ async def evict_victims(client: KubeClient, decision: Preemption) -> Refusal | N
             except ApiError as err:
                 if err.status in (404, 409):
                     continue  # gone already, or another pod under the name now
-                why = "a PodDisruptionBudget refuses" if err.status == 429 else "failed"
-                return Refusal(victim.key, f"eviction of {pod.key} {why}: {err}")
+                budget = err.status == 429
+                why = "a PodDisruptionBudget refuses" if budget else "failed"
+                return Refusal(victim.key, f"eviction of {pod.key} {why}: {err}", budget)
     return None
 
 
@@ -70,12 +73,14 @@ class PreemptionActions:
         recorder: FeedbackRecorder,
         clock: Callable[[], float],
         wake: Callable[[], None],
+        metrics: SchedulerMetrics,
     ) -> None:
         self.client = client
         self.core = core
         self.recorder = recorder
         self.clock = clock
         self.wake = wake
+        self.metrics = metrics
         self.tasks: set[asyncio.Task[None]] = set()
 
     def start(self, decision: Preemption) -> None:
@@ -87,8 +92,9 @@ class PreemptionActions:
         try:
             refusal = await evict_victims(self.client, decision)
         except Exception as error:  # the API unreachable, ...: drop it, retry later
-            refusal = Refusal("", f"eviction failed: {error}")
+            refusal = Refusal("", f"eviction failed: {error}", refused=False)
         if refusal is not None:
+            self.metrics.preemption("refused" if refusal.refused else "failed", 0)
             log.warning("gang %s: preemption dropped: %s", decision.preemptor, refusal.reason)
             self.core.preempter.refuse(
                 decision.preemptor, refusal.victim or None, refusal.reason, self.clock()
@@ -106,6 +112,7 @@ class PreemptionActions:
             self.wake()
             return
         log.info("%s", decision.message)
+        self.metrics.preemption("evicted", len(decision.victims))
         for victim in decision.victims:
             for pod in victim.pods:
                 self.recorder.event(

@@ -199,7 +199,7 @@ class SchedulerRun:
         # Priority preemption: the core decides, this evicts (scheduler/kube/preemption.py).
         self._core.preempter.enabled = True
         self.preemptions = PreemptionActions(
-            client, self._core, self.recorder, clock, self._wake.set
+            client, self._core, self.recorder, clock, self._wake.set, self._metrics
         )
         self.volumes = VolumePrebinder(client, timeout=config.timeouts.bind_timeout_seconds)
         self.elector: LeaderElector | None = None

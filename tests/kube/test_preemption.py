@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.factories import node_obj, pod_obj
@@ -33,6 +34,16 @@ def gang(name: str, priority: int, node: str = "") -> list[dict[str, Any]]:
     ]
 
 
+async def sample(port: int, line_prefix: str) -> float:
+    url = f"http://127.0.0.1:{port}/metrics"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        text = await response.text()
+    for line in text.splitlines():
+        if line.startswith(line_prefix + " "):
+            return float(line.removeprefix(line_prefix + " "))
+    return 0.0
+
+
 def events(api: KubeApiEmulator, reason: str) -> dict[str, str]:
     return {
         e["involvedObject"]["name"]: e["message"]
@@ -50,12 +61,15 @@ async def test_a_higher_gang_evicts_a_lower_one_whole_and_takes_its_nominated_no
             api.put_node(node_obj("n", gpus=8))
             for pod in gang("low", 1, node="n"):
                 api.put_pod(pod)
-            async with running(api, tmp_path):
+            async with running(api, tmp_path) as port:
                 for pod in gang("high", 10):
                     api.put_pod(pod)
                 await eventually(lambda: len(bound(api, "high-")) == 2, "high bound")
                 assert not bound(api, "low-")
                 await eventually(lambda: len(events(api, "Preempted")) == 2, "victim events")
+                evicted = 'gang_scheduler_preemptions_total{outcome="evicted"}'
+                assert await sample(port, evicted) == 1
+                assert await sample(port, "gang_scheduler_preempted_gangs_total") == 1
             assert api.request_count("create", "pods", "eviction") == 2
             preempted = events(api, "Preempted")
             assert set(preempted) == {"low-0", "low-1"}
@@ -90,7 +104,7 @@ async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
                     },
                 },
             )
-            async with running(api, tmp_path):
+            async with running(api, tmp_path) as port:
                 for pod in gang("high", 10):
                     api.put_pod(pod)
                 await eventually(
@@ -103,6 +117,9 @@ async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
                 await eventually(lambda: len(events(api, "PreemptionRefused")) == 2, "refusal told")
                 refused = events(api, "PreemptionRefused")["high-0"]
                 assert "eviction of default/low-0 a PodDisruptionBudget refuses" in refused
+                refusals = 'gang_scheduler_preemptions_total{outcome="refused"}'
+                assert await sample(port, refusals) == 1
+                assert await sample(port, "gang_scheduler_preempted_gangs_total") == 0
                 for name in ("high-0", "high-1"):
                     pod = api.get_pod("default", name) or {}
                     assert "nominatedNodeName" not in pod["status"]
