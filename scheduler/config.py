@@ -433,6 +433,12 @@ class AssignmentSigningConfig:
 
 
 @dataclass(frozen=True)
+class PreemptionConfig:
+    # Whether a gang may evict whole gangs of lower priority to fit (docs/quotas.md).
+    enabled: bool = field(default=True, metadata=_leaf("enabled", _boolean))
+
+
+@dataclass(frozen=True)
 class SchedulerConfig:
     scheduler_name: str = field(
         default=DEFAULT_SCHEDULER_NAME, metadata=_leaf("schedulerName", _text)
@@ -453,6 +459,9 @@ class SchedulerConfig:
     events: EventsConfig = field(default_factory=EventsConfig, metadata=_nested("events"))
     assignment_signing: AssignmentSigningConfig = field(
         default_factory=AssignmentSigningConfig, metadata=_nested("assignmentSigning")
+    )
+    preemption: PreemptionConfig = field(
+        default_factory=PreemptionConfig, metadata=_nested("preemption")
     )
 
 

@@ -249,6 +249,8 @@ class SchedulerMetrics:
             self.attempt_duration.labels(result)
         for reason in BIND_FAILURE_REASONS:
             self.bind_failures.labels(reason)
+        for outcome in PREEMPTION_OUTCOMES:
+            self.preemptions.labels(outcome)
         for resource in RESOURCES:
             self.relists.labels(resource)
         for state in STATES:

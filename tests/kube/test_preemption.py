@@ -6,17 +6,20 @@ refuses keeping its gang (docs/quotas.md)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from scheduler.config import PreemptionConfig, config_from_mapping
+from scheduler.kube.runner import run_scheduler
 from tests.factories import node_obj, pod_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, running
-from tests.kubeapi import KubeApiEmulator
+from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running
+from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.kubeapi.resources import EVENTS, POD_DISRUPTION_BUDGETS
-from tests.waiting import eventually
+from tests.waiting import eventually, free_port
 
 
 def gang(name: str, priority: int, node: str = "") -> list[dict[str, Any]]:
@@ -127,3 +130,37 @@ async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
             assert api.request_count("create", "pods", "eviction") == 1
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_with_preemption_off_priority_only_orders_the_queue(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            for pod in gang("low", 1, node="n"):
+                api.put_pod(pod)
+            for pod in gang("high", 10):
+                api.put_pod(pod)
+            port = free_port()
+            config = fast_config(port)
+            config = dataclasses.replace(config, preemption=PreemptionConfig(enabled=False))
+            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+            stop = asyncio.Event()
+            task = asyncio.create_task(run_scheduler(config, str(kubeconfig), stop=stop))
+            try:
+                await eventually(
+                    lambda: api.request_count("create", "events") >= 1, "high told it waits"
+                )
+                await asyncio.sleep(0.3)
+            finally:
+                stop.set()
+                assert await asyncio.wait_for(task, 10.0) == 0
+            assert api.request_count("create", "pods", "eviction") == 0
+            assert len(bound(api, "low-")) == 2 and not bound(api, "high-")
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+def test_the_switch_is_read_from_the_configuration() -> None:
+    assert config_from_mapping(None).preemption.enabled
+    assert not config_from_mapping({"preemption": {"enabled": False}}).preemption.enabled
