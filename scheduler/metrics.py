@@ -158,8 +158,8 @@ class SchedulerMetrics:
         # --- preemption (scheduler/preemption.py) ----------------------------------------
         self.preemptions = Counter(
             "gang_scheduler_preemptions",
-            "Preemption decisions carried out, by outcome.",
-            ["outcome"],
+            "Preemption decisions carried out, by result.",
+            ["result"],
             registry=reg,
         )
         self.preempted_gangs = Counter(

@@ -70,7 +70,7 @@ async def test_a_higher_gang_evicts_a_lower_one_whole_and_takes_its_nominated_no
                 await eventually(lambda: len(bound(api, "high-")) == 2, "high bound")
                 assert not bound(api, "low-")
                 await eventually(lambda: len(events(api, "Preempted")) == 2, "victim events")
-                evicted = 'gang_scheduler_preemptions_total{outcome="evicted"}'
+                evicted = 'gang_scheduler_preemptions_total{result="evicted"}'
                 assert await sample(port, evicted) == 1
                 assert await sample(port, "gang_scheduler_preempted_gangs_total") == 1
             assert api.request_count("create", "pods", "eviction") == 2
@@ -120,7 +120,7 @@ async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
                 await eventually(lambda: len(events(api, "PreemptionRefused")) == 2, "refusal told")
                 refused = events(api, "PreemptionRefused")["high-0"]
                 assert "eviction of default/low-0 a PodDisruptionBudget refuses" in refused
-                refusals = 'gang_scheduler_preemptions_total{outcome="refused"}'
+                refusals = 'gang_scheduler_preemptions_total{result="refused"}'
                 assert await sample(port, refusals) == 1
                 assert await sample(port, "gang_scheduler_preempted_gangs_total") == 0
                 for name in ("high-0", "high-1"):
