@@ -54,6 +54,9 @@ class Reservation(StrEnum):
     BINDING = "binding"  # its binding request may be in flight
     BOUND = "bound"  # the API accepted it (201); the event showing it bound is not in yet
     UNKNOWN = "unknown"  # the binder ended without learning whether it landed
+    # Held for a preemptor while its victims terminate (scheduler/preemption.py): the
+    # room is charged so nothing else takes it, but no bind is made or in flight.
+    NOMINATED = "nominated"
 
 
 class AssumeError(ValueError):
@@ -498,6 +501,13 @@ class ClusterCache:
                     ports=pod.host_ports,
                 ),
             )
+
+    def nominate(self, placements: Sequence[Placement], now: float) -> None:
+        """Hold the room of a plan that waits for preempted pods to leave: charged like
+        an assumed plan (whole or nothing), but not a bind; `forget` releases it."""
+        self.assume(placements, now)
+        for placement in placements:
+            self._assumed[placement.pod_uid].state = Reservation.NOMINATED
 
     def confirm(self, uid: str, node: str, shares: DeviceShares | None = None) -> None:
         """The bind succeeded: record the pod as bound without waiting for its event

@@ -123,6 +123,9 @@ class PodInfo:
     # The annotation `min_member_text` was read from, when not the configured one
     # (Kueue's total count), so that messages name the key the user wrote.
     min_member_key: str | None = None
+    # spec.preemptionPolicy (the API server copies it from the PriorityClass):
+    # "Never" means this pod's gang never evicts others (scheduler/preemption.py).
+    preemption_policy: str = "PreemptLowerPriority"
 
     @property
     def key(self) -> str:
@@ -405,6 +408,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             if annotations.get(keys.min_role_members_annotation) is not None
             else None
         ),
+        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     )
 
 

@@ -466,6 +466,12 @@ class AssignmentSigningConfig:
 
 
 @dataclass(frozen=True)
+class PreemptionConfig:
+    # Whether a gang may evict whole gangs of lower priority to fit (docs/quotas.md).
+    enabled: bool = field(default=True, metadata=_leaf("enabled", _boolean))
+
+
+@dataclass(frozen=True)
 class SchedulerConfig:
     scheduler_name: str = field(
         default=DEFAULT_SCHEDULER_NAME, metadata=_leaf("schedulerName", _text)
@@ -493,6 +499,9 @@ class SchedulerConfig:
         default=CONFIG_API_VERSION, metadata=_leaf("apiVersion", _version(CONFIG_API_VERSION))
     )
     kind: str = field(default=CONFIG_KIND, metadata=_leaf("kind", _version(CONFIG_KIND)))
+    preemption: PreemptionConfig = field(
+        default_factory=PreemptionConfig, metadata=_nested("preemption")
+    )
 
 
 # --- reading ---------------------------------------------------------------------------------

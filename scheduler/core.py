@@ -43,6 +43,7 @@ from scheduler.isolation import (
     text_field,
 )
 from scheduler.planner import Plan, Planner, Unschedulable
+from scheduler.preemption import Preempter, Preemption
 from scheduler.queue import ClusterChange, GangQueue
 from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
 
@@ -89,6 +90,8 @@ class Attempt:
     ready_since: float | None = None
     # Which attempt this was for the gang (1 for the first), as logged.
     number: int = 1
+    # Victims to evict and nodes to nominate for this gang (scheduler/preemption.py).
+    preemption: Preemption | None = None
 
 
 @dataclass
@@ -158,6 +161,8 @@ class SchedulingCore:
         self._unreadable: dict[str, str] = {}
         # PodGroups of Volcano and of Kubernetes' own gang API (cache/gang_groups.py).
         self.gang_groups = GangGroupStore()
+        # Priority preemption: decisions outstanding and the room held for them.
+        self.preempter = Preempter(self.cache, profile, scheduler_name)
 
     # --- events -----------------------------------------------------------------------
     @_isolated("Node")
@@ -190,6 +195,8 @@ class SchedulingCore:
                 # Fragmentation scores learn the expected workload from arrivals.
                 self.profile.workload.observe(pod)
         if held and before is not None and (pod is None or not pod.consumes_resources):
+            for key in self.preempter.waiting_on(before.uid):  # a victim left
+                self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
             self.queue.cluster_changed(
                 now, ClusterChange.POD_DELETED, could_help=self._helped_by_leaving(before)
             )
@@ -401,7 +408,11 @@ class SchedulingCore:
     def _show(self, pod: PodInfo) -> None:
         """Tell gang assembly about a pod, as bound where the cache assumes it."""
         placement = self.cache.assumed_placement(pod.uid)
-        if placement is not None and not pod.node_name:
+        if (
+            placement is not None
+            and not pod.node_name
+            and self.cache.reservation(pod.uid) != Reservation.NOMINATED
+        ):
             pod = dataclasses.replace(pod, node_name=placement.node, phase="Running")
         self.index.upsert_pod(pod)
 
@@ -470,6 +481,7 @@ class SchedulingCore:
             # place. The members' bound events, or the failure report, requeue it.
             self.queue.failed(key, now, "binds of its members are still in flight")
             return self.schedule_next(now)
+        self.preempter.release(key)  # the room held for it is its own to plan on
         self.cache.update_snapshot(self.snapshot)
         ready_since = self.queue.ready_since(key)
         number = self.queue.attempts(key) + 1
@@ -493,9 +505,17 @@ class SchedulingCore:
             for placement in result.placements:
                 self._reshow(placement.pod_uid)
             self.queue.done(key)
-        else:
-            self.queue.failed(key, now, result.message)
-        return Attempt(gang, result, ready_since, number)
+            self.preempter.planned(key)
+            return Attempt(gang, result, ready_since, number)
+        self.queue.failed(key, now, result.message)
+        try:
+            preemption = self.preempter.consider(gang, result, self.snapshot, now)
+        except FATAL:
+            raise
+        except Exception as error:  # one gang's victim search never stops the loop
+            self.failures.failed("Gang", key, "considering preemption", error)
+            preemption = None
+        return Attempt(gang, result, ready_since, number, preemption)
 
     def _plan(self, gang: Gang) -> Plan | Unschedulable:
         """Plan the gang with its members' claims resolved against the volumes."""

@@ -49,6 +49,10 @@ Resource = Literal[
     "native-podgroups",
 ]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
+# evicted: every victim evicted; refused: a PodDisruptionBudget said 429; failed: any
+# other error (the decision is dropped either way and the gang retries).
+PreemptionOutcome = Literal["evicted", "refused", "failed"]
+PREEMPTION_OUTCOMES: tuple[PreemptionOutcome, ...] = get_args(PreemptionOutcome)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)
 RESOURCES: tuple[Resource, ...] = get_args(Resource)
 CACHE_KINDS = ("nodes", "pods", "assumed_pods", "podgroups")
@@ -156,6 +160,18 @@ class SchedulerMetrics:
             ["reason"],
             registry=reg,
         )
+        # --- preemption (scheduler/preemption.py) ----------------------------------------
+        self.preemptions = Counter(
+            "gang_scheduler_preemptions",
+            "Preemption decisions carried out, by result.",
+            ["result"],
+            registry=reg,
+        )
+        self.preempted_gangs = Counter(
+            "gang_scheduler_preempted_gangs",
+            "Victim gangs evicted whole so that a higher-priority gang fits.",
+            registry=reg,
+        )
         # --- cache and informers --------------------------------------------------------
         self.cache_size = Gauge(
             "gang_scheduler_cache_size",
@@ -246,6 +262,8 @@ class SchedulerMetrics:
             self.attempt_duration.labels(result)
         for reason in BIND_FAILURE_REASONS:
             self.bind_failures.labels(reason)
+        for outcome in PREEMPTION_OUTCOMES:
+            self.preemptions.labels(outcome)
         for resource in RESOURCES:
             self.relists.labels(resource)
         for state in STATES:
@@ -286,6 +304,12 @@ class SchedulerMetrics:
 
     def relisted(self, resource: Resource) -> None:
         self.relists.labels(_check(resource, RESOURCES, "resource")).inc()
+
+    def preemption(self, outcome: PreemptionOutcome, victims: int) -> None:
+        """A preemption decision carried out (`victims` gangs evicted) or dropped."""
+        self.preemptions.labels(_check(outcome, PREEMPTION_OUTCOMES, "outcome")).inc()
+        if outcome == "evicted":
+            self.preempted_gangs.inc(victims)
 
     def set_leader(self, leader: bool) -> None:
         self.leader.set(1 if leader else 0)

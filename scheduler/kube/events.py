@@ -587,6 +587,10 @@ class FeedbackRecorder:
         self._event(pod_ref(pod), "Warning", reason, message)
 
     # --- plain events ---------------------------------------------------------------------
+    def event(self, ref: ObjectRef, kind: str, reason: str, message: str) -> None:
+        """A one-off event (preemption: scheduler/kube/preemption.py)."""
+        self._event(ref, kind, reason, message)
+
     def _event(
         self,
         ref: ObjectRef,

@@ -61,6 +61,7 @@ from scheduler.kube.events import FeedbackRecorder, WriteQueue
 from scheduler.kube.gpu_faults import GpuFaultNotifier
 from scheduler.kube.informer import ClusterInformers
 from scheduler.kube.leader import LeaderElector
+from scheduler.kube.preemption import PreemptionActions
 from scheduler.kube.quota_status import QuotaStatusWriter
 from scheduler.kube.volumes import VolumePrebinder
 from scheduler.logs import log_event
@@ -199,6 +200,11 @@ class SchedulerRun:
             signing_key=self._core.cache.assignment_key,
         )
         self.partial = PartialGangs(config.binding.partial_gang_grace_seconds)
+        # Priority preemption: the core decides, this evicts (scheduler/kube/preemption.py).
+        self._core.preempter.enabled = config.preemption.enabled
+        self.preemptions = PreemptionActions(
+            client, self._core, self.recorder, clock, self._wake.set, self._metrics
+        )
         self.volumes = VolumePrebinder(client, timeout=config.timeouts.bind_timeout_seconds)
         self.elector: LeaderElector | None = None
         election = config.leader_election
@@ -312,7 +318,7 @@ class SchedulerRun:
     async def _finish_binds(self) -> None:
         """Let binds in flight end (they are bounded by the bind timeout), so a clean
         shutdown leaves no gang half-bound; cancel what outlives that."""
-        pending = self._binding | self._deleting
+        pending = self._binding | self._deleting | self.preemptions.tasks
         if self._resolving is not None:
             self._resolving.cancel()
             pending = pending | {self._resolving}
@@ -432,6 +438,8 @@ class SchedulerRun:
                     attempt.gang.key,
                     functools.partial(self.recorder.unschedulable, attempt.gang, result, now),
                 )
+                if attempt.preemption is not None:
+                    self.preemptions.start(attempt.preemption)
             # Let binds, watch events and scrapes run between two plans.
             await asyncio.sleep(0)
             now = self._clock()

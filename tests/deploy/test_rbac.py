@@ -201,6 +201,16 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                 await eventually(
                     lambda: api.request_count("get", "podgroups") >= 1, "the PodGroup's uid"
                 )
+                # Priority preemption: a gang evicts a lower one (pods/eviction) and its
+                # member is nominated (pods/status) on a node of its own pool.
+                api.put_node(node_obj("p0", gpus=2, labels={"pool": "p"}))
+                api.put_pod(pod_obj("low-0", gpus=2, node_name="p0", phase="Running"))
+                urgent = pod_obj("urgent-0", gpus=2, priority=100, node_selector={"pool": "p"})
+                api.put_pod(urgent)
+                await eventually(
+                    lambda: api.request_count("create", "pods", "eviction") >= 1, "eviction"
+                )
+                await eventually(lambda: bound(api, "urgent-") == 1, "the preemptor bound")
             finally:
                 stop.set()
                 assert await asyncio.wait_for(task, 10.0) == 0

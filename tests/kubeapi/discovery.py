@@ -89,6 +89,8 @@ def _resource_entries(rtype: ResourceType) -> list[dict[str, Any]]:
         kind, verbs = (
             ("Binding", ["create"])
             if sub == "binding"
+            else ("Eviction", ["create"])
+            if sub == "eviction"
             else (rtype.kind, ["get", "patch", "update"])
         )
         entries.append(

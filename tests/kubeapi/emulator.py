@@ -40,7 +40,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.kubeapi import admission, errors, node_lifecycle, strategy, writes
+from tests.kubeapi import admission, errors, eviction, node_lifecycle, strategy, writes
 from tests.kubeapi.admission import AccessControl
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.pager import Pager
@@ -49,6 +49,7 @@ from tests.kubeapi.resources import (
     ALL_TYPES,
     CRD_TYPES,
     NODES,
+    POD_DISRUPTION_BUDGETS,
     PODS,
     ResourceType,
     find_type,
@@ -465,7 +466,7 @@ class KubeApiEmulator:
             "patch": self._patch,
             "delete": self._delete,
         }.get(verb)
-        if handler is None or (route.subresource == "binding" and verb != "create"):
+        if handler is None or (route.subresource in ("binding", "eviction") and verb != "create"):
             raise errors.method_not_allowed()
         if self.authorizer is not None:
             denial = self.authorizer.authorize(verb, route)
@@ -589,6 +590,8 @@ class KubeApiEmulator:
         body = await self._body(request)
         if route.subresource == "binding":
             return await self._bind(route, body)
+        if route.subresource == "eviction":
+            return self._evict(route, body)
         if route.name is not None or route.subresource:
             raise errors.method_not_allowed()
         if route.rtype.namespaced and route.namespace is None:
@@ -652,6 +655,40 @@ class KubeApiEmulator:
         if not gone:  # held by finalizers: the object, with its deletionTimestamp
             return json_response(final.json(), 200)
         return json_response(dumps(writes.deleted_status(final)), 200)
+
+    def _evict(self, route: Route, body: Any) -> web.StreamResponse:
+        """pods/eviction (tests/kubeapi/eviction.py): budgets checked, then the pod is
+        deleted as a DELETE without a grace period given would delete it."""
+        assert route.name is not None
+        eviction.check_eviction(route.name, body)
+        current = self._stored(route)
+        pod = current.obj
+        options = body.get("deleteOptions") or {}
+        preconditions = options.get("preconditions") or {}
+        errors.check_preconditions(
+            PODS, current, preconditions.get("uid"), preconditions.get("resourceVersion")
+        )
+        if not eviction.bypasses_budgets(pod):
+            budgets = eviction.budgets_of(self.store, POD_DISRUPTION_BUDGETS, pod)
+            if len(budgets) > 1:
+                message = (
+                    "This pod has more than one PodDisruptionBudget, which the eviction "
+                    "subresource does not support."
+                )
+                return json_response(dumps(errors.status_body(500, "", message)), 500)
+            if budgets:
+                budget = budgets[0]
+                pods = [p.obj for p in self.store.of(PODS).sorted_objects()]
+                status = eviction.computed_status(budget.obj, pods)
+                taken = eviction.decremented(budget.obj, status, current.name)
+                self.store.write(POD_DISRUPTION_BUDGETS, taken, budget)
+        grace = writes.grace_period(pod, options.get("gracePeriodSeconds"))
+        if self._graceful and grace > 0:
+            stored = self.store.write(PODS, strategy.mark_deleting(pod, grace), current)
+            self._schedule_kubelet_removal(stored)
+        else:
+            writes.remove_or_finalize(self.store, current)
+        return json_response(dumps(errors.success_body(201)), 201)
 
     def _schedule_kubelet_removal(self, stored: StoredObject) -> None:
         if self._kubelet_delay is None:

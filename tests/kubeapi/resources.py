@@ -148,7 +148,7 @@ PODS = ResourceType(
     "pods",
     "Pod",
     namespaced=True,
-    subresources=frozenset({"status", "binding"}),
+    subresources=frozenset({"status", "binding", "eviction"}),
     short_names=("po",),
     extra_fields=_pod_fields,
 )
@@ -283,6 +283,17 @@ STORAGE_CLASSES = ResourceType(
 CSI_NODES = ResourceType("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False)
 VOLUME_TYPES = (PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, CSI_NODES)
 
+# policy/v1 PodDisruptionBudgets, read by pods/eviction (tests/kubeapi/eviction.py).
+POD_DISRUPTION_BUDGETS = ResourceType(
+    "policy",
+    "v1",
+    "poddisruptionbudgets",
+    "PodDisruptionBudget",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    short_names=("pdb",),
+)
+
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -295,6 +306,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     ELASTIC_QUOTAS,
     VOLCANO_PODGROUPS,
     NATIVE_PODGROUPS,
+    POD_DISRUPTION_BUDGETS,
 )
 
 

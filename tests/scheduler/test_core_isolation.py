@@ -272,6 +272,23 @@ def test_a_reservation_that_fails_midway_is_released(monkeypatch: pytest.MonkeyP
     assert node is not None and node.gpu_free == [1000] * 4
 
 
+def test_a_victim_search_that_raises_fails_that_gang_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    core = SchedulingCore(build_profile())
+    core.apply_node(ADDED, node_obj("n", gpus=2), 0)
+    for pod in [*good_gang("huge", 2, gpus=2), *good_gang("fine", 2)]:
+        core.apply_pod(ADDED, pod, 0)
+
+    def consider(*args: Any) -> Any:
+        raise Boom("victim search bug")
+
+    monkeypatch.setattr(core.preempter, "consider", consider)
+    results = run_until_idle(core)
+    assert isinstance(results["default/huge"], Unschedulable)
+    assert isinstance(results["default/fine"], Plan)
+
+
 def test_a_gang_whose_assembly_raises_waits_with_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     real = scheduler.gang._size_gang
 

@@ -1,0 +1,145 @@
+"""Carrying out a preemption decision against the API (scheduler/preemption.py).
+
+Every member of each victim gang is evicted through the Eviction API
+(`POST pods/{name}/eviction`, policy/v1), so PodDisruptionBudgets are respected; the
+preemptor's pods get `status.nominatedNodeName`; victims get a Warning `Preempted`
+event naming the preemptor and why, the preemptor a Normal `Preempting` event (or a
+Warning `PreemptionRefused` saying why the decision was dropped).
+
+A 429 (a budget refuses the disruption) means that gang cannot be a victim now: the
+decision is dropped (the core releases the room it held and spares that gang a while)
+and the preemptor retries later. A victim pod already gone (404) is as good as
+evicted. Members of a gang are evicted in turn, so a budget that refuses a later
+member leaves that gang partial: the partial-gang rule then deals with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cache.pod import PodInfo
+from scheduler.core import SchedulingCore
+from scheduler.kube.client import ApiError, KubeClient
+from scheduler.kube.events import MERGE, FeedbackRecorder, pod_ref
+from scheduler.metrics import SchedulerMetrics
+from scheduler.preemption import Preemption
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    victim: str  # the gang whose eviction was refused
+    reason: str
+    refused: bool = True  # a budget's 429; False for any other error
+
+
+def eviction_body(pod: PodInfo) -> dict[str, object]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod.name, "namespace": pod.namespace},
+        # Only this pod, as we saw it: a pod recreated under the name is not a victim.
+        "deleteOptions": {"preconditions": {"uid": pod.uid}},
+    }
+
+
+async def evict_victims(client: KubeClient, decision: Preemption) -> Refusal | None:
+    """Evict every member of every victim gang; the first refusal stops it."""
+    for victim in decision.victims:
+        for pod in victim.pods:
+            path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction"
+            try:
+                await client.request_json("POST", path, body=eviction_body(pod))
+            except ApiError as err:
+                if err.status in (404, 409):
+                    continue  # gone already, or another pod under the name now
+                budget = err.status == 429
+                why = "a PodDisruptionBudget refuses" if budget else "failed"
+                return Refusal(victim.key, f"eviction of {pod.key} {why}: {err}", budget)
+    return None
+
+
+class PreemptionActions:
+    """Runs decisions as background tasks, reporting back to the core."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        core: SchedulingCore,
+        recorder: FeedbackRecorder,
+        clock: Callable[[], float],
+        wake: Callable[[], None],
+        metrics: SchedulerMetrics,
+    ) -> None:
+        self.client = client
+        self.core = core
+        self.recorder = recorder
+        self.clock = clock
+        self.wake = wake
+        self.metrics = metrics
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, decision: Preemption) -> None:
+        task = asyncio.create_task(self._carry_out(decision), name=f"preempt-{decision.preemptor}")
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _carry_out(self, decision: Preemption) -> None:
+        try:
+            refusal = await evict_victims(self.client, decision)
+        except Exception as error:  # the API unreachable, ...: drop it, retry later
+            refusal = Refusal("", f"eviction failed: {error}", refused=False)
+        if refusal is not None:
+            self.metrics.preemption("refused" if refusal.refused else "failed", 0)
+            log.warning("gang %s: preemption dropped: %s", decision.preemptor, refusal.reason)
+            self.core.preempter.refuse(
+                decision.preemptor, refusal.victim or None, refusal.reason, self.clock()
+            )
+            for placement in decision.placements:
+                member = self.core.cache.pod(placement.pod_uid)
+                if member is not None:
+                    self.recorder.event(
+                        pod_ref(member),
+                        "Warning",
+                        "PreemptionRefused",
+                        f"gang {decision.preemptor} could not preempt: {refusal.reason}; "
+                        "it waits and retries",
+                    )
+            self.wake()
+            return
+        log.info("%s", decision.message)
+        self.metrics.preemption("evicted", len(decision.victims))
+        for victim in decision.victims:
+            for pod in victim.pods:
+                self.recorder.event(
+                    pod_ref(pod),
+                    "Warning",
+                    "Preempted",
+                    f"Preempted by gang {decision.preemptor} (priority {decision.priority}): "
+                    f"gang {victim.key} (priority {victim.priority}) is evicted whole so "
+                    f"that {decision.preemptor} fits",
+                )
+        for placement in decision.placements:
+            member = self.core.cache.pod(placement.pod_uid)
+            if member is None:
+                continue
+            await self._nominate(member, placement.node)
+            self.recorder.event(
+                pod_ref(member),
+                "Normal",
+                "Preempting",
+                f"{decision.message}; nominated node {placement.node}",
+            )
+
+    async def _nominate(self, pod: PodInfo, node: str) -> None:
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        body = {"status": {"nominatedNodeName": node}}
+        try:
+            await self.client.request_json("PATCH", path, body=body, content_type=MERGE)
+        except ApiError as err:
+            if err.status != 404:
+                log.warning("pod %s: nominatedNodeName not written: %s", pod.key, err)

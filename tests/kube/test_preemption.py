@@ -1,0 +1,166 @@
+"""Priority preemption end to end against the API emulator, through the real client
+(scheduler/kube/preemption.py): victims evicted whole through pods/eviction, the
+preemptor's nodes nominated, events on both sides, and a PodDisruptionBudget that
+refuses keeping its gang (docs/quotas.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from scheduler.config import PreemptionConfig, config_from_mapping
+from scheduler.kube.runner import run_scheduler
+from tests.factories import node_obj, pod_obj
+from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running
+from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+from tests.kubeapi.resources import EVENTS, POD_DISRUPTION_BUDGETS
+from tests.waiting import eventually, free_port
+
+
+def gang(name: str, priority: int, node: str = "") -> list[dict[str, Any]]:
+    return [
+        pod_obj(
+            f"{name}-{i}",
+            gang=name,
+            min_member=2,
+            gpus=4,
+            priority=priority,
+            node_name=node,
+            phase="Running" if node else "Pending",
+        )
+        for i in range(2)
+    ]
+
+
+async def sample(port: int, line_prefix: str) -> float:
+    url = f"http://127.0.0.1:{port}/metrics"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        text = await response.text()
+    for line in text.splitlines():
+        if line.startswith(line_prefix + " "):
+            return float(line.removeprefix(line_prefix + " "))
+    return 0.0
+
+
+def events(api: KubeApiEmulator, reason: str) -> dict[str, str]:
+    return {
+        e["involvedObject"]["name"]: e["message"]
+        for e in api.objects(EVENTS)
+        if e.get("reason") == reason
+    }
+
+
+@pytest.mark.asyncio
+async def test_a_higher_gang_evicts_a_lower_one_whole_and_takes_its_nominated_node(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            for pod in gang("low", 1, node="n"):
+                api.put_pod(pod)
+            async with running(api, tmp_path) as port:
+                for pod in gang("high", 10):
+                    api.put_pod(pod)
+                await eventually(lambda: len(bound(api, "high-")) == 2, "high bound")
+                assert not bound(api, "low-")
+                await eventually(lambda: len(events(api, "Preempted")) == 2, "victim events")
+                evicted = 'gang_scheduler_preemptions_total{result="evicted"}'
+                assert await sample(port, evicted) == 1
+                assert await sample(port, "gang_scheduler_preempted_gangs_total") == 1
+            assert api.request_count("create", "pods", "eviction") == 2
+            preempted = events(api, "Preempted")
+            assert set(preempted) == {"low-0", "low-1"}
+            assert "Preempted by gang default/high (priority 10)" in preempted["low-0"]
+            assert set(events(api, "Preempting")) == {"high-0", "high-1"}
+            for name in ("high-0", "high-1"):
+                pod = api.get_pod("default", name) or {}
+                assert pod["status"].get("nominatedNodeName") == "n"
+                assert pod["spec"]["nodeName"] == "n"
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            for pod in gang("low", 1, node="n"):
+                api.put_pod(pod)
+            api.put(
+                POD_DISRUPTION_BUDGETS,
+                {
+                    "apiVersion": "policy/v1",
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": "low", "namespace": "default"},
+                    "spec": {
+                        "minAvailable": 2,
+                        "selector": {"matchLabels": {"scheduling.x-k8s.io/pod-group": "low"}},
+                    },
+                },
+            )
+            async with running(api, tmp_path) as port:
+                for pod in gang("high", 10):
+                    api.put_pod(pod)
+                await eventually(
+                    lambda: api.request_count("create", "pods", "eviction") >= 1, "eviction"
+                )
+                await asyncio.sleep(0.5)
+                assert len(bound(api, "low-")) == 2  # the budget held
+                assert not bound(api, "high-")
+                assert not events(api, "Preempted")
+                await eventually(lambda: len(events(api, "PreemptionRefused")) == 2, "refusal told")
+                refused = events(api, "PreemptionRefused")["high-0"]
+                assert "eviction of default/low-0 a PodDisruptionBudget refuses" in refused
+                refusals = 'gang_scheduler_preemptions_total{result="refused"}'
+                assert await sample(port, refusals) == 1
+                assert await sample(port, "gang_scheduler_preempted_gangs_total") == 0
+                for name in ("high-0", "high-1"):
+                    pod = api.get_pod("default", name) or {}
+                    assert "nominatedNodeName" not in pod["status"]
+            # Refused, the gang is spared a while: not retried in a loop.
+            assert api.request_count("create", "pods", "eviction") == 1
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_with_preemption_off_priority_only_orders_the_queue(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            for pod in gang("low", 1, node="n"):
+                api.put_pod(pod)
+            for pod in gang("high", 10):
+                api.put_pod(pod)
+            port = free_port()
+            config = fast_config(port)
+            config = dataclasses.replace(config, preemption=PreemptionConfig(enabled=False))
+            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+            stop = asyncio.Event()
+            task = asyncio.create_task(run_scheduler(config, str(kubeconfig), stop=stop))
+            try:
+                await eventually(
+                    lambda: api.request_count("create", "events") >= 1, "high told it waits"
+                )
+                await asyncio.sleep(0.3)
+            finally:
+                stop.set()
+                assert await asyncio.wait_for(task, 10.0) == 0
+            assert api.request_count("create", "pods", "eviction") == 0
+            assert len(bound(api, "low-")) == 2 and not bound(api, "high-")
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+def test_the_switch_is_read_from_the_configuration() -> None:
+    assert config_from_mapping(None).preemption.enabled
+    assert not config_from_mapping({"preemption": {"enabled": False}}).preemption.enabled
