@@ -9,8 +9,9 @@ drawn from the seed. Nothing here is a second implementation of a policy.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 
+from cache.node import NodeInfo
 from cache.pod import PodInfo
 from policies.devices import TopologyChooser
 from policies.filters import default_filters
@@ -23,6 +24,7 @@ from policies.scores.fragmentation import Fragmentation, TargetWorkload
 from policies.scores.gpu_packing import GpuPacking
 from policies.scores.random_choice import RandomScore
 from policies.scores.truncated import Truncated
+from scheduler.sim.objects import HOSTNAME_LABEL
 
 OPENB_POLICIES = ("random", "bestfit", "dotprod", "packing", "fgd", "fgd-fill")
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
@@ -101,4 +103,27 @@ def openb_profile(
         topology_keys=(),
         candidate_limit=0,
         node_rank=SeededRank(seed),
+        node_state=openb_node_state,
+    )
+
+
+def openb_node_state(node: NodeInfo) -> Hashable:
+    """Everything of an openb node that a filter or score of OPENB_POLICIES reads,
+    but its name: its hostname label and device UUIDs are left out. Sound for the
+    openb pods, which constrain GPU models only, never a node by name."""
+    labels = tuple(sorted(item for item in node.labels.items() if item[0] != HOSTNAME_LABEL))
+    return (
+        labels,
+        node.taints,
+        node.unschedulable,
+        node.problems,
+        tuple(sorted(node.allocatable.items())),
+        tuple(sorted(node.requested.items())),
+        tuple(node.gpu_free),
+        tuple(
+            (device.model, device.memory_mib, device.numa, device.healthy)
+            for device in node.devices
+        ),
+        node.pair_scores,
+        tuple(sorted((key, tuple(sorted(held.items()))) for key, held in node.used_ports.items())),
     )
