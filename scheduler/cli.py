@@ -39,6 +39,7 @@ from scheduler.sim.replay import OpenbResult, replay_openb
 from scheduler.sim.report import (
     PolicyRun,
     TimelineRun,
+    failures_table,
     plot_allocation,
     plot_timeline,
     results_json,
@@ -199,7 +200,7 @@ def _run_simulation(args: argparse.Namespace) -> int:
         args,
         plot=lambda path: plot_allocation(runs, path, title),
         as_json=lambda: results_json(runs),
-        tables=lambda: [results_table(runs, trace)],
+        tables=lambda: [results_table(runs, trace), failures_table(runs)],
         width=120,
     )
 
