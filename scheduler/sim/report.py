@@ -319,7 +319,9 @@ def _plot_size_failures(
         )
     axes.set_xticks([index + 0.4 - width / 2 for index in range(len(names))], names)
     axes.set_xlabel("pod size")
-    axes.set_ylabel("failed pods (mean over seeds)")
+    # Shares fail by the thousand, whole-node pods by the dozen: a log scale shows both.
+    axes.set_yscale("symlog", linthresh=1)
+    axes.set_ylabel("failed pods (mean over seeds, log scale)")
     axes.set_title("failed pods by size")
     axes.grid(True, axis="y", alpha=0.3)
     axes.legend(fontsize="small")
