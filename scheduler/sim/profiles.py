@@ -24,15 +24,18 @@ from policies.scores.fragmentation import Fragmentation, TargetWorkload
 from policies.scores.gpu_packing import GpuPacking
 from policies.scores.random_choice import RandomScore
 from policies.scores.truncated import Truncated
+from policies.scores.whole_node import KeepWholeNodes
 from scheduler.sim.objects import HOSTNAME_LABEL
 
-OPENB_POLICIES = ("random", "bestfit", "dotprod", "packing", "fgd", "fgd-fill")
+OPENB_POLICIES = ("random", "bestfit", "dotprod", "packing", "fgd", "fgd-fill", "fgd-keep")
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
 # by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
 BEST_POLICY = "fgd-fill"
 # A tie-break weight: below the 1-point step of an integer score, so it orders only
 # nodes the primary score ties.
 TIE_BREAK_WEIGHT = 0.001
+KEEP_WHOLE_WEIGHT = 0.5
+KEEP_FILL_WEIGHT = 1e-5
 PAPER_NAMES = {
     "random": "Random",
     "bestfit": "BestFit",
@@ -40,6 +43,7 @@ PAPER_NAMES = {
     "packing": "Packing",
     "fgd": "FGD",
     "fgd-fill": "FGD, ties by fill fragmentation (this project)",
+    "fgd-keep": "FGD, ties by keeping idle nodes whole, then fill fragmentation (this project)",
 }
 
 
@@ -87,12 +91,20 @@ def openb_profile(
         score = DotProduct(max_cpu_milli, max_gpu_milli)
     elif name == "packing":
         score = GpuPacking()
-    elif name in ("fgd", "fgd-fill"):
+    elif name in ("fgd", "fgd-fill", "fgd-keep"):
         workload = TargetWorkload.from_pods(history)
         score = Truncated(Fragmentation(workload))
         chooser = TopologyChooser("index-distinct")
         if name == "fgd-fill":
             tie_break = ((FillFragmentation(workload), TIE_BREAK_WEIGHT),)
+        elif name == "fgd-keep":
+            # Lexicographic below the integer score's step of 1: keeping idle nodes
+            # whole (0..1 x 0.5; two idle nodes' sizes differ by >= 0.001 x 0.5 for a
+            # 3-core difference) first, then fill fragmentation (0..100 x 1e-5).
+            tie_break = (
+                (KeepWholeNodes(), KEEP_WHOLE_WEIGHT),
+                (FillFragmentation(workload), KEEP_FILL_WEIGHT),
+            )
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(
