@@ -98,9 +98,10 @@ def openb_profile(
         if name == "fgd-fill":
             tie_break = ((FillFragmentation(workload), TIE_BREAK_WEIGHT),)
         elif name == "fgd-keep":
-            # Lexicographic below the integer score's step of 1: keeping idle nodes
-            # whole (0..1 x 0.5; two idle nodes' sizes differ by >= 0.001 x 0.5 for a
-            # 3-core difference) first, then fill fragmentation (0..100 x 1e-5).
+            # Below the integer score's step of 1: keeping idle nodes whole (0..1 x
+            # 0.5), then fill fragmentation (0..100 x 1e-5, so at most 0.001: less than
+            # what separates a used node from an idle one, or two idle 8-GPU nodes
+            # whose CPU differs by 24 cores or more).
             tie_break = (
                 (KeepWholeNodes(), KEEP_WHOLE_WEIGHT),
                 (FillFragmentation(workload), KEEP_FILL_WEIGHT),
