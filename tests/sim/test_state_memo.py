@@ -95,7 +95,7 @@ def test_replays_place_every_pod_as_without_the_shared_choices() -> None:
     originals = pods(24)
     history = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(originals)]
     order = arrival_order(originals, 12 * 4000, 7)
-    for policy in ("bestfit", "fgd", "fgd-fill"):
+    for policy in ("bestfit", "fgd", "fgd-fill", "fgd-keep"):
         profile = openb_profile(
             policy, seed=7, max_cpu_milli=32000, max_gpu_milli=4000, history=history
         )
