@@ -114,9 +114,10 @@ def test_json_has_one_entry_per_policy_and_seed(
         }
         by_size = entry["failed_by_size"]
         assert list(by_size) == ["cpu-only", "<1 GPU"]
-        assert sum(
-            size["failed_before_100"] + size["failed_after_100"] for size in by_size.values()
-        ) == entry["failed_pods"]
+        assert (
+            sum(size["failed_before_100"] + size["failed_after_100"] for size in by_size.values())
+            == entry["failed_pods"]
+        )
         # 20 of the 26 shares fit, whatever the order; the CPU-only pods all fit.
         assert entry["allocation_pct"] == {"100": 100.0, "130": 100.0}
         assert entry["failed_pods"] == 6
