@@ -21,6 +21,7 @@ from rich.table import Table
 
 from scheduler.sim.replay import REPORTED_PERCENTS, OpenbResult
 from scheduler.sim.sizes import SizeFailures, size_order
+from scheduler.sim.steady import utilization_mean_steady, warmup_end
 from scheduler.sim.timeline import GANG_BUCKETS, TimelineResult
 
 # The paper's results (mean of 10 seeds, GPU allocation %), from the openb README:
@@ -377,6 +378,9 @@ def timeline_entry(run: TimelineRun) -> dict[str, Any]:
         "largest_gang_pods": result.largest_gang,
         "tasks_finished": result.finished,
         "tasks_unfinished": result.unfinished,
+        # Added by issue 14: the mean without the warm-up, and when the warm-up ended.
+        "utilization_mean_steady": round(utilization_mean_steady(result), 4),
+        "warmup_end_s": _seconds(warmup_end(result)),
     }
 
 
@@ -411,6 +415,7 @@ def timeline_tables(runs: Sequence[TimelineRun], title: str) -> list[Table]:
         ("policy", "left"),
         ("seed", "right"),
         ("GPU util %", "right"),
+        ("steady %", "right"),
         ("JCT p50", "right"),
         ("JCT p95", "right"),
         ("largest gang wait", "right"),
@@ -429,6 +434,7 @@ def timeline_tables(runs: Sequence[TimelineRun], title: str) -> list[Table]:
             run.policy,
             "-" if run.seed is None else str(run.seed),
             f"{100 * result.utilization_mean:.1f}",
+            f"{100 * utilization_mean_steady(result):.1f}",
             _duration(jct[0] if jct else None),
             _duration(jct[1] if jct else None),
             f"{_duration(result.largest_gang_wait)} ({result.largest_gang} pods)",
@@ -504,7 +510,15 @@ def plot_timeline(runs: Sequence[TimelineRun], path: Path, title: str) -> None:
                     label=_run_label(run),
                     linewidth=1,
                 )
-            usage.set_title("while tasks arrive" if until is not None else "whole run")
+            if until is None:
+                # A few long tasks can run for days after the rest: on a linear axis
+                # they squeeze all the work into the first hours. A log axis (linear
+                # below 6 minutes) shows minutes and days alike.
+                usage.set_title("whole run (time on a log scale)")
+                for each in (usage, queue):
+                    each.set_xscale("symlog", linthresh=0.1)
+            else:
+                usage.set_title("while tasks arrive")
             usage.set_ylim(0, 105)
             queue.set_xlabel("time (hours)")
             for each in (usage, queue):
