@@ -9,11 +9,14 @@ the GPU demand; the largest of them also need most of the CPU of the largest nod
 a small pod starts, and a tie-break that packs shares tightly (fill fragmentation) may
 start the big nodes first, until none is left for a whole-node pod well before the
 cluster is full. This score, used as a tie-break, says:
-- 1 when the node already runs something on a GPU, or has no GPU: nothing is broken;
+- 1 when the node already runs something on a GPU, or has no GPU, or is idle but has
+  fewer devices than `protect_from_devices` (the largest whole-GPU request expected:
+  such a node could not hold that pod anyway): nothing worth keeping is broken;
 - below 1/2 when the pod would be the first on an idle GPU node (every healthy device
-  fully free), the lower the larger the node: 1 / (2 + devices + CPU cores / 100), so
-  an idle node of more devices or more CPU is started later (100 cores weigh about one
-  device: the CPU of a GPU node is in the order of 10 cores per device).
+  fully free) of at least `protect_from_devices` devices, the lower the larger the
+  node: 1 / (2 + devices + CPU cores / 100), so an idle node of more devices or more
+  CPU is started later (100 cores weigh about one device: the CPU of a GPU node is in
+  the order of 10 cores per device).
 CPU-only pods count too: the CPU they take on an idle node is CPU a whole-node pod may
 lack.
 """
@@ -42,16 +45,21 @@ def idle_gpu_devices(node: NodeInfo) -> int:
 
 
 class KeepWholeNodes:
-    """1 on a node already in use (or without GPU); 1 / (2 + devices + cores / 100)
-    on an idle GPU node."""
+    """1 on a node already in use (or without GPU, or idle with fewer devices than
+    `protect_from_devices`); 1 / (2 + devices + cores / 100) on an idle GPU node."""
 
     name = "keep-whole-nodes"
     candidate_order: CandidateOrder | None = None
     memoizable = True
 
+    def __init__(self, protect_from_devices: int = 1) -> None:
+        if protect_from_devices < 1:
+            raise ValueError(f"protect_from_devices must be at least 1, not {protect_from_devices}")
+        self.protect_from_devices = protect_from_devices
+
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
         devices = idle_gpu_devices(node)
-        if not devices:
+        if devices < self.protect_from_devices:
             return 1.0
         cpu = max(0, node.allocatable.get(CPU, 0))
         return 1.0 / (2 + devices + cpu / _CPU_SCALE_MILLI)

@@ -98,12 +98,16 @@ def openb_profile(
         if name == "fgd-fill":
             tie_break = ((FillFragmentation(workload), TIE_BREAK_WEIGHT),)
         elif name == "fgd-keep":
+            # Idle nodes are protected when they could hold the largest whole-GPU
+            # request of the history (8 GPUs on every openb trace): smaller idle nodes
+            # are for FGD and fill fragmentation to use as they see fit.
+            largest = max((pod.gpu.count for pod in history), default=1)
             # Below the integer score's step of 1: keeping idle nodes whole (0..1 x
             # 0.5), then fill fragmentation (0..100 x 1e-5, so at most 0.001: less than
             # what separates a used node from an idle one, or two idle 8-GPU nodes
             # whose CPU differs by 24 cores or more).
             tie_break = (
-                (KeepWholeNodes(), KEEP_WHOLE_WEIGHT),
+                (KeepWholeNodes(max(1, largest)), KEEP_WHOLE_WEIGHT),
                 (FillFragmentation(workload), KEEP_FILL_WEIGHT),
             )
     else:

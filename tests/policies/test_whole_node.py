@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from cache.pod import pod_from_api
 from policies.interface import GangContext
 from policies.scores.whole_node import KeepWholeNodes, idle_gpu_devices
@@ -40,6 +42,15 @@ def test_larger_idle_nodes_are_started_last() -> None:
     assert score.score(cpu_only, make_node("b", gpus=8, cpu="128"), (), NO_GANG) == big
 
 
+def test_idle_nodes_too_small_for_the_largest_request_are_not_protected() -> None:
+    score = KeepWholeNodes(protect_from_devices=8)
+    pod = make_pod("p", cpu="1", vgpu=300)
+    assert score.score(pod, make_node("four", gpus=4, cpu="64"), ((0, 300),), NO_GANG) == 1.0
+    assert score.score(pod, make_node("eight", gpus=8, cpu="96"), ((0, 300),), NO_GANG) < 0.5
+    with pytest.raises(ValueError, match="at least 1"):
+        KeepWholeNodes(0)
+
+
 def test_unhealthy_devices_do_not_count_as_idle_room() -> None:
     node = make_node("n", gpus=4, cpu="32")
     node.devices = (dataclasses.replace(node.devices[0], healthy=False), *node.devices[1:])
@@ -50,11 +61,17 @@ def test_unhealthy_devices_do_not_count_as_idle_room() -> None:
 
 def test_fgd_keep_profile_orders_ties_by_keeping_nodes_then_fill() -> None:
     assert "fgd-keep" in OPENB_POLICIES
-    history = [pod_from_api(pod_object(OpenbPod("a", 1000, 1024, 1, 500), 0))]
+    history = [
+        pod_from_api(pod_object(OpenbPod("a", 1000, 1024, 1, 500), 0)),
+        pod_from_api(pod_object(OpenbPod("b", 8000, 1024, 8, 1000), 1)),
+    ]
     profile = openb_profile(
         "fgd-keep", seed=1, max_cpu_milli=96000, max_gpu_milli=8000, history=history
     )
     names = [score.name for score, _ in profile.node_scores]
+    keeper = profile.node_scores[1][0]
+    assert isinstance(keeper, KeepWholeNodes)
+    assert keeper.protect_from_devices == 8  # the history's largest whole-GPU request
     assert names == ["fragmentation-int", "keep-whole-nodes", "fill-fragmentation"]
     weights = [weight for _, weight in profile.node_scores]
     # Both below the integer score's step of 1; fill (0..100) moves a total less than
