@@ -34,10 +34,12 @@ from scheduler.sim.openb import (
     load_pods,
     pod_object,
 )
-from scheduler.sim.replay import replay_openb
+from scheduler.sim.parallel import available_cpus, run_jobs
+from scheduler.sim.replay import OpenbResult, replay_openb
 from scheduler.sim.report import (
     PolicyRun,
     TimelineRun,
+    failures_table,
     plot_allocation,
     plot_timeline,
     results_json,
@@ -138,12 +140,13 @@ def _run_simulation(args: argparse.Namespace) -> int:
             f"unknown policy {unknown[0]!r}; known: {', '.join(catalogue.OPENB_POLICIES)}"
         )
     seeds: list[int] = list(dict.fromkeys(args.seed or [DEFAULT_SEED]))
+    if args.jobs is not None and args.jobs < 1:
+        raise _UsageError(f"--jobs must be at least 1, got {args.jobs}")
     # FGD's target workload: the trace's original pods, as the paper takes it.
     history = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(pods)]
     orders = {seed: arrival_order(pods, size.total_gpu_milli, seed, args.load) for seed in seeds}
     trace = None if args.pods else args.trace
 
-    runs: list[PolicyRun] = []
     console = Console(stderr=True)
     columns = (
         TextColumn("{task.description}"),
@@ -152,34 +155,53 @@ def _run_simulation(args: argparse.Namespace) -> int:
         TimeElapsedColumn(),
     )
     total = len(policies) * sum(len(order) for order in orders.values())
+    jobs = [(policy, seed) for policy in policies for seed in seeds]
+    workers = min(args.jobs or available_cpus(), len(jobs))
+    # Built here, before any worker forks: the workers inherit them.
+    job_profiles = [
+        catalogue.openb_profile(
+            policy,
+            seed=seed,
+            max_cpu_milli=size.max_cpu_milli,
+            max_gpu_milli=size.max_gpu_milli,
+            history=history,
+        )
+        for policy, seed in jobs
+    ]
     with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         task = progress.add_task("simulating", total=total)
-        done_before = 0
-        for policy in policies:
-            for seed in seeds:
-                profile = catalogue.openb_profile(
-                    policy,
-                    seed=seed,
-                    max_cpu_milli=size.max_cpu_milli,
-                    max_gpu_milli=size.max_gpu_milli,
-                    history=history,
-                )
-                progress.update(task, description=f"{policy} seed {seed}")
-                base = done_before
 
-                def advance(done: int, _count: int, base: int = base) -> None:
-                    progress.update(task, completed=base + done)
+        def replay(index: int) -> OpenbResult:
+            policy, seed = jobs[index]
+            profile = job_profiles[index]
+            if workers > 1:  # in a worker process: progress is counted per finished replay
+                return replay_openb(nodes, orders[seed], profile)
+            progress.update(task, description=f"{policy} seed {seed}")
+            base = sum(len(orders[s]) for _, s in jobs[:index])
 
-                result = replay_openb(nodes, orders[seed], profile, advance)
-                done_before += len(orders[seed])
-                runs.append(PolicyRun(policy, seed, result))
+            def advance(done: int, _count: int) -> None:
+                progress.update(task, completed=base + done)
+
+            return replay_openb(nodes, orders[seed], profile, advance)
+
+        def finished(index: int) -> None:
+            if workers > 1:
+                progress.update(task, advance=len(orders[jobs[index][1]]))
+
+        if workers > 1:
+            progress.update(task, description=f"{len(jobs)} replays, {workers} processes")
+        results = run_jobs(len(jobs), replay, workers, finished)
+    runs = [
+        PolicyRun(policy, seed, result)
+        for (policy, seed), result in zip(jobs, results, strict=True)
+    ]
 
     title = f"openb {trace or Path(args.pods).name}: GPU allocation vs arrived load"
     return _report(
         args,
         plot=lambda path: plot_allocation(runs, path, title),
         as_json=lambda: results_json(runs),
-        tables=lambda: [results_table(runs, trace)],
+        tables=lambda: [results_table(runs, trace), failures_table(runs)],
         width=120,
     )
 
@@ -481,6 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="arrived GPU load the clones fill up to, x cluster GPU (default: "
         f"{DEFAULT_LOAD}); with --generate, the offered GPU load (default: "
         f"{DEFAULT_TIMELINE_LOAD})",
+    )
+    simulate.add_argument(
+        "--jobs",
+        metavar="N",
+        type=int,
+        help="openb replays (one per policy and seed) run in up to N processes "
+        "(default: the CPUs available)",
     )
     simulate.add_argument(
         "--json", action="store_true", help="print one JSON object on stdout instead of a table"

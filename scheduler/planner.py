@@ -36,7 +36,7 @@ from cache.pod import PodInfo
 from cache.resources import CPU
 from cache.snapshot import PlanningView, Snapshot
 from policies.capacity import copies_that_fit
-from policies.diagnosis import FilterMemo, first_failure, summarize
+from policies.diagnosis import FilterMemo, ShapeMemo, first_failure, summarize
 from policies.filters.inter_pod_affinity import REASON_AFFINITY
 from policies.filters.pod_topology_spread import REASON_MISSING_LABEL, REASON_SKEW
 from policies.filters.volume_binding import (
@@ -117,6 +117,9 @@ class _Choice:
     shares: DeviceShares = ()
 
 
+_INFEASIBLE = _Choice(0, feasible=False)
+
+
 @dataclass(slots=True)
 class _Shape:
     pod: PodInfo
@@ -150,6 +153,8 @@ KEPT_SHAPES = 64
 # Node choices kept per shape before that shape's keep starts over (4x the default
 # candidate limit: a run of alike pods reads about one limit's worth).
 KEPT_CHOICES_PER_SHAPE = 512
+# (shape, node state) choices kept at most with Profile.node_state (a few MB).
+_STATE_CHOICES_KEPT = 1 << 17
 
 # How many nodes a member is offered before its claims are declared unservable.
 _VOLUME_TRIES = 64
@@ -185,6 +190,12 @@ class Planner:
         self.memo = FilterMemo(profile.filters)
         self.max_rankings = max_rankings
         self._rankings: OrderedDict[Hashable, _Ranking] = OrderedDict()
+        # With Profile.node_state: each node's state key at its generation, and the
+        # choice per (shape signature, state key).
+        self._state_keys: dict[str, tuple[int, int]] = {}
+        self._state_choices: dict[tuple[int, int], _Choice] = {}
+        self._state_numbers: dict[Hashable, int] = {}
+        self._shape_numbers: dict[Hashable, int] = {}
         self._ranked_snapshot: Snapshot | None = None
         # Eligible topology-spread domains, kept while node labels stay put.
         self.domains = DomainCache()
@@ -258,22 +269,72 @@ class Planner:
             self._rankings.move_to_end(signature)
             names = snapshot.changed_since(ranking.generation)
         memo = self.memo.for_shape(signature, pod, snapshot.nodes.keys())
+        by_state = self.profile.node_state is not None
+        if by_state and len(self._state_keys) > 2 * len(snapshot.nodes) + 64:
+            self._state_keys.clear()  # nodes that are gone
+        keys, order, choices = ranking.keys, ranking.order, ranking.choices
+        fresh = not keys  # a new ranking is sorted once at the end, not node by node
+        added: list[tuple[float, int, str]] = []
         for name in names:
-            old = ranking.keys.pop(name, None)
-            if old is not None:
-                ranking.order.remove(old)
-                del ranking.choices[name]
             node = snapshot.nodes.get(name)
-            if node is None or memo.first_failure(node) is not None:
-                continue
-            choice = evaluate_choice(self.profile, pod, node, 0)
-            if choice.feasible:
+            choice: _Choice | None = None
+            if node is None:
+                pass
+            elif by_state:
+                choice = self._state_choice(signature, pod, node, memo)
+            elif memo.first_failure(node) is None:
+                choice = evaluate_choice(self.profile, pod, node, 0)
+            old = keys.get(name)
+            if choice is not None and choice.feasible:
                 key = (-choice.score, self.rank(name), name)
-                ranking.order.add(key)
-                ranking.keys[name] = key
-                ranking.choices[name] = choice
+                choices[name] = choice
+                if key != old:  # an unchanged key keeps its place: no re-sort
+                    if old is not None:
+                        order.remove(old)
+                    if fresh:
+                        added.append(key)
+                    else:
+                        order.add(key)
+                    keys[name] = key
+            elif old is not None:
+                order.remove(old)
+                del keys[name]
+                del choices[name]
+        if added:
+            order.update(added)
         ranking.generation = snapshot.generation
         return ranking
+
+    def _state_choice(
+        self, signature: Hashable, pod: PodInfo, node: NodeInfo, memo: ShapeMemo
+    ) -> _Choice:
+        """The shape's choice on `node`, shared by every node in the same state
+        (Profile.node_state). Choices are never mutated, so one object may serve many
+        nodes."""
+        if len(self._state_choices) >= _STATE_CHOICES_KEPT:
+            # States of the past rarely come back: start over.
+            self._state_choices.clear()
+            self._state_numbers.clear()
+            self._shape_numbers.clear()
+            self._state_keys.clear()
+        # States and signatures are numbered once: hashing their nested tuples on
+        # every look-up would cost what the memo saves.
+        known = self._state_keys.get(node.name)
+        if known is None or known[0] != node.generation:
+            assert self.profile.node_state is not None
+            state = self.profile.node_state(node)
+            number = self._state_numbers.setdefault(state, len(self._state_numbers))
+            known = self._state_keys[node.name] = (node.generation, number)
+        shape = self._shape_numbers.setdefault(signature, len(self._shape_numbers))
+        key = (shape, known[1])
+        choice = self._state_choices.get(key)
+        if choice is None:
+            if memo.first_failure(node) is not None:
+                choice = _INFEASIBLE
+            else:
+                choice = evaluate_choice(self.profile, pod, node, 0)
+            self._state_choices[key] = choice
+        return choice
 
 
 def evaluate_choice(profile: Profile, pod: PodInfo, node: NodeInfo, version: int) -> _Choice:

@@ -9,8 +9,9 @@ drawn from the seed. Nothing here is a second implementation of a policy.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 
+from cache.node import NodeInfo
 from cache.pod import PodInfo
 from policies.devices import TopologyChooser
 from policies.filters import default_filters
@@ -23,14 +24,18 @@ from policies.scores.fragmentation import Fragmentation, TargetWorkload
 from policies.scores.gpu_packing import GpuPacking
 from policies.scores.random_choice import RandomScore
 from policies.scores.truncated import Truncated
+from policies.scores.whole_node import KeepWholeNodes
+from scheduler.sim.objects import HOSTNAME_LABEL
 
-OPENB_POLICIES = ("random", "bestfit", "dotprod", "packing", "fgd", "fgd-fill")
+OPENB_POLICIES = ("random", "bestfit", "dotprod", "packing", "fgd", "fgd-fill", "fgd-keep")
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
 # by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
 BEST_POLICY = "fgd-fill"
 # A tie-break weight: below the 1-point step of an integer score, so it orders only
 # nodes the primary score ties.
 TIE_BREAK_WEIGHT = 0.001
+KEEP_WHOLE_WEIGHT = 0.5
+KEEP_FILL_WEIGHT = 1e-5
 PAPER_NAMES = {
     "random": "Random",
     "bestfit": "BestFit",
@@ -38,6 +43,7 @@ PAPER_NAMES = {
     "packing": "Packing",
     "fgd": "FGD",
     "fgd-fill": "FGD, ties by fill fragmentation (this project)",
+    "fgd-keep": "FGD, ties by keeping idle nodes whole, then fill fragmentation (this project)",
 }
 
 
@@ -85,12 +91,25 @@ def openb_profile(
         score = DotProduct(max_cpu_milli, max_gpu_milli)
     elif name == "packing":
         score = GpuPacking()
-    elif name in ("fgd", "fgd-fill"):
+    elif name in ("fgd", "fgd-fill", "fgd-keep"):
         workload = TargetWorkload.from_pods(history)
         score = Truncated(Fragmentation(workload))
         chooser = TopologyChooser("index-distinct")
         if name == "fgd-fill":
             tie_break = ((FillFragmentation(workload), TIE_BREAK_WEIGHT),)
+        elif name == "fgd-keep":
+            # Idle nodes are protected when they could hold the largest whole-GPU
+            # request of the history (8 GPUs on every openb trace): smaller idle nodes
+            # are for FGD and fill fragmentation to use as they see fit.
+            largest = max((pod.gpu.count for pod in history), default=1)
+            # Below the integer score's step of 1: keeping idle nodes whole (0..1 x
+            # 0.5), then fill fragmentation (0..100 x 1e-5, so at most 0.001: less than
+            # what separates a used node from an idle one, or two idle 8-GPU nodes
+            # whose CPU differs by 24 cores or more).
+            tie_break = (
+                (KeepWholeNodes(max(1, largest)), KEEP_WHOLE_WEIGHT),
+                (FillFragmentation(workload), KEEP_FILL_WEIGHT),
+            )
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(
@@ -101,4 +120,27 @@ def openb_profile(
         topology_keys=(),
         candidate_limit=0,
         node_rank=SeededRank(seed),
+        node_state=openb_node_state,
+    )
+
+
+def openb_node_state(node: NodeInfo) -> Hashable:
+    """Everything of an openb node that a filter or score of OPENB_POLICIES reads,
+    but its name: its hostname label and device UUIDs are left out. Sound for the
+    openb pods, which constrain GPU models only, never a node by name."""
+    labels = tuple(sorted(item for item in node.labels.items() if item[0] != HOSTNAME_LABEL))
+    return (
+        labels,
+        node.taints,
+        node.unschedulable,
+        node.problems,
+        tuple(sorted(node.allocatable.items())),
+        tuple(sorted(node.requested.items())),
+        tuple(node.gpu_free),
+        tuple(
+            (device.model, device.memory_mib, device.numa, device.healthy)
+            for device in node.devices
+        ),
+        node.pair_scores,
+        tuple(sorted((key, tuple(sorted(held.items()))) for key, held in node.used_ports.items())),
     )

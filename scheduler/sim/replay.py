@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cache.cluster import EventType
@@ -25,6 +25,7 @@ from policies.profile import Profile
 from scheduler.core import SchedulingCore
 from scheduler.planner import Plan
 from scheduler.sim.openb import NAMESPACE, OpenbPod, Readings, pod_object, requested_gpu_milli
+from scheduler.sim.sizes import FailuresBySize, SizeFailures
 
 # The arrived loads (in %) the paper reports.
 REPORTED_PERCENTS = (100, 130)
@@ -48,6 +49,9 @@ class OpenbResult:
     readings: Readings
     # Arrived % -> mean allocated % (None: no reading rounds to that %).
     allocation_pct: dict[int, float | None]
+    # Size class -> pods arrived and failed before and after 100% arrived load, sizes
+    # in ascending order (scheduler.sim.sizes).
+    failures_by_size: dict[str, SizeFailures] = field(default_factory=dict)
 
     @property
     def total_gpu_milli(self) -> int:
@@ -72,6 +76,7 @@ def replay_openb(
     for node in nodes:
         core.apply_node(EventType.ADDED, node, 0.0)
     readings = Readings(cluster_gpu_milli(core))
+    by_size = FailuresBySize(readings.total_gpu_milli)
     count = len(pods_in_order)
     arrived = allocated = failed = 0
     for position, pod in enumerate(pods_in_order):
@@ -84,6 +89,7 @@ def replay_openb(
         if attempt is None or attempt.gang.key != expected:
             got = "nothing" if attempt is None else attempt.gang.key
             raise ReplayError(f"pod {position} ({pod.name}): the core scheduled {got}")
+        placed = isinstance(attempt.result, Plan)
         if isinstance(attempt.result, Plan):
             for placement in attempt.result.placements:
                 core.bound(placement)
@@ -91,6 +97,7 @@ def replay_openb(
         else:
             failed += 1
             core.apply_pod(EventType.DELETED, obj, now)
+        by_size.record(pod, arrived, failed=not placed)
         readings.record(arrived, allocated)
         if progress is not None and (position + 1) % PROGRESS_EVERY == 0:
             progress(position + 1, count)
@@ -102,4 +109,5 @@ def replay_openb(
         seconds=time.perf_counter() - started,
         readings=readings,
         allocation_pct={percent: readings.value_at(percent) for percent in REPORTED_PERCENTS},
+        failures_by_size=by_size.ordered(),
     )

@@ -5,7 +5,8 @@ utilization and queue length over time.
 
 The JSON object is fixed by issue 3 (scripts depend on it):
 `{"results": [{"policy", "seed", "allocation_pct": {"100": x, "130": y},
-"failed_pods", "seconds"}, ...]}`, one entry per (policy, seed) in run order.
+"failed_pods", "seconds"}, ...]}`, one entry per (policy, seed) in run order. Fields may
+be added, never changed: issue 14 added `failed_by_size`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 from rich.table import Table
 
 from scheduler.sim.replay import REPORTED_PERCENTS, OpenbResult
+from scheduler.sim.sizes import SizeFailures, size_order
+from scheduler.sim.steady import utilization_mean_steady, warmup_end
 from scheduler.sim.timeline import GANG_BUCKETS, TimelineResult
 
 # The paper's results (mean of 10 seeds, GPU allocation %), from the openb README:
@@ -99,6 +102,16 @@ def results_json(runs: Sequence[PolicyRun]) -> dict[str, Any]:
                 },
                 "failed_pods": run.result.failed_pods,
                 "seconds": round(run.result.seconds, 3),
+                # Added by issue 14 (the fields above stay as they were).
+                "failed_by_size": {
+                    name: {
+                        "arrived_before_100": entry.arrived_before,
+                        "failed_before_100": entry.failed_before,
+                        "arrived_after_100": entry.arrived_after,
+                        "failed_after_100": entry.failed_after,
+                    }
+                    for name, entry in run.result.failures_by_size.items()
+                },
             }
             for run in runs
         ]
@@ -156,6 +169,64 @@ def results_table(runs: Sequence[PolicyRun], trace: str | None) -> Table:
     return table
 
 
+def size_failures(runs: Sequence[PolicyRun]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per policy, per size class (ascending), the mean over its seeds of the pods
+    failed before and after 100% arrived load."""
+    table: dict[str, dict[str, tuple[float, float]]] = {}
+    for policy, group in _by_policy(runs).items():
+        names = sorted(
+            {name for run in group for name in run.result.failures_by_size}, key=size_order
+        )
+        row: dict[str, tuple[float, float]] = {}
+        for name in names:
+            entries = [run.result.failures_by_size.get(name, SizeFailures()) for run in group]
+            row[name] = (
+                fmean(entry.failed_before for entry in entries),
+                fmean(entry.failed_after for entry in entries),
+            )
+        table[policy] = row
+    return table
+
+
+def _arrived(entry: SizeFailures | None) -> int:
+    return 0 if entry is None else entry.arrived_before + entry.arrived_after
+
+
+def _count(value: float) -> str:
+    return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+
+
+def failures_table(runs: Sequence[PolicyRun]) -> Table:
+    """Failed pods per size class, before / after 100% arrived load: what each policy
+    drops to reach its allocation (a policy that drops whole-node pods early shows it)."""
+    failures = size_failures(runs)
+    names = sorted({name for row in failures.values() for name in row}, key=size_order)
+    several = any(len(group) > 1 for group in _by_policy(runs).values())
+    table = Table(
+        title="failed pods by size: before / after 100% arrived load"
+        + (" (mean over seeds)" if several else "")
+    )
+    table.add_column("policy")
+    for name in names:
+        table.add_column(name, justify="right")
+    for policy, row in failures.items():
+        cells = [policy]
+        for name in names:
+            before, after = row.get(name, (0.0, 0.0))
+            cells.append(f"{_count(before)} / {_count(after)}")
+        table.add_row(*cells)
+    # Every policy replays the same arrival orders: the first one's counts stand for all.
+    first = next(iter(_by_policy(runs).values()), [])
+    arrived = {
+        name: fmean(_arrived(run.result.failures_by_size.get(name)) for run in first)
+        for name in names
+    }
+    table.caption = "pods arrived per size: " + ", ".join(
+        f"{name} {_count(count)}" for name, count in arrived.items()
+    )
+    return table
+
+
 # --- plot -----------------------------------------------------------------------------------
 def mean_curves(runs: Sequence[PolicyRun]) -> dict[str, list[tuple[int, float]]]:
     """Per policy, (arrived %, allocation %) averaged over its seeds at each whole %."""
@@ -191,8 +262,11 @@ def plot_allocation(runs: Sequence[PolicyRun], path: Path, title: str) -> None:
     seeds), as the paper's figure draws it; written as an image to `path`."""
     pyplot = _pyplot()
 
-    # Left: the whole replay; right: the end, where the policies part (a few points).
-    figure, (whole, end) = pyplot.subplots(1, 2, figsize=(12, 5))
+    # Left: the whole replay; middle: the end, where the policies part (a few points);
+    # right: the pods each policy failed, by size, before and after 100% arrived.
+    figure, (whole, end, sizes) = pyplot.subplots(
+        1, 3, figsize=(18, 5), gridspec_kw={"width_ratios": [1, 1, 1]}
+    )
     try:
         curves = mean_curves(runs)
         top = max((percent for curve in curves.values() for percent, _ in curve), default=100)
@@ -214,11 +288,44 @@ def plot_allocation(runs: Sequence[PolicyRun], path: Path, title: str) -> None:
             axes.grid(True, alpha=0.3)
         end.set_title(f"from {start}% arrived")
         whole.legend(loc="lower right")
+        _plot_size_failures(sizes, size_failures(runs))
         figure.suptitle(title)
         figure.tight_layout()
         figure.savefig(path, dpi=120)
     finally:
         pyplot.close(figure)
+
+
+def _plot_size_failures(
+    axes: Any, failures: Mapping[str, Mapping[str, tuple[float, float]]]
+) -> None:
+    """Grouped bars: per size class, per policy, failed pods before 100% arrived load
+    (solid) with those after stacked on top (hatched)."""
+    names = sorted({name for row in failures.values() for name in row}, key=size_order)
+    width = 0.8 / max(1, len(failures))
+    for number, (policy, row) in enumerate(failures.items()):
+        xs = [index + number * width for index in range(len(names))]
+        before = [row.get(name, (0.0, 0.0))[0] for name in names]
+        after = [row.get(name, (0.0, 0.0))[1] for name in names]
+        bars = axes.bar(xs, before, width, label=f"{policy} (before 100%)")
+        axes.bar(
+            xs,
+            after,
+            width,
+            bottom=before,
+            color=bars.patches[0].get_facecolor() if bars.patches else None,
+            alpha=0.45,
+            hatch="//",
+            label=f"{policy} (after)",
+        )
+    axes.set_xticks([index + 0.4 - width / 2 for index in range(len(names))], names)
+    axes.set_xlabel("pod size")
+    # Shares fail by the thousand, whole-node pods by the dozen: a log scale shows both.
+    axes.set_yscale("symlog", linthresh=1)
+    axes.set_ylabel("failed pods (mean over seeds, log scale)")
+    axes.set_title("failed pods by size")
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize="small")
 
 
 # --- the time-based replay (part 2) -----------------------------------------------------------
@@ -271,6 +378,9 @@ def timeline_entry(run: TimelineRun) -> dict[str, Any]:
         "largest_gang_pods": result.largest_gang,
         "tasks_finished": result.finished,
         "tasks_unfinished": result.unfinished,
+        # Added by issue 14: the mean without the warm-up, and when the warm-up ended.
+        "utilization_mean_steady": round(utilization_mean_steady(result), 4),
+        "warmup_end_s": _seconds(warmup_end(result)),
     }
 
 
@@ -305,6 +415,7 @@ def timeline_tables(runs: Sequence[TimelineRun], title: str) -> list[Table]:
         ("policy", "left"),
         ("seed", "right"),
         ("GPU util %", "right"),
+        ("steady %", "right"),
         ("JCT p50", "right"),
         ("JCT p95", "right"),
         ("largest gang wait", "right"),
@@ -323,6 +434,7 @@ def timeline_tables(runs: Sequence[TimelineRun], title: str) -> list[Table]:
             run.policy,
             "-" if run.seed is None else str(run.seed),
             f"{100 * result.utilization_mean:.1f}",
+            f"{100 * utilization_mean_steady(result):.1f}",
             _duration(jct[0] if jct else None),
             _duration(jct[1] if jct else None),
             f"{_duration(result.largest_gang_wait)} ({result.largest_gang} pods)",
@@ -398,7 +510,15 @@ def plot_timeline(runs: Sequence[TimelineRun], path: Path, title: str) -> None:
                     label=_run_label(run),
                     linewidth=1,
                 )
-            usage.set_title("while tasks arrive" if until is not None else "whole run")
+            if until is None:
+                # A few long tasks can run for days after the rest: on a linear axis
+                # they squeeze all the work into the first hours. A log axis (linear
+                # below 6 minutes) shows minutes and days alike.
+                usage.set_title("whole run (time on a log scale)")
+                for each in (usage, queue):
+                    each.set_xscale("symlog", linthresh=0.1)
+            else:
+                usage.set_title("while tasks arrive")
             usage.set_ylim(0, 105)
             queue.set_xlabel("time (hours)")
             for each in (usage, queue):

@@ -103,7 +103,21 @@ def test_json_has_one_entry_per_policy_and_seed(
         ("random", 2),
     ]
     for entry in results:
-        assert set(entry) == {"policy", "seed", "allocation_pct", "failed_pods", "seconds"}
+        # The fields of issue 3 stay; issue 14 added failed_by_size.
+        assert set(entry) == {
+            "policy",
+            "seed",
+            "allocation_pct",
+            "failed_pods",
+            "seconds",
+            "failed_by_size",
+        }
+        by_size = entry["failed_by_size"]
+        assert list(by_size) == ["cpu-only", "<1 GPU"]
+        assert (
+            sum(size["failed_before_100"] + size["failed_after_100"] for size in by_size.values())
+            == entry["failed_pods"]
+        )
         # 20 of the 26 shares fit, whatever the order; the CPU-only pods all fit.
         assert entry["allocation_pct"] == {"100": 100.0, "130": 100.0}
         assert entry["failed_pods"] == 6
