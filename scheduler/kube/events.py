@@ -439,16 +439,13 @@ class FeedbackRecorder:
         path = podgroup_status_path(namespace, name)
         body = {"status": status.as_json()}
 
-        async def write(client: KubeClient) -> None:
-            try:
-                await client.request_json("PATCH", path, body=body, content_type=MERGE)
-            except ApiError as err:
-                if err.status != 404:
-                    self._podgroup_status.pop(key, None)  # try again on the next change
-                    raise
-                log.debug("no PodGroup %s to report status on", key)
+        def forget() -> None:
+            self._podgroup_status.pop(key, None)  # try again on the next change
 
-        self.queue.submit(("podgroup-status", key), write)
+        self.queue.submit(
+            ("podgroup-status", key),
+            status_patch(path, body, MERGE, forget, f"PodGroup {key}"),
+        )
 
     def tick(self, now: float) -> None:
         """Write the counts of gangs whose attempts were held back by the window."""
@@ -715,16 +712,36 @@ class FeedbackRecorder:
         body = {"status": {"conditions": [condition.as_json(transition)]}}
         path = native_status_path(namespace, name)
 
-        async def write(client: KubeClient) -> None:
-            try:
-                await client.request_json("PATCH", path, body=body, content_type=STRATEGIC_MERGE)
-            except ApiError as err:
-                if err.status != 404:
-                    self._native_status.pop(key, None)  # try again on the next change
-                    raise
-                log.debug("no PodGroup %s to report status on", key)
+        def forget() -> None:
+            self._native_status.pop(key, None)  # try again on the next change
 
-        self.queue.submit(("native-podgroup-status", key), write)
+        self.queue.submit(
+            ("native-podgroup-status", key),
+            status_patch(path, body, STRATEGIC_MERGE, forget, f"PodGroup {key}"),
+        )
+
+
+def status_patch(
+    path: str,
+    body: JsonObject,
+    content_type: str,
+    forget: Callable[[], None],
+    what: str,
+) -> Callable[[KubeClient], Awaitable[None]]:
+    """A write of an object's status for the WriteQueue. An object that is gone (404) has
+    nothing to report on; any other failure calls `forget`, so that the status is written
+    again on the next change instead of being taken as written."""
+
+    async def write(client: KubeClient) -> None:
+        try:
+            await client.request_json("PATCH", path, body=body, content_type=content_type)
+        except ApiError as err:
+            if err.status != 404:
+                forget()
+                raise
+            log.debug("no %s to report status on", what)
+
+    return write
 
 
 def _shared_problems(gang: Gang) -> set[tuple[str, str, str]]:

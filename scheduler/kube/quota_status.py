@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from cache import resources as res
 from cache.quota import QUOTA_GROUP, QUOTA_PLURAL, QUOTA_VERSION, QuotaBook, as_resource_list
-from scheduler.kube.client import ApiError, KubeClient
-from scheduler.kube.events import MERGE, WriteQueue
+from scheduler.kube.events import MERGE, WriteQueue, status_patch
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +71,9 @@ class QuotaStatusWriter:
         path = quota_status_path(namespace, name)
         self.writes += 1
 
-        async def write(client: KubeClient) -> None:
-            try:
-                await client.request_json("PATCH", path, body=body, content_type=MERGE)
-            except ApiError as err:
-                if err.status != 404:
-                    self._written.pop(key, None)  # written again on the next publish
-                    raise
-                log.debug("no ElasticQuota %s to report usage on", key)
+        def forget() -> None:
+            self._written.pop(key, None)  # written again on the next publish
 
-        self.queue.submit(("quota-status", key), write)
+        self.queue.submit(
+            ("quota-status", key), status_patch(path, body, MERGE, forget, f"ElasticQuota {key}")
+        )
