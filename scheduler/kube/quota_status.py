@@ -12,14 +12,11 @@ costs a few writes, not 1,000. A change held back by the interval is written by 
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from cache import resources as res
 from cache.quota import QUOTA_GROUP, QUOTA_PLURAL, QUOTA_VERSION, QuotaBook, as_resource_list
 from scheduler.kube.events import MERGE, WriteQueue, status_patch
-
-log = logging.getLogger(__name__)
 
 DEFAULT_MIN_INTERVAL = 10.0
 
