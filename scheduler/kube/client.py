@@ -33,8 +33,14 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
-from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
+
+# Narrowed: the loaders without the generated API (k8s_config.py says why).
+from scheduler.kube.k8s_config import (
+    ApiClient,
+    Configuration,
+    load_incluster_config,
+    load_kube_config,
+)
 
 JsonObject = dict[str, Any]
 Query = Sequence[tuple[str, str]]
@@ -137,7 +143,7 @@ class _Transport:
     ApiClient: its configuration, and a session opened on the first request (aiohttp
     wants a running event loop) that uses the ApiClient's connection pool."""
 
-    def __init__(self, api: k8s.ApiClient) -> None:
+    def __init__(self, api: ApiClient) -> None:
         self.api = api
         self.session: aiohttp.ClientSession | None = None
         self.proxy: str | None = None
@@ -172,13 +178,13 @@ class KubeClient:
     that was made from the ApiClient closes the ApiClient and its connection pool.
     """
 
-    def __init__(self, api: k8s.ApiClient, limiter: TokenBucket | None = None) -> None:
+    def __init__(self, api: ApiClient, limiter: TokenBucket | None = None) -> None:
         self._transport = _Transport(api)
         self.limiter = limiter
         self._owner = True
 
     @property
-    def api(self) -> k8s.ApiClient:
+    def api(self) -> ApiClient:
         return self._transport.api
 
     def sharing(self, limiter: TokenBucket | None) -> KubeClient:
@@ -425,12 +431,12 @@ async def create_client(
     qps None (or 0) turns the client-side rate limit off. kubernetes_asyncio's
     ConfigException says what is missing when no configuration can be loaded.
     """
-    configuration = k8s.Configuration()
+    configuration = Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        load_incluster: Callable[..., None] = k8s_config.load_incluster_config
+        load_incluster: Callable[..., None] = load_incluster_config
         load_incluster(client_configuration=configuration)
     else:
-        load_kubeconfig: Callable[..., Awaitable[Any]] = k8s_config.load_kube_config
+        load_kubeconfig: Callable[..., Awaitable[Any]] = load_kube_config
         await load_kubeconfig(
             config_file=kubeconfig,
             context=context,
@@ -439,7 +445,7 @@ async def create_client(
         )
     configuration.connection_pool_maxsize = max_connections
     limiter = TokenBucket(qps, burst) if qps else None
-    return KubeClient(k8s.ApiClient(configuration=configuration), limiter)
+    return KubeClient(ApiClient(configuration=configuration), limiter)
 
 
 def environment_proxy(host: str) -> str | None:

@@ -23,10 +23,9 @@ from pathlib import Path
 
 import aiohttp
 import yaml
-from kubernetes_asyncio.config import kube_config
-from kubernetes_asyncio.config.config_exception import ConfigException
 
 from scheduler.kube.client import ApiError, KubeClient, create_client
+from scheduler.kube.k8s_config import ConfigException, kube_config
 from scheduler.logs import log_event
 from scheduler.startup import StartupError, os_error_text
 

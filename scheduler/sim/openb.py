@@ -39,15 +39,12 @@ from cache.resources import CPU, MILLI_PER_GPU, WHOLE_GPU, parse_resource_list
 from scheduler.core import DEFAULT_SCHEDULER_NAME
 from scheduler.sim import objects
 
-NODE_FILE = "openb_node_list_gpu_node.csv"
-# Trace name -> bundled pod file.
-TRACES: Mapping[str, str] = {
-    "default": "openb_pod_list_default.csv",
-    "gpushare40": "openb_pod_list_gpushare40.csv",
-    "multigpu50": "openb_pod_list_multigpu50.csv",
-    "gpuspec33": "openb_pod_list_gpuspec33.csv",
-}
-DEFAULT_LOAD = 1.3
+# Re-exported: the trace files and the load are the openb replay's, kept in a module of
+# their own so that the CLI can show them without importing the simulator.
+from scheduler.sim.defaults import DEFAULT_LOAD as DEFAULT_LOAD
+from scheduler.sim.defaults import NODE_FILE as NODE_FILE
+from scheduler.sim.defaults import TRACES as TRACES
+
 # The trace does not limit pods per node; every bundled pod asks >= 1 CPU and no node has
 # more than 128, so this never binds (Kubernetes' usual 110 could).
 PODS_PER_NODE = 1000

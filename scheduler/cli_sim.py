@@ -1,0 +1,342 @@
+"""The `simulate` and `demo` commands: kept apart from scheduler.cli so that
+`gang-scheduler run` (and the node agent) start without importing the simulator, the demo
+and rich, which only these commands use (issue 13: first bind within 1 s of start-up)."""
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cache.pod import pod_from_api
+from scheduler.demo import run_demo
+from scheduler.sim import profiles as openb_policies
+from scheduler.sim import timeline as timeline_policies
+from scheduler.sim.cluster_spec import ClusterSpecError, default_cluster, gpu_pools, load_cluster
+from scheduler.sim.defaults import (
+    DEFAULT_LOAD,
+    DEFAULT_SEED,
+    DEFAULT_TIMELINE_LOAD,
+    NODE_FILE,
+    TRACES,
+)
+from scheduler.sim.openb import (
+    OpenbFormatError,
+    OpenbPod,
+    arrival_order,
+    cluster_size,
+    load_nodes,
+    load_pods,
+    pod_object,
+)
+from scheduler.sim.parallel import available_cpus, run_jobs
+from scheduler.sim.replay import OpenbResult, replay_openb
+from scheduler.sim.report import (
+    PolicyRun,
+    TimelineRun,
+    failures_table,
+    plot_allocation,
+    plot_timeline,
+    results_json,
+    results_table,
+    timeline_json,
+    timeline_tables,
+)
+from scheduler.sim.timeline import replay_timeline
+from scheduler.sim.workload import (
+    Task,
+    WorkloadError,
+    generate_workload,
+    load_workload,
+    offered_load,
+)
+
+
+def demo(args: argparse.Namespace) -> int:
+    report = run_demo()
+    console = Console(width=max(Console().width, 120))
+    placed = Table(title="Placed learning tasks (all members bound, or none)")
+    for column in ("gang", "pod", "node", "GPU devices (index:milli)", "worst GPU link"):
+        placed.add_column(column)
+    for row in report.placed:
+        placed.add_row(row.gang, row.pod, row.node, row.devices, row.links)
+    console.print(placed)
+    waiting = Table(title="Waiting (holding no resources)")
+    waiting.add_column("gang")
+    waiting.add_column("why", overflow="fold")
+    for key, message in report.waiting:
+        waiting.add_row(key, message)
+    console.print(waiting)
+    return 0
+
+
+class _UsageError(Exception):
+    """A mistake in what the user asked for: one line on stderr, exit code 2."""
+
+
+def _read_bundled(filename: str) -> str:
+    return resources.files("scheduler.sim").joinpath("data", "openb", filename).read_text("utf-8")
+
+
+def _load_trace(args: argparse.Namespace) -> tuple[list[dict[str, object]], list[OpenbPod]]:
+    if args.trace not in TRACES:
+        raise _UsageError(f"unknown trace {args.trace!r}; known: {', '.join(TRACES)}")
+    try:
+        nodes = load_nodes(Path(args.nodes) if args.nodes else _read_bundled(NODE_FILE))
+        pods = load_pods(Path(args.pods) if args.pods else _read_bundled(TRACES[args.trace]))
+    except OSError as error:
+        raise _UsageError(
+            f"cannot read {error.filename or 'the trace'}: {error.strerror}"
+        ) from None
+    except (OpenbFormatError, UnicodeDecodeError) as error:
+        raise _UsageError(str(error)) from None
+    if not nodes:
+        raise _UsageError("the node list has no nodes")
+    return nodes, pods
+
+
+def simulate(args: argparse.Namespace) -> int:
+    try:
+        return _run_simulation(args)
+    except _UsageError as error:
+        print(f"gang-scheduler simulate: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run_simulation(args: argparse.Namespace) -> int:
+    if args.workload is not None or args.generate is not None:
+        return _run_timeline(args)
+    if args.cluster is not None:
+        raise _UsageError("--cluster is for the time-based replay: give --workload or --generate")
+    args.trace = args.trace or "default"
+    args.load = DEFAULT_LOAD if args.load is None else args.load
+    if not (args.load > 0 and math.isfinite(args.load)):
+        raise _UsageError(f"--load must be a number > 0, got {args.load}")
+    if args.plot and not Path(args.plot).parent.is_dir():
+        # Found out now, not after minutes of replays.
+        raise _UsageError(f"cannot write the plot {args.plot}: no such directory")
+    nodes, pods = _load_trace(args)
+    size = cluster_size(nodes)
+    if not size.total_gpu_milli:
+        raise _UsageError("the node list has no GPU")
+    # Module attributes, read at call time, so that tests can put stand-ins there.
+    catalogue = openb_policies
+    policies: list[str] = list(
+        dict.fromkeys(args.policy or ["bestfit", "fgd", catalogue.BEST_POLICY])
+    )
+    unknown = [name for name in policies if name not in catalogue.OPENB_POLICIES]
+    if unknown:
+        raise _UsageError(
+            f"unknown policy {unknown[0]!r}; known: {', '.join(catalogue.OPENB_POLICIES)}"
+        )
+    seeds: list[int] = list(dict.fromkeys(args.seed or [DEFAULT_SEED]))
+    if args.jobs is not None and args.jobs < 1:
+        raise _UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    # FGD's target workload: the trace's original pods, as the paper takes it.
+    history = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(pods)]
+    orders = {seed: arrival_order(pods, size.total_gpu_milli, seed, args.load) for seed in seeds}
+    trace = None if args.pods else args.trace
+
+    console = Console(stderr=True)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    total = len(policies) * sum(len(order) for order in orders.values())
+    jobs = [(policy, seed) for policy in policies for seed in seeds]
+    workers = min(args.jobs or available_cpus(), len(jobs))
+    # Built here, before any worker forks: the workers inherit them.
+    job_profiles = [
+        catalogue.openb_profile(
+            policy,
+            seed=seed,
+            max_cpu_milli=size.max_cpu_milli,
+            max_gpu_milli=size.max_gpu_milli,
+            history=history,
+        )
+        for policy, seed in jobs
+    ]
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+        task = progress.add_task("simulating", total=total)
+
+        def replay(index: int) -> OpenbResult:
+            policy, seed = jobs[index]
+            profile = job_profiles[index]
+            if workers > 1:  # in a worker process: progress is counted per finished replay
+                return replay_openb(nodes, orders[seed], profile)
+            progress.update(task, description=f"{policy} seed {seed}")
+            base = sum(len(orders[s]) for _, s in jobs[:index])
+
+            def advance(done: int, _count: int) -> None:
+                progress.update(task, completed=base + done)
+
+            return replay_openb(nodes, orders[seed], profile, advance)
+
+        def finished(index: int) -> None:
+            if workers > 1:
+                progress.update(task, advance=len(orders[jobs[index][1]]))
+
+        if workers > 1:
+            progress.update(task, description=f"{len(jobs)} replays, {workers} processes")
+        results = run_jobs(len(jobs), replay, workers, finished)
+    runs = [
+        PolicyRun(policy, seed, result)
+        for (policy, seed), result in zip(jobs, results, strict=True)
+    ]
+
+    title = f"openb {trace or Path(args.pods).name}: GPU allocation vs arrived load"
+    return _report(
+        args,
+        plot=lambda path: plot_allocation(runs, path, title),
+        as_json=lambda: results_json(runs),
+        tables=lambda: [results_table(runs, trace), failures_table(runs)],
+        width=120,
+    )
+
+
+def _report(
+    args: argparse.Namespace,
+    *,
+    plot: Callable[[Path], None],
+    as_json: Callable[[], object],
+    tables: Callable[[], Sequence[Table]],
+    width: int,
+) -> int:
+    """What both replays print: the plot when asked, then JSON or the tables."""
+    if args.plot:
+        try:
+            plot(Path(args.plot))
+        except (OSError, ValueError) as error:
+            raise _UsageError(f"cannot write the plot {args.plot}: {error}") from None
+    if args.json:
+        print(json.dumps(as_json()))
+        return 0
+    out = Console(width=max(Console().width, width))
+    for table in tables():
+        out.print(table)
+    if args.plot:
+        out.print(f"plot written to {args.plot}")
+    return 0
+
+
+# --- part 2: learning tasks over time ---------------------------------------------------------
+def _timeline_cluster(args: argparse.Namespace) -> list[dict[str, object]]:
+    try:
+        nodes = load_cluster(Path(args.cluster)) if args.cluster else default_cluster()
+    except OSError as error:
+        raise _UsageError(
+            f"cannot read {error.filename or 'the cluster file'}: {error.strerror}"
+        ) from None
+    except (ClusterSpecError, UnicodeDecodeError) as error:
+        raise _UsageError(str(error)) from None
+    if not cluster_size(nodes).total_gpu_milli:
+        raise _UsageError("the cluster has no GPU")
+    return nodes
+
+
+def _timeline_workloads(
+    args: argparse.Namespace, nodes: list[dict[str, object]]
+) -> list[tuple[int | None, list[Task]]]:
+    """(seed, tasks) per workload to replay: the file once, or one generated per seed."""
+    if args.workload is not None:
+        try:
+            return [(None, load_workload(Path(args.workload)))]
+        except OSError as error:
+            raise _UsageError(
+                f"cannot read {error.filename or 'the workload'}: {error.strerror}"
+            ) from None
+        except (WorkloadError, UnicodeDecodeError) as error:
+            raise _UsageError(str(error)) from None
+    if args.generate < 1:
+        raise _UsageError(f"--generate needs a number of tasks >= 1, got {args.generate}")
+    gpus = cluster_size(nodes).total_gpu_milli // 1000
+    pools = gpu_pools(nodes)
+    seeds: list[int] = list(dict.fromkeys(args.seed or [DEFAULT_SEED]))
+    workloads: list[tuple[int | None, list[Task]]] = []
+    for seed in seeds:
+        tasks = generate_workload(seed, args.generate, gpus, args.load, pools=pools)
+        offered = offered_load(tasks, gpus)
+        if offered is not None and offered < 0.9 * args.load:
+            print(
+                f"gang-scheduler simulate: note: {args.generate} tasks (seed {seed}) offer "
+                f"only {offered:.2f} x the cluster's {gpus} GPUs, not {args.load:g}: too few "
+                "for this cluster; ask for more with --generate",
+                file=sys.stderr,
+            )
+        workloads.append((seed, tasks))
+    return workloads
+
+
+def _run_timeline(args: argparse.Namespace) -> int:
+    if args.workload is not None and args.generate is not None:
+        raise _UsageError("give --workload or --generate, not both")
+    given = [name for name in ("nodes", "pods", "trace") if getattr(args, name) is not None]
+    if given:
+        raise _UsageError(
+            f"--{given[0]} is for the openb replay; the time-based replay takes --cluster"
+        )
+    if args.load is None:
+        args.load = DEFAULT_TIMELINE_LOAD
+    if not (args.load > 0 and math.isfinite(args.load)):
+        raise _UsageError(f"--load must be a number > 0, got {args.load}")
+    if args.plot and not Path(args.plot).parent.is_dir():
+        raise _UsageError(f"cannot write the plot {args.plot}: no such directory")
+    catalogue = timeline_policies
+    policies: list[str] = list(dict.fromkeys(args.policy or catalogue.DEFAULT_TIMELINE_POLICIES))
+    unknown = [name for name in policies if name not in catalogue.TIMELINE_POLICIES]
+    if unknown:
+        raise _UsageError(
+            f"unknown policy {unknown[0]!r} for the time-based replay; known: "
+            f"{', '.join(catalogue.TIMELINE_POLICIES)}"
+        )
+    nodes = _timeline_cluster(args)
+    workloads = _timeline_workloads(args, nodes)
+
+    runs: list[TimelineRun] = []
+    console = Console(stderr=True)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    total = len(policies) * sum(len(tasks) for _, tasks in workloads)
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+        bar = progress.add_task("simulating", total=total)
+        done_before = 0
+        for policy in policies:
+            for seed, tasks in workloads:
+                profile = catalogue.timeline_profile(policy)
+                label = policy if seed is None else f"{policy} seed {seed}"
+                progress.update(bar, description=label)
+                base = done_before
+
+                def advance(done: int, _count: int, base: int = base) -> None:
+                    progress.update(bar, completed=base + done)
+
+                result = replay_timeline(nodes, tasks, profile, progress=advance)
+                done_before += len(tasks)
+                runs.append(TimelineRun(policy, seed, result))
+
+    source = (
+        Path(args.workload).name
+        if args.workload is not None
+        else f"{args.generate} generated tasks, load {args.load:g}"
+    )
+    cluster = Path(args.cluster).name if args.cluster else "bundled 64-node cluster"
+    title = f"{source} on {cluster}"
+    return _report(
+        args,
+        plot=lambda path: plot_timeline(runs, path, title),
+        as_json=lambda: timeline_json(runs),
+        tables=lambda: timeline_tables(runs, title),
+        width=140,
+    )
