@@ -58,21 +58,37 @@ def _defer(name: str) -> None:
         setattr(sys.modules[parent], child, module)
 
 
-if "kubernetes_asyncio" not in sys.modules:
-    for _name in _DEFERRED:
-        _defer(_name)
+def _defer_generated_client() -> None:
+    for name in _DEFERRED:
+        _defer(name)
     # Before api_client, which does `from kubernetes_asyncio.client import rest`: a
     # submodule already imported is an attribute, and reading it loads nothing.
     importlib.import_module("kubernetes_asyncio.client.exceptions")
     importlib.import_module("kubernetes_asyncio.client.rest")
-    _client = sys.modules["kubernetes_asyncio.client"]
+    client = sys.modules["kubernetes_asyncio.client"]
     # The two names kubernetes_asyncio.config reads from the client package.
-    _client.Configuration = importlib.import_module(  # type: ignore[attr-defined]
+    client.Configuration = importlib.import_module(  # type: ignore[attr-defined]
         "kubernetes_asyncio.client.configuration"
     ).Configuration
-    _client.ApiClient = importlib.import_module(  # type: ignore[attr-defined]
+    client.ApiClient = importlib.import_module(  # type: ignore[attr-defined]
         "kubernetes_asyncio.client.api_client"
     ).ApiClient
+
+
+def _forget_partial_import() -> None:
+    for name in [
+        n for n in sys.modules if n == "kubernetes_asyncio" or n.startswith("kubernetes_asyncio.")
+    ]:
+        del sys.modules[name]
+
+
+if "kubernetes_asyncio" not in sys.modules:
+    try:
+        _defer_generated_client()
+    except Exception:
+        # A release of the library laid out otherwise than this expects: import it the
+        # ordinary way (start-up pays the generated client again, nothing else changes).
+        _forget_partial_import()
 
 # The names the scheduler uses; the imports below find the modules registered above.
 from kubernetes_asyncio.client.api_client import ApiClient  # noqa: E402

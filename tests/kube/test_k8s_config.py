@@ -64,3 +64,30 @@ def test_the_whole_library_loads_when_asked_for_afterwards() -> None:
         "version": True,
         "all": True,
     }
+
+
+def test_a_library_laid_out_otherwise_is_imported_the_ordinary_way() -> None:
+    # As if a release moved the REST module: the deferral gives up, forgets what it
+    # registered, and the loaders come from the library imported as usual.
+    result = run(
+        "import importlib, json, sys\n"
+        "real = importlib.import_module\n"
+        "def moved(name, *args):\n"
+        "    if name == 'kubernetes_asyncio.client.rest':\n"
+        "        raise ImportError(name)\n"
+        "    return real(name, *args)\n"
+        "importlib.import_module = moved\n"
+        "import scheduler.kube.k8s_config as k8s\n"
+        "importlib.import_module = real\n"
+        "import kubernetes_asyncio.client as client\n"
+        "print(json.dumps({\n"
+        "    'loader': k8s.load_kube_config.__module__,\n"
+        "    'generated': 'kubernetes_asyncio.client.models.v1_pod' in sys.modules,\n"
+        "    'same': client.ApiClient is k8s.ApiClient,\n"
+        "}))"
+    )
+    assert result == {
+        "loader": "kubernetes_asyncio.config.kube_config",
+        "generated": True,
+        "same": True,
+    }
