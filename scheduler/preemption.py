@@ -155,6 +155,10 @@ class Preempter:
         for key, decision in list(self.decisions.items()):
             if not any(self.cache.pod(p.pod_uid) for p in decision.placements):
                 del self.decisions[key]  # the preemptor's pods are gone: so is its claim
+        if not any(pod.priority < gang.priority for pod in self.cache.pods()):
+            # No pod at all ranks below the gang (often: one priority for every pod):
+            # nothing to group, which is the costly part on a large cluster.
+            return {}
         taken = set().union(*(d.victim_uids for d in self.decisions.values()))
         members: dict[str, list[PodInfo]] = {}
         for pod in self.cache.pods():
