@@ -14,10 +14,9 @@ import aiohttp
 import pytest
 
 from scheduler.config import PreemptionConfig, config_from_mapping
-from scheduler.kube.runner import run_scheduler
 from tests.factories import node_obj, pod_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running
-from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running, running_with
+from tests.kubeapi import KubeApiEmulator
 from tests.kubeapi.resources import EVENTS, POD_DISRUPTION_BUDGETS
 from tests.waiting import eventually, free_port
 
@@ -144,17 +143,11 @@ async def test_with_preemption_off_priority_only_orders_the_queue(tmp_path: Path
             port = free_port()
             config = fast_config(port)
             config = dataclasses.replace(config, preemption=PreemptionConfig(enabled=False))
-            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
-            stop = asyncio.Event()
-            task = asyncio.create_task(run_scheduler(config, str(kubeconfig), stop=stop))
-            try:
+            async with running_with(api, tmp_path, config):
                 await eventually(
                     lambda: api.request_count("create", "events") >= 1, "high told it waits"
                 )
                 await asyncio.sleep(0.3)
-            finally:
-                stop.set()
-                assert await asyncio.wait_for(task, 10.0) == 0
             assert api.request_count("create", "pods", "eviction") == 0
             assert len(bound(api, "low-")) == 2 and not bound(api, "high-")
 

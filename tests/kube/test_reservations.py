@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from scheduler.config import config_from_mapping
-from scheduler.kube.runner import run_scheduler
 from tests.factories import node_obj, pod_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, unschedulable_message
+from tests.kube.test_runner import TEST_TIMEOUT, bound, running_with, unschedulable_message
 from tests.kube.test_runner_faults import assert_one_bind_per_pod, scheduler_watching
-from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+from tests.kubeapi import KubeApiEmulator
 from tests.waiting import eventually, free_port
 
 
@@ -49,14 +48,8 @@ async def scheduler(
             "client": {"qps": 1000, "burst": 1000},
         }
     )
-    kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_scheduler(config, str(kubeconfig), stop=stop))
-    try:
+    async with running_with(api, tmp_path, config):
         yield
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 10.0) == 0
 
 
 def gpus_per_node(api: KubeApiEmulator) -> Counter[str]:

@@ -87,12 +87,26 @@ async def running(
     """Run the scheduler against `api`; yields its HTTP port; stops it on exit and
     checks it ended cleanly (and within a bound: shutdown must not hang)."""
     port = free_port()
+    config = fast_config(port, leader=leader, debug_port=debug_port)
+    async with running_with(api, tmp_path, config, clock=clock):
+        yield port
+
+
+@asynccontextmanager
+async def running_with(
+    api: KubeApiEmulator,
+    tmp_path: Path,
+    config: SchedulerConfig,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[None]:
+    """Run the scheduler with `config` against `api`; stops it on exit and checks it
+    ended cleanly (and within a bound: shutdown must not hang)."""
     kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
     stop = asyncio.Event()
-    config = fast_config(port, leader=leader, debug_port=debug_port)
     task = asyncio.create_task(run_scheduler(config, str(kubeconfig), clock=clock, stop=stop))
     try:
-        yield port
+        yield
     finally:
         stop.set()
         code = await asyncio.wait_for(task, 10.0)

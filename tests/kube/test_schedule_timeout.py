@@ -15,10 +15,9 @@ from cache.pod import pod_from_api
 from cache.podgroup import podgroup_from_api
 from scheduler.gang import Gang, build_gang
 from scheduler.kube.binder import PartialGangs
-from scheduler.kube.runner import run_scheduler
 from tests.factories import node_obj, pod_obj, podgroup_obj
-from tests.kube.test_runner import fast_config
-from tests.kubeapi import PODGROUPS, KubeApiEmulator, write_kubeconfig
+from tests.kube.test_runner import fast_config, running_with
+from tests.kubeapi import PODGROUPS, KubeApiEmulator
 from tests.waiting import eventually, free_port
 
 
@@ -70,21 +69,15 @@ async def test_the_scheduler_deletes_a_stuck_partial_gang_after_its_timeout(
             for i in range(4):
                 node = f"n{i}" if i < 2 else ""
                 api.put_pod(pod_obj(f"g-{i}", gang="g", gpus=1, node_name=node))
-            kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
             config = fast_config(free_port())
             assert config.binding.partial_gang_grace_seconds == 60.0
-            stop = asyncio.Event()
             began = time.monotonic()
-            task = asyncio.create_task(run_scheduler(config, str(kubeconfig), stop=stop))
-            try:
+            async with running_with(api, tmp_path, config):
                 await eventually(
                     lambda: api.request_count("delete", "pods") == 2,
                     "the partial gang's bound members deleted",
                     10.0,
                 )
-            finally:
-                stop.set()
-                assert await asyncio.wait_for(task, 10.0) == 0
             assert time.monotonic() - began < 10.0
             assert api.request_count("create", "pods", "binding") == 0
 

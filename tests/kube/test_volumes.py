@@ -13,16 +13,14 @@ from typing import Any
 import pytest
 
 from cache.volumes import SELECTED_NODE_ANNOTATION
-from scheduler.kube.runner import run_scheduler
 from tests.factories import node_obj, pod_obj
-from tests.kube.test_runner import bound, fast_config, unschedulable_message
+from tests.kube.test_runner import bound, fast_config, running_with, unschedulable_message
 from tests.kubeapi import (
     CSI_NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
     KubeApiEmulator,
-    write_kubeconfig,
 )
 from tests.volume_objects import (
     HOSTNAME,
@@ -46,14 +44,8 @@ async def running(api: KubeApiEmulator, tmp_path: Path) -> AsyncIterator[None]:
     config = dataclasses.replace(
         config, events=dataclasses.replace(config.events, aggregation_window_seconds=0.2)
     )
-    kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_scheduler(config, str(kubeconfig), stop=stop))
-    try:
+    async with running_with(api, tmp_path, config):
         yield
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 10.0) == 0
 
 
 def nodes(api: KubeApiEmulator, count: int = 4) -> None:
