@@ -46,7 +46,7 @@ from cache.gpu import (
 from cache.snapshot import Snapshot
 from policies.profile import build_profile
 from scheduler.gang import assemble_gangs
-from scheduler.planner import Plan, Planner
+from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links
 
 GANG_SIZES = (1, 2, 4, 8, 32)
@@ -211,23 +211,12 @@ def run_constrained(nodes: int, gangs: int, seed: int) -> dict[str, Any]:
         name = objs[0]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]
         if kind == "constrained":
             constrain(objs, name)
-        for obj in objs:
-            cache.apply_pod(EventType.ADDED, obj)
-        pods = [cache.pod(obj["metadata"]["uid"]) for obj in objs]
-        gang = next(
-            iter(assemble_gangs([p for p in pods if p], {}, "gang-scheduler").gangs.values())
-        )
-        start = time.perf_counter()
-        cache.update_snapshot(snapshot)
-        result = planner.plan(gang, snapshot)
-        timings[kind].append(time.perf_counter() - start)
+        seconds, result = plan_and_place(cache, snapshot, planner, objs)
+        timings[kind].append(seconds)
         if isinstance(result, Plan):
             placed[kind] += 1
             if kind == "constrained":
                 check_constrained(result, snapshot)
-            cache.assume(result.placements, now=0)
-            for placement in result.placements:
-                cache.confirm(placement.pod_uid, placement.node, placement.shares)
     return {
         "nodes": nodes,
         "gang_size": 8,
@@ -266,6 +255,26 @@ def gang_pods(number: int, size: int, rng: random.Random) -> list[dict[str, Any]
     ]
 
 
+def plan_and_place(
+    cache: ClusterCache, snapshot: Snapshot, planner: Planner, objs: list[dict[str, Any]]
+) -> tuple[float, Plan | Unschedulable]:
+    """Add one gang's pods, plan it (timed: snapshot update and planning), and bind what
+    the plan places, as a watch confirming the binds would."""
+    for obj in objs:
+        cache.apply_pod(EventType.ADDED, obj)
+    pods = [cache.pod(obj["metadata"]["uid"]) for obj in objs]
+    gang = next(iter(assemble_gangs([p for p in pods if p], {}, "gang-scheduler").gangs.values()))
+    start = time.perf_counter()
+    cache.update_snapshot(snapshot)
+    result = planner.plan(gang, snapshot)
+    seconds = time.perf_counter() - start
+    if isinstance(result, Plan):
+        cache.assume(result.placements, now=0)
+        for placement in result.placements:
+            cache.confirm(placement.pod_uid, placement.node, placement.shares)
+    return seconds, result
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
@@ -283,21 +292,10 @@ def run(nodes: int, gangs_per_size: int, seed: int) -> dict[str, Any]:
     rng.shuffle(queue)
     for number, size in enumerate(queue):
         objs = gang_pods(number, size, rng)
-        for obj in objs:
-            cache.apply_pod(EventType.ADDED, obj)
-        pods = [cache.pod(obj["metadata"]["uid"]) for obj in objs]
-        gang = next(
-            iter(assemble_gangs([p for p in pods if p], {}, "gang-scheduler").gangs.values())
-        )
-        start = time.perf_counter()
-        cache.update_snapshot(snapshot)
-        result = planner.plan(gang, snapshot)
-        timings[size].append(time.perf_counter() - start)
+        seconds, result = plan_and_place(cache, snapshot, planner, objs)
+        timings[size].append(seconds)
         if isinstance(result, Plan):
             placed[size] += 1
-            cache.assume(result.placements, now=0)
-            for placement in result.placements:
-                cache.confirm(placement.pod_uid, placement.node, placement.shares)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
         "nodes": nodes,
