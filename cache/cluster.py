@@ -442,11 +442,6 @@ class ClusterCache:
             labels = meta.get("labels") or {}
             self._namespaces[name] = {str(k): str(v) for k, v in labels.items()}
 
-    def replace_namespaces(self, objs: Iterable[Mapping[str, Any]]) -> None:
-        self._namespaces = {}
-        for obj in objs:
-            self.apply_namespace(EventType.ADDED, obj)
-
     def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
         return self._namespaces
 

@@ -63,12 +63,6 @@ def shown(value: object) -> str:
     return text
 
 
-def digits_within(text: str, digits: int) -> bool:
-    """Whether `text` (ASCII digits) has at most `digits` digits once leading zeros are
-    dropped, so that `small_int` on it is cheap and cannot refuse it."""
-    return len(text.lstrip("0")) <= digits
-
-
 def small_int(text: str, digits: int) -> int | None:
     """The value of `text` when it is ASCII digits, at most `digits` of them once leading
     zeros are dropped (int() counts those too, and refuses 4,300); None otherwise."""

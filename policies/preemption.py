@@ -22,7 +22,6 @@ the gang retries later), never a set that is not minimal among those checked.
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -118,9 +117,3 @@ def _by_cost(pool: Sequence[Candidate], size: int) -> Iterator[tuple[Candidate, 
             if successor not in seen:
                 seen.add(successor)
                 heapq.heappush(heap, (cost([pool[i] for i in successor]), successor))
-
-
-def all_subsets(pool: Sequence[Candidate]) -> Iterator[tuple[Candidate, ...]]:
-    """Every subset (tests compare the search against brute force with it)."""
-    for size in range(len(pool) + 1):
-        yield from itertools.combinations(pool, size)

@@ -215,9 +215,6 @@ class VolumePrebinder:
         error, open_fate = await self._patch_outcome(path, body, MERGE_PATCH)
         return VolumeWrite(choice, kind, error, open_fate, confirmed)
 
-    async def _patch(self, path: str, body: object, content_type: str) -> str:
-        return (await self._patch_outcome(path, body, content_type))[0]
-
     async def _patch_outcome(self, path: str, body: object, content_type: str) -> tuple[str, bool]:
         """The error ("" when the write landed) and whether, despite it, the write may
         have been stored."""

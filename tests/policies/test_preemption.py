@@ -3,12 +3,20 @@ the minimal set by brute force, and no preemption that leaves the preemptor unpl
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.preemption import Candidate, all_subsets, choose_victims, cost
+from policies.preemption import Candidate, choose_victims, cost
+
+
+def all_subsets(pool: Sequence[Candidate]) -> Iterator[tuple[Candidate, ...]]:
+    """Every subset, for the brute force the search is compared with."""
+    for size in range(len(pool) + 1):
+        yield from itertools.combinations(pool, size)
 
 
 @dataclass(frozen=True)
