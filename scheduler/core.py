@@ -565,10 +565,19 @@ class SchedulingCore:
         self._reshow(placement.pod_uid)
 
     def bind_failed(
-        self, gang_key: str, placements: Sequence[Placement], now: float, reason: str
+        self,
+        gang_key: str,
+        placements: Sequence[Placement],
+        now: float,
+        reason: str,
+        *,
+        transient: bool = False,
     ) -> None:
         """Some bind of the gang failed: release the reservations of `placements` (the
-        members known unbound) and retry the gang later."""
+        members known unbound) and retry the gang later: when the cluster changes in a
+        way that could help or, for a `transient` failure (the API's, not the plan's: a
+        5xx, throttling, no answer, a lost volume write), once its backoff ends, since
+        no change in the cluster will say so (as kube-scheduler retries binding errors)."""
         for placement in placements:
             self.cache.forget(placement.pod_uid)
             self._reshow(placement.pod_uid)
@@ -577,6 +586,8 @@ class SchedulingCore:
         self.refresh(now)
         if gang_key in self.queue:
             self.queue.failed(gang_key, now, reason)
+            if transient:
+                self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, gang_key)
 
     def bind_accepted(self, placements: Iterable[Placement]) -> None:
         """The API accepted these binds (adapter with a watch): their room stays charged

@@ -82,7 +82,6 @@ from scheduler.gang import Gang
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
 from scheduler.kube.volumes import VolumePrebinder
 from scheduler.planner import Plan
-from scheduler.queue import ClusterChange
 
 log = logging.getLogger(__name__)
 
@@ -590,12 +589,10 @@ async def bind_and_settle(
                     f"binding gang {plan.gang_key} failed before any member was bound: "
                     f"writing its volumes failed: {prebound.reason}; {taken_back.describe()}"
                 )
-                now = clock()
-                core.bind_failed(plan.gang_key, plan.placements, now, reason)
                 # A refused or lost volume write says nothing about the cluster (a claim
                 # that moved, a 5xx), and the changes seen while in flight are not
                 # counted: retry after the gang's backoff rather than wait for a change.
-                core.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, plan.gang_key)
+                core.bind_failed(plan.gang_key, plan.placements, clock(), reason, transient=True)
                 return _not_bound(gang, plan, reason), None
         result, undo = await binder.bind_gang(gang, plan)
     except BaseException:
@@ -611,12 +608,8 @@ async def bind_and_settle(
             kept -= set(undo.deleted)
             still_used = _claims_of(gang, plan, kept)
             why += "; " + (await volumes.undo(prebound, still_used)).describe()
-        core.bind_failed(plan.gang_key, result.unbound_placements, now, why)
-        if result.failed and all(_transient(m) for m in result.failed):
-            # The API failed, not the plan (5xx, 429, no answer): nothing in the cluster
-            # will change to say so, so retry after the gang's backoff, as kube-scheduler
-            # retries binding errors, rather than wait for a change or the longest wait.
-            core.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, plan.gang_key)
+        transient = bool(result.failed) and all(_transient(m) for m in result.failed)
+        core.bind_failed(plan.gang_key, result.unbound_placements, now, why, transient=transient)
         if partial is not None and (result.unknown or undo.errors):
             partial.suspect(plan.gang_key, now)
     return result, undo
