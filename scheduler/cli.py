@@ -49,6 +49,7 @@ def _node_agent(args: argparse.Namespace) -> int:
             schedulers=tuple(args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES),
             isolation=tuple(args.isolation or DEFAULT_MODES),
             mps=args.mps,
+            whole_gpus=args.whole_gpus,
         )
     return run_node_agent(
         AgentOptions(
@@ -327,6 +328,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="an NVIDIA MPS control daemon serves the node's GPUs: give share containers "
         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
         "(docs/device-plugin.md)",
+    )
+    plugin.add_argument(
+        "--whole-gpus",
+        choices=("label", "on", "off"),
+        default="label",
+        help="also serve nvidia.com/gpu, each container getting the GPUs the scheduler "
+        "assigned, in place of NVIDIA's device plugin (which must not run on the node): "
+        "on, off, or label (when the node has gang-scheduler.io/whole-gpus=true at "
+        "start-up; default; docs/device-plugin.md, 'Whole GPUs')",
     )
     agent.set_defaults(handler=_node_agent)
     run = commands.add_parser(
