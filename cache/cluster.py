@@ -518,6 +518,7 @@ class ClusterCache:
                     written=placement.shares,
                     order=(pod.created, pod.uid),
                     ports=pod.host_ports,
+                    uid=pod.uid,
                 ),
             )
 

@@ -61,6 +61,8 @@ def _node_agent(args: argparse.Namespace) -> int:
             metrics_port=None if args.metrics_port < 0 else args.metrics_port,
             metrics_address=args.metrics_address,
             attribution_interval=args.attribution_interval,
+            pod_resources_socket=args.pod_resources_socket,
+            pod_resources_interval=args.pod_resources_interval,
         ),
         device_plugin=plugin,
     )
@@ -264,6 +266,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=30.0,
         help="seconds between reads of the node's pods that attribute GPUs to pods in the "
         "metrics; 0 turns attribution off (default: 30)",
+    )
+    agent.add_argument(
+        "--pod-resources-socket",
+        metavar="PATH",
+        default="/var/lib/kubelet/pod-resources/kubelet.sock",
+        help="the kubelet's pod-resources API, read to report on the Node which GPUs the "
+        "kubelet really gave each nvidia.com/gpu pod (default: "
+        "/var/lib/kubelet/pod-resources/kubelet.sock)",
+    )
+    agent.add_argument(
+        "--pod-resources-interval",
+        metavar="SECONDS",
+        type=float,
+        default=10.0,
+        help="seconds between reads of the pod-resources API; 0 turns the report off "
+        "(default: 10; docs/node-agent.md)",
     )
     plugin = agent.add_argument_group(
         "vGPU device plugin",

@@ -166,6 +166,10 @@ class AgentOptions:
     metrics_port: int | None = None
     metrics_address: str = "0.0.0.0"
     attribution_interval: float = 30.0
+    # The kubelet's pod-resources API (podresources.py): what it really allocated,
+    # reported on the Node every so many seconds; 0: not read.
+    pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
+    pod_resources_interval: float = 10.0
 
 
 @dataclass
@@ -394,6 +398,17 @@ async def serve(
             plugins.append(plugin)
             plugin_tasks.append(asyncio.create_task(plugin.run()))
             stoppers.append(plugin.stop)
+    if (
+        client is not None
+        and node_name is not None
+        and options.pod_resources_interval > 0
+        and not (options.once or options.dry_run)
+    ):
+        from scheduler.agent.podresources import start_reporter
+
+        reporter, reporter_task = start_reporter(options, node_name, client, agent)
+        plugin_tasks.append(reporter_task)
+        stoppers.append(reporter.stop)
     http: web.AppRunner | None = None
     attribution_task: asyncio.Task[None] | None = None
     if options.metrics_port is not None and not (options.once or options.dry_run):

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cache.cluster import ClusterCache
+from cache.cluster import ClusterCache, Placement
 from cache.gpu import (
     ASSIGNMENT_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -64,6 +64,20 @@ def test_the_reported_gpus_replace_the_assigned_ones() -> None:
     pod["metadata"]["labels"] = {"x": "y"}
     cache.apply_pod("MODIFIED", pod)
     assert stored.gpu_free == [1000, 1000, 0, 0]
+
+
+def test_a_pod_this_cache_placed_and_bound_is_corrected_too() -> None:
+    """The charge made at assume is the one kept once the bind is seen: it must answer
+    to the report all the same."""
+    cache = ClusterCache(assignment_key=KEY)
+    cache.apply_node("ADDED", node(None))
+    pending = pod_obj("a", gpus=2, uid="uid-a")
+    cache.apply_pod("ADDED", pending)
+    cache.assume([Placement("uid-a", "n", ((0, 1000), (1, 1000)))], now=0.0)
+    bound = pod_obj("a", gpus=2, uid="uid-a", node_name="n", resource_version="2")
+    cache.apply_pod("MODIFIED", bound)
+    cache.apply_node("MODIFIED", node({"uid-a": [2, 3]}, rv="2"))
+    assert cache.charged_shares("uid-a") == ((2, 1000), (3, 1000))
 
 
 def test_a_report_corrects_inferred_charges_and_arrives_in_any_order() -> None:
