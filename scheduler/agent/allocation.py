@@ -3,6 +3,10 @@
 Pure functions, no I/O (the device plugin, `deviceplugin.py`, lists the pods and
 writes the patch). docs/device-plugin.md states the same rules for operators.
 
+Whole GPUs (`nvidia.com/gpu`, on nodes that opt in) follow the same rules with a unit of
+1000 and one device per GPU named by its UUID; there the IDs the kubelet passes name
+GPUs, so `choose` first takes the container assigned exactly those GPUs.
+
 Share-devices: every GPU is advertised as `MILLI_PER_GPU / unit` devices with IDs
 `<GPU uuid>::<k>`, each worth `unit` milli (default 1: 1000 per GPU). The kubelet
 counts IDs: a container asking for `nvidia.com/vgpu: r` is given r IDs, whichever it

@@ -1,5 +1,6 @@
-"""The vGPU device plugin: `nvidia.com/vgpu` for the kubelet, honouring the scheduler's
-GPU assignment (docs/device-plugin.md).
+"""The device plugin: `nvidia.com/vgpu` for the kubelet, and `nvidia.com/gpu` on nodes
+that opt in (a second instance, `DevicePluginConfig.whole_gpus_config`), honouring the
+scheduler's GPU assignment (docs/device-plugin.md).
 
 - Serves `v1beta1.DevicePlugin` (grpc.aio, on the agent's event loop) on a unix socket
   in the kubelet's device-plugin directory and registers it on `kubelet.sock`.
