@@ -219,10 +219,11 @@ async def test_pods_it_cannot_serve_are_refused_with_the_reason(plugin_dir: Path
 
 # --- opting in -------------------------------------------------------------------------------
 async def registered_resources(
-    tmp_path: Path, plugin_dir: Path, *, label: str | None, mode: str
+    tmp_path: Path, plugin_dir: Path, *, label: str | None, mode: str, expected: int
 ) -> list[str]:
     """Run the agent command against a node (labelled or not) and a fake kubelet;
-    the resources registered once it is up."""
+    the resources registered once `expected` registrations came (and a moment later,
+    so that an unexpected one would be seen)."""
     async with KubeApiEmulator() as emulator:
         node = node_obj(NODE, gpus=4)
         if label is not None:
@@ -243,8 +244,8 @@ async def registered_resources(
         )
         agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), config))
         try:
-            await eventually(lambda: len(kubelet.registrations) >= 1, "registered")
-            await asyncio.sleep(0.3)  # a second plugin would have registered by now
+            await eventually(lambda: len(kubelet.registrations) >= expected, "registered")
+            await asyncio.sleep(0.3)  # a plugin too many would have registered by now
             return sorted(r.resource_name for r in kubelet.registrations)
         finally:
             agent.cancel()
@@ -258,15 +259,15 @@ async def test_a_node_labelled_whole_gpus_gets_nvidia_com_gpu_too(
     tmp_path: Path, plugin_dir: Path
 ) -> None:
     both = ["nvidia.com/gpu", "nvidia.com/vgpu"]
-    assert await registered_resources(tmp_path, plugin_dir, label="true", mode="label") == both
-    assert (plugin_dir / WHOLE_SOCKET_NAME).exists() is False  # removed at exit
-    assert await registered_resources(tmp_path, plugin_dir, label=None, mode="label") == [
-        "nvidia.com/vgpu"
-    ]
-    assert await registered_resources(tmp_path, plugin_dir, label=None, mode="on") == both
-    assert await registered_resources(tmp_path, plugin_dir, label="true", mode="off") == [
-        "nvidia.com/vgpu"
-    ]
+    shares = ["nvidia.com/vgpu"]
+    cases = [("true", "label", both), (None, "label", shares), (None, "on", both)]
+    cases.append(("true", "off", shares))
+    for label, mode, resources in cases:
+        registered = await registered_resources(
+            tmp_path, plugin_dir, label=label, mode=mode, expected=len(resources)
+        )
+        assert registered == resources, (label, mode)
+        assert not (plugin_dir / WHOLE_SOCKET_NAME).exists()  # removed at exit
     assert SOCKET_NAME != WHOLE_SOCKET_NAME
 
 
