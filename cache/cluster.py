@@ -83,6 +83,22 @@ class _Charge:
     order: tuple[float, str]  # canonical order among inferred charges: (created, uid)
     shares: DeviceShares = ()  # what is charged on the node now
     ports: tuple[HostPort, ...] = ()  # host ports the pod holds on the node
+    uid: str = ""
+
+
+def _kubelet_shares(charge: _Charge, node: NodeInfo) -> DeviceShares | None:
+    """The GPUs the kubelet really gave the pod, as its node agent reports them
+    (cache.kubelet_devices), when the report fits the pod: whole GPUs, as many as it
+    asks for, all on the node. They replace what was assigned or inferred."""
+    indices = node.kubelet_devices.get(charge.uid) if node.kubelet_devices else None
+    if (
+        not indices
+        or charge.gpu.milli != MILLI_PER_GPU
+        or len(indices) != charge.gpu.count
+        or indices[-1] >= len(node.devices)
+    ):
+        return None
+    return tuple((index, MILLI_PER_GPU) for index in indices)
 
 
 def _as_written(charge: _Charge, node: NodeInfo) -> bool:
@@ -260,7 +276,11 @@ class ClusterCache:
         node.gpu_free = [MILLI_PER_GPU] * len(node.devices)
         inferred = []
         for charge in self._on_node.get(name, {}).values():
-            if _as_written(charge, node):
+            seen = _kubelet_shares(charge, node)
+            if seen is not None:
+                charge.shares = seen
+                node.charge(charge.requests, charge.shares, charge.ports)
+            elif _as_written(charge, node):
                 charge.shares = charge.written or ()
                 node.charge(charge.requests, charge.shares, charge.ports)
             else:
@@ -328,6 +348,7 @@ class ClusterCache:
             written=written,
             order=(pod.created, pod.uid),
             ports=pod.host_ports,
+            uid=pod.uid,
         )
 
     def _trusted(self, pod: PodInfo) -> DeviceShares | None:
@@ -387,9 +408,12 @@ class ClusterCache:
         if node is None:
             return
         # Incremental only while every charge on the node is as written; an inferred
-        # charge on the node makes the whole node recompute in canonical order.
-        if not _as_written(charge, node) or not all(
-            _as_written(other, node) for other in self._on_node.get(name, {}).values()
+        # charge on the node makes the whole node recompute in canonical order, and so
+        # does a report of what the kubelet gave (it may name this pod).
+        if (
+            node.kubelet_devices
+            or not _as_written(charge, node)
+            or not all(_as_written(other, node) for other in self._on_node.get(name, {}).values())
         ):
             self._rebuild_node(name)
             return
@@ -494,6 +518,7 @@ class ClusterCache:
                     written=placement.shares,
                     order=(pod.created, pod.uid),
                     ports=pod.host_ports,
+                    uid=pod.uid,
                 ),
             )
 
@@ -619,4 +644,5 @@ def _same_offer(old: NodeInfo, new: NodeInfo) -> bool:
         and old.devices == new.devices
         and old.pair_scores == new.pair_scores
         and old.problems == new.problems
+        and old.kubelet_devices == new.kubelet_devices
     )

@@ -20,6 +20,11 @@ from cache.gpu import (
     parse_topology,
 )
 from cache.jsonobj import MALFORMED, mapping, metadata
+from cache.kubelet_devices import (
+    KUBELET_DEVICES_ANNOTATION,
+    KubeletDevices,
+    parse_kubelet_devices,
+)
 from cache.ports import HostPort, UsedPorts, copy_ports, release_ports, take_ports
 from cache.terms import Taint, parse_taints
 
@@ -47,6 +52,9 @@ class NodeInfo:
     # Host ports the pods on the node hold (cache.ports); empty on most nodes, so a
     # copy costs nothing there.
     used_ports: UsedPorts = field(default_factory=dict)
+    # pod uid -> the GPUs the kubelet really gave it, as the node agent reports them
+    # (cache.kubelet_devices); the cache charges those for the pod.
+    kubelet_devices: KubeletDevices = field(default_factory=dict)
     # Whether every device of `_health_of` (the devices tuple last looked at) is
     # healthy: usable_free runs ~10^6 times in a trace replay and is a plain copy then.
     _all_healthy: bool = field(default=True, init=False, repr=False, compare=False)
@@ -74,6 +82,7 @@ class NodeInfo:
             gpu_free=list(self.gpu_free),
             generation=self.generation,
             used_ports=copy_ports(self.used_ports) if self.used_ports else {},
+            kubelet_devices=self.kubelet_devices,
         )
 
     def with_accounting_of(self, other: NodeInfo) -> None:
@@ -207,6 +216,12 @@ def _parse_node(obj: Mapping[str, Any], share_milli: int) -> NodeInfo:
         except ValueError as error:
             problems.append(str(error))
             inventory = GpuInventory((), None)
+    kubelet_devices: KubeletDevices = {}
+    if KUBELET_DEVICES_ANNOTATION in annotations:
+        try:
+            kubelet_devices = parse_kubelet_devices(str(annotations[KUBELET_DEVICES_ANNOTATION]))
+        except ValueError as error:
+            problems.append(str(error))
     return NodeInfo(
         name=str(meta.get("name") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
@@ -217,4 +232,5 @@ def _parse_node(obj: Mapping[str, Any], share_milli: int) -> NodeInfo:
         devices=inventory.devices,
         pair_scores=inventory.pair_scores,
         problems=tuple(problems),
+        kubelet_devices=kubelet_devices,
     )

@@ -49,6 +49,7 @@ def _node_agent(args: argparse.Namespace) -> int:
             schedulers=tuple(args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES),
             isolation=tuple(args.isolation or DEFAULT_MODES),
             mps=args.mps,
+            whole_gpus=args.whole_gpus,
         )
     return run_node_agent(
         AgentOptions(
@@ -60,6 +61,8 @@ def _node_agent(args: argparse.Namespace) -> int:
             metrics_port=None if args.metrics_port < 0 else args.metrics_port,
             metrics_address=args.metrics_address,
             attribution_interval=args.attribution_interval,
+            pod_resources_socket=args.pod_resources_socket,
+            pod_resources_interval=args.pod_resources_interval,
         ),
         device_plugin=plugin,
     )
@@ -264,6 +267,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between reads of the node's pods that attribute GPUs to pods in the "
         "metrics; 0 turns attribution off (default: 30)",
     )
+    agent.add_argument(
+        "--pod-resources-socket",
+        metavar="PATH",
+        default="/var/lib/kubelet/pod-resources/kubelet.sock",
+        help="the kubelet's pod-resources API, read to report on the Node which GPUs the "
+        "kubelet really gave each nvidia.com/gpu pod (default: "
+        "/var/lib/kubelet/pod-resources/kubelet.sock)",
+    )
+    agent.add_argument(
+        "--pod-resources-interval",
+        metavar="SECONDS",
+        type=float,
+        default=10.0,
+        help="seconds between reads of the pod-resources API; 0 turns the report off "
+        "(default: 10; docs/node-agent.md)",
+    )
     plugin = agent.add_argument_group(
         "vGPU device plugin",
         "nvidia.com/vgpu for the kubelet, honouring gang-scheduler.io/gpu-devices "
@@ -327,6 +346,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="an NVIDIA MPS control daemon serves the node's GPUs: give share containers "
         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
         "(docs/device-plugin.md)",
+    )
+    plugin.add_argument(
+        "--whole-gpus",
+        choices=("label", "on", "off"),
+        default="label",
+        help="also serve nvidia.com/gpu, each container getting the GPUs the scheduler "
+        "assigned, in place of NVIDIA's device plugin (which must not run on the node): "
+        "on, off, or label (when the node has gang-scheduler.io/whole-gpus=true at "
+        "start-up; default; docs/device-plugin.md, 'Whole GPUs')",
     )
     agent.set_defaults(handler=_node_agent)
     run = commands.add_parser(

@@ -3,6 +3,10 @@
 Pure functions, no I/O (the device plugin, `deviceplugin.py`, lists the pods and
 writes the patch). docs/device-plugin.md states the same rules for operators.
 
+Whole GPUs (`nvidia.com/gpu`, on nodes that opt in) follow the same rules with a unit of
+1000 and one device per GPU named by its UUID; there the IDs the kubelet passes name
+GPUs, so `choose` first takes the container assigned exactly those GPUs.
+
 Share-devices: every GPU is advertised as `MILLI_PER_GPU / unit` devices with IDs
 `<GPU uuid>::<k>`, each worth `unit` milli (default 1: 1000 per GPU). The kubelet
 counts IDs: a container asking for `nvidia.com/vgpu: r` is given r IDs, whichever it
@@ -33,7 +37,7 @@ not work out (700 + 700 + 600 over two devices) is refused with that reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cache.gpu import ASSIGNMENT_ANNOTATION, DeviceShares, format_assignment, parse_assignment
@@ -73,6 +77,20 @@ def uuid_of(device_id: str) -> str:
     return uuid if sep else ""
 
 
+# Whole GPUs (`nvidia.com/gpu`, served when the node opts in): one device per GPU whose
+# ID is the GPU's UUID, as NVIDIA's device plugin names them by default, so that the
+# kubelet's checkpoint of running containers stays valid across the hand-over from
+# NVIDIA's plugin (docs/device-plugin.md, "Whole GPUs").
+def device_ids(uuid: str, unit: int, whole: bool) -> list[str]:
+    """The IDs one GPU is advertised as: its UUID (whole) or its share-devices."""
+    return [uuid] if whole else share_ids(uuid, unit)
+
+
+def gpu_of(device_id: str, whole: bool) -> str:
+    """The UUID of the GPU an advertised ID stands for."""
+    return device_id if whole else uuid_of(device_id)
+
+
 # --- reading a pod -----------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class ContainerPart:
@@ -85,6 +103,10 @@ class ContainerPart:
     @property
     def milli(self) -> int:
         return sum(milli for _, milli in self.shares)
+
+    def indices(self) -> frozenset[int]:
+        """The GPUs (NVML indices) of the container's piece."""
+        return frozenset(index for index, _ in self.shares)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +143,13 @@ class Refused:
     reason: str
 
 
-def _vgpu_request(container: Mapping[str, object]) -> int:
+def _device_request(container: Mapping[str, object], resource: str = SHARED_GPU) -> int:
     resources = mapping(container.get("resources"))
     merged = dict(mapping(resources.get("limits")))
     merged.update(mapping(resources.get("requests")))
-    if SHARED_GPU not in merged:
+    if resource not in merged:
         return 0
-    return parse_resource_list({SHARED_GPU: merged[SHARED_GPU]})[SHARED_GPU]
+    return parse_resource_list({resource: merged[resource]})[resource]
 
 
 def _bind_time(status: Mapping[str, object]) -> float:
@@ -187,12 +209,14 @@ def read_pod(
     unit: int,
     schedulers: Iterable[str],
     served: Mapping[str, frozenset[str]] = EMPTY_SERVED,
+    resource: str = SHARED_GPU,
 ) -> Candidate | Refused | None:
     """A pod as the Allocate rule sees it: a Candidate, a Refused vgpu pod with its
     reason, or None when the pod is not a vgpu pod that may start on this node (not
     bound here, terminating, finished, or asking for no vgpu). Never raises on a
     user's values. `served`: pod uid -> containers this plugin served since it
-    started; they count as allocated whatever the pod's mark says now."""
+    started; they count as allocated whatever the pod's mark says now. `resource`:
+    the plugin's resource (`nvidia.com/gpu` with unit 1000 for whole GPUs)."""
     meta = mapping(obj.get("metadata"))
     spec = mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
@@ -205,13 +229,13 @@ def read_pod(
     init = spec.get("initContainers")
     try:
         requests = [
-            (str(mapping(c).get("name") or ""), _vgpu_request(mapping(c)))
+            (str(mapping(c).get("name") or ""), _device_request(mapping(c), resource))
             for c in (containers if isinstance(containers, list) else ())
         ]
         init_vgpu = [
             str(mapping(c).get("name") or "")
             for c in (init if isinstance(init, list) else ())
-            if _vgpu_request(mapping(c))
+            if _device_request(mapping(c), resource)
         ]
     except ValueError as error:
         return Refused(key, str(error))
@@ -221,7 +245,7 @@ def read_pod(
     if init_vgpu:
         return Refused(
             key,
-            f"init container {init_vgpu[0]} asks for {SHARED_GPU}; the device plugin serves "
+            f"init container {init_vgpu[0]} asks for {resource}; the device plugin serves "
             "it to regular containers only",
         )
     trusted = set(schedulers)
@@ -278,15 +302,21 @@ def choose(
     unit: int,
     schedulers: Iterable[str] = DEFAULT_SCHEDULER_NAMES,
     served: Mapping[str, frozenset[str]] = EMPTY_SERVED,
+    resource: str = SHARED_GPU,
+    named: Collection[int] = (),
 ) -> Match | NoMatch:
-    """The container an Allocate of `count` share-devices is for (module docstring);
-    `served` as for read_pod."""
+    """The container an Allocate of `count` devices is for (module docstring); `served`
+    and `resource` as for read_pod. `named`: the GPU indices the kubelet's IDs stand
+    for, when they name GPUs (whole GPUs): a container assigned exactly those GPUs is
+    taken before the bound-first rule. The kubelet asks GetPreferredAllocation right
+    before Allocate and uses the GPUs it was given, so this finds the pod the
+    preference was for even when the bound-first order changed in between."""
     schedulers = tuple(schedulers)
     matches: list[Match] = []
     refused: list[Refused] = []
     waiting: list[str] = []
     for obj in pods:
-        read = read_pod(obj, node, unit, schedulers, served)
+        read = read_pod(obj, node, unit, schedulers, served, resource)
         if isinstance(read, Refused):
             refused.append(read)
         elif isinstance(read, Candidate):
@@ -298,9 +328,11 @@ def choose(
             else:
                 waiting.append(f"{read.key} container {part.name} asks for {part.request}")
     if matches:
-        return min(matches, key=lambda match: match.pod.order())
+        wanted = frozenset(named)
+        exact = [m for m in matches if wanted and m.container.indices() == wanted]
+        return min(exact or matches, key=lambda match: match.pod.order())
     lines = [
-        f"no pod bound to node {node} waits for {count} {SHARED_GPU} share-devices "
+        f"no pod bound to node {node} waits for {count} {resource} devices "
         f"({count * unit} milli) with a valid {ASSIGNMENT_ANNOTATION} assignment"
     ]
     lines += [f"{item.key}: {item.reason}" for item in refused[:5]]
@@ -363,16 +395,17 @@ def preferred_ids(
     must_include: Sequence[str],
     size: int,
     unit: int,
+    whole: bool = False,
 ) -> list[str]:
-    """Share-device IDs on the GPUs the container was assigned, for
-    GetPreferredAllocation, so that the kubelet's own record (and the pod-resources
-    API) names the right GPUs. Falls back to the kubelet's first choices when the
-    assigned GPUs do not have enough free IDs."""
+    """IDs on the GPUs the container was assigned (share-devices, or the GPUs
+    themselves when `whole`), for GetPreferredAllocation, so that the kubelet's own
+    record (and the pod-resources API) names the right GPUs. Falls back to the
+    kubelet's first choices when the assigned GPUs do not have enough free IDs."""
     chosen = list(must_include)
     by_uuid: dict[str, list[str]] = {}
     for device_id in available:
         if device_id not in chosen:
-            by_uuid.setdefault(uuid_of(device_id), []).append(device_id)
+            by_uuid.setdefault(gpu_of(device_id, whole), []).append(device_id)
     for index, milli in match.container.shares:
         gpu = gpus.get(index)
         free = by_uuid.get(gpu.uuid, []) if gpu else []

@@ -1,5 +1,6 @@
-"""The vGPU device plugin: `nvidia.com/vgpu` for the kubelet, honouring the scheduler's
-GPU assignment (docs/device-plugin.md).
+"""The device plugin: `nvidia.com/vgpu` for the kubelet, and `nvidia.com/gpu` on nodes
+that opt in (a second instance, `DevicePluginConfig.whole_gpus_config`), honouring the
+scheduler's GPU assignment (docs/device-plugin.md).
 
 - Serves `v1beta1.DevicePlugin` (grpc.aio, on the agent's event loop) on a unix socket
   in the kubelet's device-plugin directory and registers it on `kubelet.sock`.
@@ -21,7 +22,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,7 +30,7 @@ from typing import Any, Protocol
 import grpc
 import grpc.aio
 
-from cache.resources import SHARED_GPU
+from cache.resources import MILLI_PER_GPU, SHARED_GPU, WHOLE_GPU
 from scheduler.agent import kubelet_api as api
 from scheduler.agent.allocation import (
     DEFAULT_SCHEDULER_NAMES,
@@ -41,8 +42,9 @@ from scheduler.agent.allocation import (
     allocated_patch,
     choose,
     container_env,
+    device_ids,
+    gpu_of,
     preferred_ids,
-    share_ids,
     valid_unit,
 )
 from scheduler.agent.discovery import Discovery, discover
@@ -56,6 +58,11 @@ log = logging.getLogger("gang_scheduler.device_plugin")
 
 DEFAULT_DIRECTORY = Path("/var/lib/kubelet/device-plugins")
 SOCKET_NAME = "gang-scheduler-vgpu.sock"
+# Whole GPUs (`nvidia.com/gpu`) on a node that opted in: a second plugin, its own socket.
+WHOLE_SOCKET_NAME = "gang-scheduler-gpu.sock"
+# The node label that opts a node in (with `--whole-gpus label`, the default): the same
+# label keeps NVIDIA's plugin off the node through its DaemonSet's affinity.
+WHOLE_GPUS_LABEL = "gang-scheduler.io/whole-gpus"
 DEFAULT_HEALTH_INTERVAL = 10.0
 DEFAULT_WATCH_INTERVAL = 1.0
 REGISTER_TIMEOUT = 5.0
@@ -115,10 +122,28 @@ class DevicePluginConfig:
     isolation: tuple[str, ...] = DEFAULT_MODES
     # Set the CUDA MPS client's limits for shares (an MPS daemon runs on the node).
     mps: bool = False
+    # Serve whole GPUs (`nvidia.com/gpu`, one device per GPU named by its UUID) instead
+    # of shares; made with whole_gpus(), never set by hand.
+    whole: bool = False
+    # Whether the agent serves whole GPUs beside the shares: "on", "off", or "label"
+    # (when the node carries WHOLE_GPUS_LABEL=true at start-up).
+    whole_gpus: str = "label"
+
+    def whole_gpus_config(self) -> DevicePluginConfig:
+        """The configuration of the whole-GPU plugin that runs beside this one."""
+        return replace(
+            self,
+            socket_name=WHOLE_SOCKET_NAME,
+            resource=WHOLE_GPU,
+            unit=MILLI_PER_GPU,
+            whole=True,
+        )
 
     def problems(self) -> list[str]:
         """Deployment mistakes, one line each."""
         found = mode_problems(self.isolation)
+        if self.whole_gpus not in ("on", "off", "label"):
+            found.append(f"--whole-gpus must be on, off or label, got {self.whole_gpus!r}")
         if not valid_unit(self.unit):
             found.append(f"--vgpu-unit must divide 1000 (1, 2, 4, 5, 8, 10, ...), got {self.unit}")
         if not self.health_interval > 0 or not self.watch_interval > 0:
@@ -126,6 +151,43 @@ class DevicePluginConfig:
         if not self.schedulers:
             found.append("at least one --trusted-scheduler is needed")
         return found
+
+
+class NodeReader(Protocol):
+    async def get_node(self, name: str) -> JsonObject: ...
+
+
+async def serves_whole_gpus(nodes: NodeReader, node: str, mode: str) -> bool:
+    """Whether the agent serves `nvidia.com/gpu` on this node: `--whole-gpus on`, or
+    `label` and the node carries WHOLE_GPUS_LABEL=true when the agent starts (a label
+    changed later takes effect when the agent's pod restarts: docs/device-plugin.md,
+    the hand-over). A node that cannot be read is taken as not opted in, said once:
+    serving nvidia.com/gpu beside NVIDIA's plugin would have two plugins for it."""
+    if mode != "label":
+        return mode == "on"
+    for attempt in range(ALLOCATE_ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(ALLOCATE_RETRY_PAUSE * attempt)
+        try:
+            obj = await nodes.get_node(node)
+        except Exception as error:
+            if not (isinstance(error, ApiError) or is_transient(error)):
+                raise
+            if isinstance(error, ApiError) and not is_transient(error):
+                break
+            continue
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        opted = str(labels.get(WHOLE_GPUS_LABEL, "")).lower() == "true"
+        if opted:
+            log.info("node %s has %s=true: serving %s too", node, WHOLE_GPUS_LABEL, WHOLE_GPU)
+        return opted
+    log.warning(
+        "cannot read node %s to see whether it opted in to %s (%s): not serving whole GPUs",
+        node,
+        WHOLE_GPU,
+        WHOLE_GPUS_LABEL,
+    )
+    return False
 
 
 class Refusal(Exception):
@@ -251,12 +313,12 @@ class DevicePlugin:
                 i: GpuState(g.index, g.uuid, False, g.numa, g.minor, g.memory_mib)
                 for i, g in self.gpus.items()
             }
-            self._note(f"{discovery.summary()}; no share-devices to advertise")
+            self._note(f"{discovery.summary()}; no {self.config.resource} devices to advertise")
         devices = tuple(
             api.Device(device_id, api.HEALTHY if gpu.healthy else api.UNHEALTHY, gpu.numa)
             for gpu in sorted(gpus.values(), key=lambda g: g.index)
             if gpu.uuid
-            for device_id in share_ids(gpu.uuid, self.config.unit)
+            for device_id in device_ids(gpu.uuid, self.config.unit, self.config.whole)
         )
         self.gpus = gpus
         if devices != self.devices:
@@ -264,11 +326,11 @@ class DevicePlugin:
             self._version += 1
             unhealthy = [str(gpu.index) for gpu in gpus.values() if not gpu.healthy]
             log.info(
-                "%s: %d share-devices on %d GPUs%s",
+                "%s: %d devices on %d GPUs%s",
                 self.config.resource,
                 len(devices),
                 len(gpus),
-                f"; GPUs {', '.join(unhealthy)} unhealthy, their shares Unhealthy"
+                f"; GPUs {', '.join(unhealthy)} unhealthy, their devices Unhealthy"
                 if unhealthy
                 else ", all healthy",
             )
@@ -443,6 +505,7 @@ class DevicePlugin:
                 self.config.unit,
                 self.config.schedulers,
                 self._served,
+                self.config.resource,
             )
             if isinstance(match, Match):
                 answers.append(
@@ -453,6 +516,7 @@ class DevicePlugin:
                         request.must_include,
                         request.size,
                         self.config.unit,
+                        self.config.whole,
                     )
                 )
             else:
@@ -468,9 +532,23 @@ class DevicePlugin:
                 try:
                     answers.append(await self.allocate_container(ids))
                 except Refusal as refusal:
-                    log.warning("Allocate of %d share-devices refused: %s", len(ids), refusal)
+                    log.warning(
+                        "Allocate of %d %s devices refused: %s",
+                        len(ids),
+                        self.config.resource,
+                        refusal,
+                    )
                     await context.abort(refusal.code, refusal.message)
         return answers
+
+    def _named(self, ids: Sequence[str]) -> frozenset[int]:
+        """The GPUs the kubelet's IDs name (whole GPUs only: a share-device ID says
+        nothing about which GPU the pod was assigned)."""
+        if not self.config.whole:
+            return frozenset()
+        by_uuid = {gpu.uuid: gpu.index for gpu in self.gpus.values()}
+        named = {by_uuid.get(gpu_of(device_id, True)) for device_id in ids}
+        return frozenset(index for index in named if index is not None)
 
     def _forget_gone(self, pods: Sequence[JsonObject]) -> None:
         present = {str((pod.get("metadata") or {}).get("uid") or "") for pod in pods}
@@ -487,7 +565,7 @@ class DevicePlugin:
         if unknown:
             raise Refusal(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"unknown share-devices {', '.join(unknown[:3])}: not advertised by this plugin",
+                f"unknown devices {', '.join(unknown[:3])}: not advertised by this plugin",
             )
         last_error = ""
         for attempt in range(ALLOCATE_ATTEMPTS):
@@ -508,6 +586,8 @@ class DevicePlugin:
                 self.config.unit,
                 self.config.schedulers,
                 self._served,
+                self.config.resource,
+                self._named(ids),
             )
             if isinstance(match, NoMatch):
                 raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, match.message)
@@ -542,6 +622,18 @@ class DevicePlugin:
                 continue
             uid = match.pod.uid
             self._served[uid] = self._served.get(uid, frozenset()) | {match.container.name}
+            if self.config.whole and self._named(ids) != match.container.indices():
+                # The kubelet did not take the preference (its topology manager kept it
+                # to another NUMA node, or it thinks the GPUs are held): the container
+                # still gets the assigned GPUs; only the kubelet's record differs.
+                log.warning(
+                    "the kubelet allocated %s to %s/%s; answering its assigned GPUs %s "
+                    "(the kubelet's record and pod-resources name the former)",
+                    ",".join(ids),
+                    match.pod.key,
+                    match.container.name,
+                    env[DEVICES_ENV],
+                )
             log.info(
                 "allocated %s to %s/%s (%s)",
                 env[DEVICES_ENV],

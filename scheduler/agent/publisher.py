@@ -166,6 +166,10 @@ class AgentOptions:
     metrics_port: int | None = None
     metrics_address: str = "0.0.0.0"
     attribution_interval: float = 30.0
+    # The kubelet's pod-resources API (podresources.py): what it really allocated,
+    # reported on the Node every so many seconds; 0: not read.
+    pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
+    pod_resources_interval: float = 10.0
 
 
 @dataclass
@@ -376,30 +380,42 @@ async def serve(
     watcher = EventWatcher(nvml, book) if book is not None else None
     if watcher is not None:
         watcher.start()
-    plugin_task: asyncio.Task[None] | None = None
+    plugin_tasks: list[asyncio.Task[None]] = []
     stoppers = [agent.stop]
-    plugin: Any = None
+    plugins: list[Any] = []
     if device_plugin is not None and client is not None and node_name is not None:
         # Imported here: gRPC is needed by the device plugin only.
         from dataclasses import replace
 
-        from scheduler.agent.deviceplugin import DevicePlugin, KubePodApi
+        from scheduler.agent.deviceplugin import DevicePlugin, KubePodApi, serves_whole_gpus
 
-        plugin = DevicePlugin(
-            nvml,
-            replace(device_plugin, node_name=device_plugin.node_name or node_name),
-            KubePodApi(client),
-            health=book,
-        )
-        plugin_task = asyncio.create_task(plugin.run())
-        stoppers.append(plugin.stop)
+        config = replace(device_plugin, node_name=device_plugin.node_name or node_name)
+        configs = [config]
+        if await serves_whole_gpus(KubeNodeApi(client), node_name, config.whole_gpus):
+            configs.append(config.whole_gpus_config())
+        for each in configs:
+            plugin = DevicePlugin(nvml, each, KubePodApi(client), health=book)
+            plugins.append(plugin)
+            plugin_tasks.append(asyncio.create_task(plugin.run()))
+            stoppers.append(plugin.stop)
+    if (
+        client is not None
+        and node_name is not None
+        and options.pod_resources_interval > 0
+        and not (options.once or options.dry_run)
+    ):
+        from scheduler.agent.podresources import start_reporter
+
+        reporter, reporter_task = start_reporter(options, node_name, client, agent)
+        plugin_tasks.append(reporter_task)
+        stoppers.append(reporter.stop)
     http: web.AppRunner | None = None
     attribution_task: asyncio.Task[None] | None = None
     if options.metrics_port is not None and not (options.once or options.dry_run):
         registry = CollectorRegistry()
         status = AgentStatus(
             options.interval,
-            plugin_ready=lambda: plugin is None or not plugin.devices or plugin.registrations > 0,
+            plugin_ready=lambda: all(not p.devices or p.registrations > 0 for p in plugins),
         )
         agent.status = status
         attribution: Attribution | None = None
@@ -435,7 +451,7 @@ async def serve(
             print(f"node-agent: cannot serve metrics: {error}", file=sys.stderr)
             for stopper in stoppers:
                 stopper()
-            for task in (plugin_task, attribution_task):
+            for task in (*plugin_tasks, attribution_task):
                 if task is not None:
                     with suppress(Exception):  # ending: their own failures are logged
                         await task
@@ -458,19 +474,20 @@ async def serve(
     try:
         code = await agent.run()
         stop()
-        if plugin_task is not None:
+        for plugin_task in plugin_tasks:
             await plugin_task
         return code
     finally:
         stop()
-        if plugin_task is not None and not plugin_task.done():
-            plugin_task.cancel()
-            with suppress(asyncio.CancelledError):
-                await plugin_task
+        for plugin_task in plugin_tasks:
+            if not plugin_task.done():
+                plugin_task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await plugin_task
         for signum in (signal.SIGTERM, signal.SIGINT):
             with suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signum)
-        for task in (plugin_task, attribution_task):
+        for task in (*plugin_tasks, attribution_task):
             if task is not None and not task.done():
                 task.cancel()
                 with suppress(asyncio.CancelledError):

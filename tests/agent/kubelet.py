@@ -120,3 +120,21 @@ class PluginClient:
             response_deserializer=api.decode_empty,
         )
         await call(ids, timeout=5)
+
+    async def admit(
+        self, available: list[str], size: int
+    ) -> tuple[list[str], api.ContainerAllocation]:
+        """One container's admission as the kubelet's device manager runs it (its
+        devicesToAllocate, without a topology manager hint and without reusable init
+        devices): GetPreferredAllocation over the free devices when it has more than it
+        needs, the preferred ones it still has free, topped up from the rest in its own
+        order; then Allocate with those. Returns the IDs it picked and the answer."""
+        picked: list[str] = []
+        if size < len(available):
+            [preferred] = await self.preferred(
+                api.ContainerPreferredRequest(tuple(available), (), size)
+            )
+            picked = [i for i in preferred if i in available][:size]
+        picked += [i for i in available if i not in picked][: size - len(picked)]
+        [answer] = await self.allocate(picked)
+        return picked, answer

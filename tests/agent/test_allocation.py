@@ -18,6 +18,8 @@ from scheduler.agent.allocation import (
     Refused,
     allocated_patch,
     choose,
+    device_ids,
+    gpu_of,
     preferred_ids,
     read_pod,
     share_ids,
@@ -255,3 +257,62 @@ def test_containers_served_count_as_allocated_whatever_the_mark_says() -> None:
     candidate = read_pod(first, NODE, 1, SCHEDULERS, served)
     assert isinstance(candidate, Candidate) and candidate.allocated == {"main"}
     assert choose([first], NODE, 500, 1, SCHEDULERS, served) == choose([], NODE, 500, 1)
+
+
+# --- whole GPUs (nvidia.com/gpu) ---------------------------------------------------------------
+def whole_pod(name: str, gpus: int, assignment: str, bound: str) -> dict[str, Any]:
+    obj = pod_obj(name, gpus=gpus, node_name=NODE, annotations={ASSIGNMENT_ANNOTATION: assignment})
+    obj["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": bound}
+    ]
+    return obj
+
+
+def test_whole_gpus_are_named_by_their_uuid() -> None:
+    assert device_ids("GPU-x", 1000, whole=True) == ["GPU-x"]
+    assert device_ids("GPU-x", 250, whole=False) == share_ids("GPU-x", 250)
+    assert gpu_of("GPU-x", whole=True) == "GPU-x"
+    assert gpu_of("GPU-x::3", whole=False) == "GPU-x"
+
+
+def test_the_gpus_the_kubelet_names_choose_the_pod_before_bind_order() -> None:
+    pods = [
+        whole_pod("early", 2, "0:1000,1:1000", "2026-01-01T00:01:00Z"),
+        whole_pod("late", 2, "2:1000,3:1000", "2026-01-01T00:02:00Z"),
+        pod("share", 2000, "0:1000,1:1000"),  # nvidia.com/vgpu: not the whole plugin's
+    ]
+
+    def chosen(named: frozenset[int]) -> str:
+        match = choose(pods, NODE, 2, 1000, SCHEDULERS, resource="nvidia.com/gpu", named=named)
+        assert isinstance(match, Match)
+        return match.pod.name
+
+    assert chosen(frozenset({3, 2})) == "late"
+    assert chosen(frozenset({0, 1})) == "early"
+    # IDs that are no pod's assignment (the kubelet did not take the preference): the
+    # bound-first rule, as for shares.
+    assert chosen(frozenset({1, 2})) == "early"
+    assert chosen(frozenset()) == "early"
+    # The share plugin never sees whole-GPU pods.
+    share = choose(pods, NODE, 2000, 1, SCHEDULERS)
+    assert isinstance(share, Match) and share.pod.name == "share"
+
+
+def test_preferred_whole_gpus_are_the_assigned_ones() -> None:
+    match = choose(
+        [whole_pod("p", 2, "1:1000,3:1000", "2026-01-01T00:01:00Z")],
+        NODE,
+        2,
+        1000,
+        SCHEDULERS,
+        resource="nvidia.com/gpu",
+    )
+    assert isinstance(match, Match)
+    gpus = {i: GpuState(i, f"G{i}", True) for i in range(4)}
+    available = ["G0", "G1", "G2", "G3"]
+    assert preferred_ids(match, gpus, available, (), 2, 1000, whole=True) == ["G1", "G3"]
+    # GPU 3 taken in the kubelet's records: the assigned one it has, then its own order.
+    assert preferred_ids(match, gpus, ["G0", "G1", "G2"], (), 2, 1000, whole=True) == [
+        "G1",
+        "G0",
+    ]

@@ -235,6 +235,18 @@ def test_the_node_agent_mounts_the_kubelets_device_plugin_directory() -> None:
     assert volume["hostPath"] == {"path": mount["mountPath"], "type": "Directory"}
 
 
+def test_the_node_agent_mounts_the_kubelets_pod_resources_socket_read_only() -> None:
+    pod = one(rendered(), "DaemonSet", "gang-scheduler-node-agent")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert args.pod_resources_interval > 0
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "pod-resources")
+    assert mount["mountPath"] == str(Path(args.pod_resources_socket).parent)
+    assert mount["readOnly"] is True  # a unix socket connects through a read-only mount
+    volume = next(v for v in pod["volumes"] if v["name"] == "pod-resources")
+    assert volume["hostPath"] == {"path": mount["mountPath"], "type": "Directory"}
+
+
 def overlay(tmp_path: Path, text: str) -> Path:
     """A kustomization in tmp_path; `{deploy}` is deploy/ relative to it."""
     (tmp_path / "kustomization.yaml").write_text(

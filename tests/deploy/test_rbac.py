@@ -267,6 +267,69 @@ async def test_the_node_agent_runs_under_exactly_the_deployed_rbac(tmp_path: Pat
     assert policy.grants() == authorizer.used
 
 
+@pytest.mark.asyncio
+async def test_whole_gpus_and_the_kubelet_report_run_under_the_deployed_rbac(
+    tmp_path: Path,
+) -> None:
+    """On a node labelled for whole GPUs, the agent serves nvidia.com/gpu (Allocate marks
+    the pod) and writes what the kubelet's pod-resources API says on its own Node: no
+    request refused by RBAC or by the admission policies."""
+    from cache.kubelet_devices import KUBELET_DEVICES_ANNOTATION
+    from scheduler.agent.deviceplugin import WHOLE_GPUS_LABEL, WHOLE_SOCKET_NAME
+    from tests.agent.podresources_server import FakePodResources, holding
+
+    policy = account_policy("DaemonSet", "gang-scheduler-node-agent")
+    authorizer = RbacAuthorizer(policy)
+    account = Account(User(policy.user, extra={NODE_NAME_EXTRA: ("gpu-1",)}), authorizer)
+    access = AccessControl({"agent": account}, admission_policies(rendered()))
+    plugin_dir = Path(tempfile.mkdtemp(prefix="dp", dir="/tmp"))  # a socket path is short
+    uuids = [gpu.uuid for gpu in PCIE_BOX.gpus]
+    async with KubeApiEmulator() as api:
+        api.access = access
+        node = node_obj("gpu-1", labels={WHOLE_GPUS_LABEL: "true"})
+        node["metadata"]["annotations"] = {}
+        api.put_node(node)
+        train = pod_obj("train", gpus=1, node_name="gpu-1", uid="u-train")
+        train["metadata"]["annotations"] = {ASSIGNMENT_ANNOTATION: "2:1000"}
+        api.put_pod(train)
+        api.put_pod(pod_obj("other", gpus=1, node_name="gpu-1", uid="u-other"))
+        pod_resources = FakePodResources(plugin_dir / "pr.sock")
+        pod_resources.pods = [holding("default", "other", "nvidia.com/gpu", uuids[3])]
+        await pod_resources.start()
+        kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig", token="agent")
+        kubelet = FakeKubelet(plugin_dir)
+        await kubelet.start()
+        options = AgentOptions(
+            node_name="gpu-1",
+            kubeconfig=str(kubeconfig),
+            interval=30,
+            pod_resources_socket=str(pod_resources.socket),
+            pod_resources_interval=0.05,
+        )
+        plugin = DevicePluginConfig(node_name="", directory=plugin_dir, watch_interval=0.02)
+        agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), plugin))
+        client = PluginClient(plugin_dir / WHOLE_SOCKET_NAME)
+
+        def reported() -> str:
+            stored = api.get_node("gpu-1") or {}
+            annotations = stored["metadata"].get("annotations") or {}
+            return str(annotations.get(KUBELET_DEVICES_ANNOTATION, ""))
+
+        try:
+            await eventually(lambda: len(kubelet.registrations) == 2, "both registered")
+            [answer] = await client.allocate([uuids[0]])
+            assert answer.envs[VISIBLE_DEVICES_ENV] == uuids[2]
+            await eventually(lambda: reported() == '{"u-other":[3]}', "the kubelet's report")
+        finally:
+            await client.close()
+            os.kill(os.getpid(), signal.SIGTERM)  # serve's handler stops them all
+            assert await asyncio.wait_for(agent, 5) == 0
+            await kubelet.stop()
+            await pod_resources.stop()
+            shutil.rmtree(plugin_dir, ignore_errors=True)
+    assert authorizer.denied == [] and access.refused == []
+
+
 def test_the_roles_have_no_wildcard_no_secrets_and_no_admin_binding() -> None:
     objects = rendered()
     for obj in objects:

@@ -1,0 +1,279 @@
+"""Whole GPUs (`nvidia.com/gpu`) served by the node agent on a node that opted in: a fake
+kubelet (grpcio over real unix sockets) registers the plugin and admits containers the
+way its device manager does (GetPreferredAllocation, then Allocate); the pods live in the
+API emulator and are read and patched through the real client; NVML is faked."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+import pytest
+
+from cache.gpu import ASSIGNMENT_ANNOTATION
+from scheduler.agent import kubelet_api as api
+from scheduler.agent.allocation import (
+    ALLOCATED_ANNOTATION,
+    CONTAINER_ENV,
+    DEVICES_ENV,
+    SHARE_ENV,
+    VISIBLE_DEVICES_ENV,
+)
+from scheduler.agent.deviceplugin import (
+    SOCKET_NAME,
+    WHOLE_GPUS_LABEL,
+    WHOLE_SOCKET_NAME,
+    DevicePlugin,
+    DevicePluginConfig,
+    KubePodApi,
+)
+from scheduler.agent.publisher import AgentOptions, serve
+from scheduler.kube.client import KubeClient
+from tests.agent import PCIE_BOX, FakeNvml
+from tests.agent.kubelet import FakeKubelet, PluginClient
+from tests.factories import node_obj, pod_obj
+from tests.kubeapi import KubeApiEmulator, api_client, write_kubeconfig
+from tests.waiting import eventually
+
+NODE = "gpu-1"
+UUIDS = [gpu.uuid for gpu in PCIE_BOX.gpus]
+ENVS = (VISIBLE_DEVICES_ENV, SHARE_ENV, DEVICES_ENV, CONTAINER_ENV)
+
+
+@pytest.fixture
+def plugin_dir() -> Iterator[Path]:
+    # Short: a unix socket path must fit in 108 bytes, pytest's tmp_path may not.
+    directory = Path(tempfile.mkdtemp(prefix="wg", dir="/tmp"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@dataclass
+class Setup:
+    kubelet: FakeKubelet
+    plugin: DevicePlugin
+    emulator: KubeApiEmulator
+    directory: Path
+
+    def client(self) -> PluginClient:
+        return PluginClient(self.directory / WHOLE_SOCKET_NAME)
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return next(p for p in self.emulator.pods() if p["metadata"]["name"] == name)
+
+
+def gpu_pod(
+    name: str, gpus: int, assignment: str | None, *, bound: str = "2026-01-01T00:01:00Z"
+) -> dict[str, Any]:
+    annotations = {ASSIGNMENT_ANNOTATION: assignment} if assignment is not None else {}
+    pod = pod_obj(name, gpus=gpus, node_name=NODE, annotations=annotations)
+    pod["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": bound}
+    ]
+    return pod
+
+
+@asynccontextmanager
+async def running(directory: Path) -> AsyncIterator[Setup]:
+    """A fake kubelet, the API emulator and the whole-GPU plugin, until the block ends."""
+    async with (
+        KubeApiEmulator() as emulator,
+        KubeClient(await api_client(emulator.base_url)) as kube,
+    ):
+        kubelet = FakeKubelet(directory)
+        await kubelet.start()
+        shares = DevicePluginConfig(
+            node_name=NODE, directory=directory, health_interval=0.05, watch_interval=0.02
+        )
+        plugin = DevicePlugin(FakeNvml(PCIE_BOX), shares.whole_gpus_config(), KubePodApi(kube))
+        task = asyncio.create_task(plugin.run())
+        try:
+            await eventually(lambda: len(kubelet.registrations) == 1)
+            yield Setup(kubelet, plugin, emulator, directory)
+        finally:
+            plugin.stop()
+            await asyncio.wait_for(task, 5)
+            await kubelet.stop()
+
+
+async def first_list(client: PluginClient) -> list[api.Device]:
+    async for devices in client.list_and_watch():
+        return devices
+    raise AssertionError("ListAndWatch ended without a list")
+
+
+@pytest.mark.asyncio
+async def test_registers_nvidia_com_gpu_with_one_device_per_gpu_named_by_uuid(
+    plugin_dir: Path,
+) -> None:
+    async with running(plugin_dir) as setup:
+        assert setup.kubelet.registrations == [
+            api.RegisterRequest(
+                version="v1beta1",
+                endpoint=WHOLE_SOCKET_NAME,
+                resource_name="nvidia.com/gpu",
+                options=api.PluginOptions(get_preferred_allocation_available=True),
+            )
+        ]
+        client = setup.client()
+        try:
+            devices = await first_list(client)
+        finally:
+            await client.close()
+    # NVIDIA's plugin names its devices by UUID too: the kubelet's checkpoint of the
+    # containers it served stays valid across the hand-over.
+    assert devices == [api.Device(gpu.uuid, api.HEALTHY, gpu.numa) for gpu in PCIE_BOX.gpus]
+
+
+@pytest.mark.asyncio
+async def test_the_kubelet_is_steered_to_the_assigned_gpus_and_they_are_given(
+    plugin_dir: Path,
+) -> None:
+    async with running(plugin_dir) as setup:
+        setup.emulator.put_pod(gpu_pod("train", 2, "1:1000,3:1000"))
+        client = setup.client()
+        try:
+            picked, answer = await client.admit(list(UUIDS), 2)
+        finally:
+            await client.close()
+        # Without the preference the kubelet would have taken GPUs 0 and 1.
+        assert picked == [UUIDS[1], UUIDS[3]]
+        assert {key: answer.envs[key] for key in ENVS} == {
+            VISIBLE_DEVICES_ENV: f"{UUIDS[1]},{UUIDS[3]}",
+            SHARE_ENV: "1000",
+            DEVICES_ENV: "1:1000,3:1000",
+            CONTAINER_ENV: "default/train/main",
+        }
+        assert setup.pod("train")["metadata"]["annotations"][ALLOCATED_ANNOTATION] == "main"
+
+
+@pytest.mark.asyncio
+async def test_ids_the_kubelet_picked_otherwise_still_get_the_assigned_gpus(
+    plugin_dir: Path,
+) -> None:
+    """The kubelet may not take the preference (its topology manager keeps it to another
+    NUMA node): the container gets what the scheduler assigned all the same."""
+    async with running(plugin_dir) as setup:
+        setup.emulator.put_pod(gpu_pod("train", 1, "2:1000"))
+        client = setup.client()
+        try:
+            [answer] = await client.allocate([UUIDS[0]])
+        finally:
+            await client.close()
+        assert answer.envs[VISIBLE_DEVICES_ENV] == UUIDS[2]
+        assert answer.envs[DEVICES_ENV] == "2:1000"
+
+
+@pytest.mark.asyncio
+async def test_the_gpus_the_kubelet_names_pick_the_pod_they_were_preferred_for(
+    plugin_dir: Path,
+) -> None:
+    """Two one-GPU pods wait; the kubelet names GPU 2, which is the later pod's: that pod
+    is served, not the one bound first, and the first one then gets its own GPU."""
+    async with running(plugin_dir) as setup:
+        setup.emulator.put_pod(gpu_pod("first", 1, "0:1000", bound="2026-01-01T00:01:00Z"))
+        setup.emulator.put_pod(gpu_pod("second", 1, "2:1000", bound="2026-01-01T00:02:00Z"))
+        client = setup.client()
+        try:
+            [second] = await client.allocate([UUIDS[2]])
+            assert second.envs[CONTAINER_ENV] == "default/second/main"
+            _, first = await client.admit([UUIDS[0], UUIDS[1], UUIDS[3]], 1)
+        finally:
+            await client.close()
+        assert first.envs[CONTAINER_ENV] == "default/first/main"
+        assert first.envs[VISIBLE_DEVICES_ENV] == UUIDS[0]
+
+
+@pytest.mark.asyncio
+async def test_pods_it_cannot_serve_are_refused_with_the_reason(plugin_dir: Path) -> None:
+    async with running(plugin_dir) as setup:
+        # A share pod is not this plugin's; a whole-GPU pod without an assignment (bound
+        # by another scheduler) is refused rather than given a GPU at random.
+        setup.emulator.put_pod(
+            pod_obj(
+                "notebook", vgpu=500, node_name=NODE, annotations={ASSIGNMENT_ANNOTATION: "0:500"}
+            )
+        )
+        stray = gpu_pod("stray", 1, None)
+        stray["spec"]["schedulerName"] = "default-scheduler"
+        setup.emulator.put_pod(stray)
+        client = setup.client()
+        try:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await client.allocate([UUIDS[0]])
+        finally:
+            await client.close()
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        details = refused.value.details() or ""
+        assert "default/stray: scheduled by 'default-scheduler'" in details
+        assert "notebook" not in details
+
+
+# --- opting in -------------------------------------------------------------------------------
+async def registered_resources(
+    tmp_path: Path, plugin_dir: Path, *, label: str | None, mode: str, expected: int
+) -> list[str]:
+    """Run the agent command against a node (labelled or not) and a fake kubelet;
+    the resources registered once `expected` registrations came (and a moment later,
+    so that an unexpected one would be seen)."""
+    async with KubeApiEmulator() as emulator:
+        node = node_obj(NODE, gpus=4)
+        if label is not None:
+            node["metadata"].setdefault("labels", {})[WHOLE_GPUS_LABEL] = label
+        emulator.put_node(node)
+        kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
+        kubelet = FakeKubelet(plugin_dir)
+        await kubelet.start()
+        options = AgentOptions(
+            node_name=NODE, kubeconfig=str(kubeconfig), interval=3600, metrics_port=None
+        )
+        config = DevicePluginConfig(
+            node_name="",
+            directory=plugin_dir,
+            health_interval=0.05,
+            watch_interval=0.02,
+            whole_gpus=mode,
+        )
+        agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), config))
+        try:
+            await eventually(lambda: len(kubelet.registrations) >= expected, "registered")
+            await asyncio.sleep(0.3)  # a plugin too many would have registered by now
+            return sorted(r.resource_name for r in kubelet.registrations)
+        finally:
+            agent.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await agent
+            await kubelet.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_node_labelled_whole_gpus_gets_nvidia_com_gpu_too(
+    tmp_path: Path, plugin_dir: Path
+) -> None:
+    both = ["nvidia.com/gpu", "nvidia.com/vgpu"]
+    shares = ["nvidia.com/vgpu"]
+    cases = [("true", "label", both), (None, "label", shares), (None, "on", both)]
+    cases.append(("true", "off", shares))
+    for label, mode, resources in cases:
+        registered = await registered_resources(
+            tmp_path, plugin_dir, label=label, mode=mode, expected=len(resources)
+        )
+        assert registered == resources, (label, mode)
+        assert not (plugin_dir / WHOLE_SOCKET_NAME).exists()  # removed at exit
+    assert SOCKET_NAME != WHOLE_SOCKET_NAME
+
+
+def test_a_bad_whole_gpus_mode_is_a_deployment_mistake() -> None:
+    config = DevicePluginConfig(node_name=NODE, whole_gpus="maybe")
+    assert config.problems() == ["--whole-gpus must be on, off or label, got 'maybe'"]
+    whole = DevicePluginConfig(node_name=NODE).whole_gpus_config()
+    assert (whole.resource, whole.unit, whole.whole) == ("nvidia.com/gpu", 1000, True)
+    assert whole.problems() == []
