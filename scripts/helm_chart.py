@@ -42,6 +42,8 @@ from typing import Any
 
 import yaml
 
+from scheduler.logs import LOG_LEVELS  # the CLI's --log-level choices
+
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 CHART = DEPLOY / "helm" / "gang-scheduler"
@@ -324,6 +326,49 @@ appVersion: {flow(image_tag(objects))}
 """
 
 
+def values_schema() -> str:
+    """values.schema.json: Helm refuses values of another shape (a typo in a key, a
+    string for a number) before rendering, instead of rendering them into the objects."""
+
+    def section(**properties: object) -> dict[str, object]:
+        return {"type": "object", "additionalProperties": False, "properties": properties}
+
+    switch = {"type": "boolean"}
+    quantities = {
+        "type": "object",
+        "additionalProperties": {"type": ["string", "number", "null"]},
+    }
+    resources = section(requests=quantities, limits=quantities, claims={"type": "array"})
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        **section(
+            # Helm adds `global` for charts that are dependencies of another.
+            **{"global": {"type": "object"}},
+            image=section(
+                repository={"type": "string", "minLength": 1},
+                tag={"type": "string"},
+                pullPolicy={"enum": ["Always", "IfNotPresent", "Never"]},
+            ),
+            scheduler=section(
+                replicas={"type": "integer", "minimum": 0},
+                resources=resources,
+                priorityClassName={"type": "string"},
+                logLevel={"enum": list(LOG_LEVELS)},
+            ),
+            nodeAgent=section(
+                enabled=switch, resources=resources, priorityClassName={"type": "string"}
+            ),
+            config={"type": "string", "minLength": 1},
+            **{
+                part.value.split(".")[0]: section(**{part.value.split(".")[1]: switch})
+                for part in PARTS
+                if part.value is not None and not part.value.startswith("nodeAgent.")
+            },
+        ),
+    }
+    return json.dumps(schema, indent=2) + "\n"
+
+
 # --- the chart ---------------------------------------------------------------------------------
 def chart_files() -> dict[str, str]:
     """Path under CHART -> text, for every file of the chart."""
@@ -332,6 +377,7 @@ def chart_files() -> dict[str, str]:
     files = {
         "Chart.yaml": chart_yaml(objects),
         "values.yaml": values_text(objects),
+        "values.schema.json": values_schema(),
         "templates/_helpers.tpl": helpers_text(),
     }
     placed: set[tuple[str, str]] = set()
