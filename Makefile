@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: simulate demo test lint typecheck unit bench fmt clean lock
+.PHONY: simulate demo test lint typecheck unit bench fmt clean lock helm
 
 $(BIN)/gang-scheduler: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,3 +46,8 @@ fmt: $(BIN)/gang-scheduler
 # after changing a dependency, on the image's Python minor version.
 lock: $(BIN)/gang-scheduler
 	$(BIN)/python scripts/lock.py > requirements.lock
+
+# The Helm chart deploy/helm/gang-scheduler, generated from the kustomize base (deploy/):
+# run it after changing deploy/; tests/deploy/test_helm.py fails while the chart differs.
+helm: $(BIN)/gang-scheduler
+	$(BIN)/python scripts/helm_chart.py

@@ -472,6 +472,19 @@ class PreemptionConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """What /metrics may say about tenants (docs/metrics.md, docs/security.md)."""
+
+    # Off: no series names a namespace, since /metrics is served to anyone who reaches
+    # the pod. On: pending pods and quota gauges per namespace too; turn the NetworkPolicy
+    # component on with it.
+    namespace_labels: bool = field(default=False, metadata=_leaf("namespaceLabels", _boolean))
+    # The namespaces with the most pending pods get series of their own; the rest are
+    # summed under namespace="_other", so the series stay bounded whatever the tenants do.
+    max_namespaces: int = field(default=20, metadata=_leaf("maxNamespaces", _integer(1, 1000)))
+
+
+@dataclass(frozen=True)
 class SchedulerConfig:
     scheduler_name: str = field(
         default=DEFAULT_SCHEDULER_NAME, metadata=_leaf("schedulerName", _text)
@@ -502,6 +515,7 @@ class SchedulerConfig:
     preemption: PreemptionConfig = field(
         default_factory=PreemptionConfig, metadata=_nested("preemption")
     )
+    metrics: MetricsConfig = field(default_factory=MetricsConfig, metadata=_nested("metrics"))
 
 
 # --- reading ---------------------------------------------------------------------------------

@@ -11,22 +11,44 @@ Latencies are histograms in seconds; their buckets are chosen per metric (see th
 constants below and docs/metrics.md). Label values are closed sets: an unknown one is
 a programming error in the caller and raises ValueError, so a typo cannot create a
 series nobody alerts on.
+
+No label names a tenant unless the operator asks for it (`metrics.namespaceLabels`):
+then `_NamespaceSeries` adds pending pods and quota gauges per namespace, for the
+namespaces with the most pending pods and `_other` for the rest, so that the number of
+series stays bounded whatever tenants create.
+
+The registry also carries prometheus_client's process and platform collectors
+(`process_*`, `python_*`), which only its global registry has by default.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sized
-from dataclasses import dataclass
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Iterator, Sized
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder, generate_latest
+from prometheus_client.registry import Collector
 
 from cache.gpu import PRODUCT_LABEL, GpuDevice
+from cache.pod import PodInfo
 from cache.quota import DIMENSIONS, GPU
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from scheduler.core import SchedulingCore
-from scheduler.queue import STATES
+from scheduler.gang import Gang
+from scheduler.queue import STATES, GangState
 from scheduler.quotas import would_borrow
 from scheduler.version import python_version, version
 
@@ -59,9 +81,32 @@ CACHE_KINDS = ("nodes", "pods", "assumed_pods", "podgroups")
 # Every label name a metric may carry. /metrics is served to anyone who can reach the
 # pod (docs/security.md, "Endpoints"), so no label may name a tenant: no namespace, gang,
 # pod or node. tests/scheduler/test_metrics.py fails on a label outside this set.
+# The process and Python collectors add `generation` (python_gc_*) and the interpreter's
+# `implementation`, `major`, `minor`, `patchlevel` (python_info): no tenant either. The
+# opt-in namespace series (metrics.namespaceLabels) add `namespace` beside these.
 METRIC_LABELS = frozenset(
     {"result", "reason", "resource", "state", "type", "model", "version", "python"}
+    | {"generation", "implementation", "major", "minor", "patchlevel"}
 )
+# Why a pending pod waits, one reason per pod, checked in this order:
+# invalid: its spec is refused (an event names the field) or its gang could not be read;
+# gated: it still has scheduling gates (kube-scheduler's SchedulingGated);
+# incomplete_gang: its gang is not ready (members missing, a role short, or others gated);
+# queued: its gang is ready and due (or being planned); backoff: it failed and a change
+# that could help arrived, it is retried when its backoff ends; unschedulable: it failed
+# and waits for such a change.
+PendingReason = Literal["invalid", "gated", "incomplete_gang", "queued", "backoff", "unschedulable"]
+PENDING_REASONS: tuple[PendingReason, ...] = get_args(PendingReason)
+_REASON_OF_STATE: dict[GangState | None, PendingReason] = {
+    "active": "queued",
+    "in_flight": "queued",
+    "backoff": "backoff",
+    "unschedulable": "unschedulable",
+    None: "queued",  # ready since the queue was last refreshed: it joins as active
+}
+# The namespace series' bucket for every namespace beyond the top N: "_" starts no
+# namespace name (a DNS label), so it cannot be confused with a real one.
+OTHER_NAMESPACES = "_other"
 UNKNOWN_MODEL = "unknown"
 QUOTA_TOTALS = ("used", "min", "max", "borrowed")
 QUOTA_RESOURCE_NAMES = {GPU: "gpu_milli", CPU: "cpu_milli", MEMORY: "memory_bytes"}
@@ -95,9 +140,22 @@ def _check(value: str, allowed: tuple[str, ...], what: str) -> str:
 
 
 class SchedulerMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        namespace_labels: bool = False,
+        max_namespaces: int = 20,
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         reg = self.registry
+        # What the global registry has by default (CPU, memory, file descriptors, start
+        # time; the interpreter and its garbage collector), on ours: a scrape shows
+        # whether the scheduler leaks or burns CPU without a node exporter.
+        ProcessCollector(registry=reg)
+        PlatformCollector(registry=reg)
+        if GC_COLLECTOR is not None:  # absent on interpreters without gc.get_stats
+            GCCollector(registry=reg)
         # --- work waiting ---------------------------------------------------------------
         self.pending_pods = Gauge(
             "gang_scheduler_pending_pods",
@@ -107,6 +165,13 @@ class SchedulerMetrics:
         self.pending_gangs = Gauge(
             "gang_scheduler_pending_gangs",
             "Gangs with at least one member waiting to be placed.",
+            registry=reg,
+        )
+        self.pending_by_reason = Gauge(
+            "gang_scheduler_pending_pods_by_reason",
+            "Pods of this scheduler waiting to be placed, by why they wait (invalid, "
+            "gated, incomplete_gang, queued, backoff, unschedulable).",
+            ["reason"],
             registry=reg,
         )
         self.incomplete_gangs = Gauge(
@@ -268,6 +333,12 @@ class SchedulerMetrics:
             self.relists.labels(resource)
         for state in STATES:
             self.queue_gangs.labels(state)
+        for waiting in PENDING_REASONS:
+            self.pending_by_reason.labels(waiting)
+        self._namespaces: _NamespaceSeries | None = None
+        if namespace_labels:
+            self._namespaces = _NamespaceSeries(max_namespaces)
+            reg.register(self._namespaces)
         for kind in CACHE_KINDS:
             self.cache_size.labels(kind)
         self._gpu_gauges = (
@@ -322,15 +393,23 @@ class SchedulerMetrics:
         # Gangs as of the core's last refresh; members reserved since (a plan being
         # bound) no longer wait, so they are left out here already.
         pods = gangs = incomplete = 0
-        for gang in core.gangs.values():
-            waiting = sum(1 for pod in gang.pending if not cache.is_assumed(pod.uid))
+        reasons: Tally[tuple[str, PendingReason]] = Tally()  # (namespace, reason) -> pods
+        for key, gang in core.gangs.items():
+            waiting = [pod for pod in gang.pending if not cache.is_assumed(pod.uid)]
             if waiting:
-                pods += waiting
+                pods += len(waiting)
                 gangs += 1
-                incomplete += not gang.ready
+                ready = gang.ready
+                incomplete += not ready
+                _count_reasons(reasons, gang, waiting, ready, core.queue.state(key))
         self.pending_pods.set(pods)
         self.pending_gangs.set(gangs)
         self.incomplete_gangs.set(incomplete)
+        totals: Tally[PendingReason] = Tally()
+        for (_, reason), count in reasons.items():
+            totals[reason] += count
+        for reason in PENDING_REASONS:
+            self.pending_by_reason.labels(reason).set(totals[reason])
         for state, count in core.queue.counts().items():
             self.queue_gangs.labels(state).set(count)
 
@@ -339,31 +418,23 @@ class SchedulerMetrics:
         self.cache_size.labels("assumed_pods").set(len(cache.assumed()))
         self.cache_size.labels("podgroups").set(len(cache.podgroups()))
         self._observe_gpus(core)
-        self._observe_quotas(core)
+        quotas = self._observe_quotas(core)
+        if self._namespaces is not None:
+            self._namespaces.observe(reasons, quotas)
 
-    def _observe_quotas(self, core: SchedulingCore) -> None:
-        book = core.cache.quotas
-        governed = book.governed()
-        totals = {kind: dict.fromkeys(DIMENSIONS, 0) for kind in QUOTA_TOTALS}
-        for namespace, quota in governed.items():
-            used = book.ledger.used(namespace)
-            for dim in DIMENSIONS:
-                totals["used"][dim] += used.get(dim, 0)
-                totals["min"][dim] += quota.min.get(dim, 0)
-                totals["max"][dim] += quota.max.get(dim, 0)
-                # Borrowing is judged where the quota sets a min (policies/fair_share.py).
-                if dim in quota.min:
-                    totals["borrowed"][dim] += max(0, used.get(dim, 0) - quota.min[dim])
-        self.quotas.set(len(governed))
-        for kind, amounts in totals.items():
-            for dim, amount in amounts.items():
-                self.quota_total.labels(kind, QUOTA_RESOURCE_NAMES[dim]).set(amount)
-        waiting = {"guaranteed": 0, "borrowing": 0}
-        for key, gang in core.gangs.items():
-            if gang.namespace in governed and gang.ready and key in core.queue:
-                waiting["borrowing" if would_borrow(gang, book) else "guaranteed"] += 1
-        for state, count in waiting.items():
+    def _observe_quotas(self, core: SchedulingCore) -> dict[str, _QuotaRow]:
+        """The cluster-wide quota gauges; returns each namespace's figures."""
+        rows = _quota_rows(core)
+        total = _QuotaRow()
+        for row in rows.values():
+            total.add(row)
+        self.quotas.set(len(rows))
+        for kind in QUOTA_TOTALS:
+            for name in QUOTA_RESOURCE_NAMES.values():
+                self.quota_total.labels(kind, name).set(total.amounts.get((kind, name), 0))
+        for state, count in total.pending.items():
             self.quota_pending_gangs.labels(state).set(count)
+        return rows
 
     def _observe_gpus(self, core: SchedulingCore) -> None:
         # model -> [devices, allocated devices, allocated milli, unhealthy devices]
@@ -448,3 +519,129 @@ def _count(items: Iterable[object]) -> int:
     if isinstance(items, Sized):
         return len(items)
     return sum(1 for _ in items)
+
+
+def _count_reasons(
+    reasons: Tally[tuple[str, PendingReason]],
+    gang: Gang,
+    waiting: list[PodInfo],
+    ready: bool,
+    state: GangState | None,
+) -> None:
+    """Add each waiting member of `gang` under its one reason (PENDING_REASONS)."""
+    namespace = gang.namespace
+    for pod in waiting:
+        reason: PendingReason
+        if pod.problems or gang.broken is not None:
+            reason = "invalid"
+        elif pod.scheduling_gates:
+            reason = "gated"
+        elif not ready:
+            reason = "incomplete_gang"
+        else:
+            reason = _REASON_OF_STATE[state]
+        reasons[namespace, reason] += 1
+
+
+@dataclass(slots=True)
+class _QuotaRow:
+    """One namespace's ElasticQuota figures (or the sum of those in `_other`)."""
+
+    amounts: dict[tuple[str, str], int] = field(default_factory=dict)  # (type, resource)
+    pending: dict[str, int] = field(default_factory=lambda: {"guaranteed": 0, "borrowing": 0})
+
+    def add(self, other: _QuotaRow) -> None:
+        for key, amount in other.amounts.items():
+            self.amounts[key] = self.amounts.get(key, 0) + amount
+        for state, count in other.pending.items():
+            self.pending[state] += count
+
+
+class _NamespaceSeries(Collector):
+    """The opt-in per-namespace series (metrics.namespaceLabels), as of the last
+    observe_core: built whole on each scrape, so a namespace that dropped out of the top
+    N, or whose pods and quota are gone, leaves no stale series."""
+
+    def __init__(self, max_namespaces: int) -> None:
+        self.max_namespaces = max_namespaces
+        self._pending: dict[tuple[str, PendingReason], int] = {}
+        self._quotas: dict[str, _QuotaRow] = {}
+
+    def observe(
+        self, reasons: Tally[tuple[str, PendingReason]], quotas: dict[str, _QuotaRow]
+    ) -> None:
+        per_namespace: Tally[str] = Tally()
+        for (namespace, _), count in reasons.items():
+            per_namespace[namespace] += count
+        # Most pending pods first, then by name (a stable choice among equals); quota
+        # namespaces without pending pods rank after every one with some.
+        ranked = sorted(per_namespace.keys() | quotas.keys(), key=lambda n: (-per_namespace[n], n))
+        kept = set(ranked[: self.max_namespaces])
+        pending: Tally[tuple[str, PendingReason]] = Tally()
+        for (namespace, reason), count in reasons.items():
+            pending[namespace if namespace in kept else OTHER_NAMESPACES, reason] += count
+        rows: dict[str, _QuotaRow] = {}
+        for namespace, row in quotas.items():
+            if namespace in kept:
+                rows[namespace] = row
+            else:
+                rows.setdefault(OTHER_NAMESPACES, _QuotaRow()).add(row)
+        self._pending = dict(pending)
+        self._quotas = rows
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return self._families()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        return iter(self._families())
+
+    def _families(self) -> list[GaugeMetricFamily]:
+        pending = GaugeMetricFamily(
+            "gang_scheduler_namespace_pending_pods",
+            "Pods of this scheduler waiting to be placed, by namespace (the top "
+            "metrics.maxNamespaces by pending pods, the rest summed as _other) and reason.",
+            labels=["namespace", "reason"],
+        )
+        for (namespace, reason), count in sorted(self._pending.items()):
+            pending.add_metric([namespace, reason], count)
+        amounts = GaugeMetricFamily(
+            "gang_scheduler_namespace_quota_amount",
+            "Per ElasticQuota, by its namespace, type (used, min, max, borrowed) and "
+            "resource (gpu_milli, cpu_milli, memory_bytes).",
+            labels=["namespace", "type", "resource"],
+        )
+        gangs = GaugeMetricFamily(
+            "gang_scheduler_namespace_quota_pending_gangs",
+            "Ready gangs waiting, by their quota's namespace and state (guaranteed, borrowing).",
+            labels=["namespace", "state"],
+        )
+        for namespace, row in sorted(self._quotas.items()):
+            for (kind, resource), amount in sorted(row.amounts.items()):
+                amounts.add_metric([namespace, kind, resource], amount)
+            for state, count in sorted(row.pending.items()):
+                gangs.add_metric([namespace, state], count)
+        return [pending, amounts, gangs]
+
+
+def _quota_rows(core: SchedulingCore) -> dict[str, _QuotaRow]:
+    """Each governed namespace's quota figures: used, min, max (0 where the quota sets
+    none), borrowed (used beyond min, where it sets a min: policies/fair_share.py) per
+    resource, and its ready gangs waiting within min or borrowing."""
+    book = core.cache.quotas
+    rows: dict[str, _QuotaRow] = {}
+    for namespace, quota in book.governed().items():
+        used = book.ledger.used(namespace)
+        row = rows[namespace] = _QuotaRow()
+        for dim in DIMENSIONS:
+            name = QUOTA_RESOURCE_NAMES[dim]
+            row.amounts["used", name] = used.get(dim, 0)
+            row.amounts["min", name] = quota.min.get(dim, 0)
+            row.amounts["max", name] = quota.max.get(dim, 0)
+            row.amounts["borrowed", name] = (
+                max(0, used.get(dim, 0) - quota.min[dim]) if dim in quota.min else 0
+            )
+    for key, gang in core.gangs.items():
+        row_of = rows.get(gang.namespace)
+        if row_of is not None and gang.ready and key in core.queue:
+            row_of.pending["borrowing" if would_borrow(gang, book) else "guaranteed"] += 1
+    return rows

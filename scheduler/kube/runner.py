@@ -168,7 +168,10 @@ class SchedulerRun:
         self._clock = clock
         self._core = build_core_from(config)
         self._gpu_faults = GpuFaultNotifier()
-        self._metrics = SchedulerMetrics()
+        self._metrics = SchedulerMetrics(
+            namespace_labels=config.metrics.namespace_labels,
+            max_namespaces=config.metrics.max_namespaces,
+        )
         self._wake = asyncio.Event()
         self.informers = ClusterInformers(
             self._core,

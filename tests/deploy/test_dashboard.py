@@ -1,7 +1,9 @@
 """The Grafana dashboard cannot drift from the metrics: every series its PromQL names, and
 every label it groups or filters by, exists in the scheduler's own registry or in the
-node agent's (its DCGM-named GPU series included); and every metric either exports is
-shown somewhere."""
+node agent's (its DCGM-named GPU series included); every metric either exports is
+shown somewhere (the process collectors' too); and every query is filtered by the
+dashboard's `cluster` variable, and by its `namespace` variable exactly where the series
+has a namespace label."""
 
 from __future__ import annotations
 
@@ -19,11 +21,19 @@ from scheduler.core import SchedulingCore
 from scheduler.metrics import SchedulerMetrics
 from scheduler.sim.objects import node_object
 from tests.agent import PCIE_BOX, FakeNvml
+from tests.cache.test_quota import quota_obj
 from tests.deploy.render import DEPLOY
+from tests.factories import pod_obj
 
 DASHBOARD = DEPLOY / "grafana" / "gang-scheduler.json"
-NAME = re.compile(r"\b(?:gang_scheduler_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+)")
-SELECTOR = re.compile(r"\b(gang_scheduler_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+)\{([^}]*)\}")
+SERIES = r"gang_scheduler_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+|process_[a-z0-9_]+|python_[a-z0-9_]+"
+NAME = re.compile(rf"\b(?:{SERIES})")
+SELECTOR = re.compile(rf"\b({SERIES})\{{([^}}]*)\}}")
+# A series name with its selector, if any: every occurrence in an expression.
+OCCURRENCE = re.compile(rf"\b({SERIES})(\{{[^}}]*\}})?")
+# Labels Prometheus adds to every series it scrapes (target labels), and the one a
+# multi-cluster setup adds (external labels or relabelling): not in our registries.
+TARGET_LABELS = {"instance", "job", "cluster"}
 MATCHER = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
 
@@ -50,7 +60,11 @@ def registry_samples() -> dict[str, list[dict[str, str]]]:
     only for models the cluster has)."""
     core = SchedulingCore(build_profile("binpack"))
     core.apply_node("ADDED", node_object("gpu-1", cpu="8", memory="64Gi", gpus=2, model="T4"), 0)
-    metrics = SchedulerMetrics()
+    # A waiting gang and a quota, so that the opt-in namespace series have samples.
+    core.apply_elasticquota("ADDED", quota_obj("team-a", {}, {"nvidia.com/gpu": 1}), 0)
+    core.apply_pod("ADDED", pod_obj("w-0", namespace="team-a", gang="w", min_member=2), 0)
+    core.refresh(0)
+    metrics = SchedulerMetrics(namespace_labels=True)
     metrics.observe_core(core)
     samples: dict[str, list[dict[str, str]]] = {}
     for family in [*metrics.registry.collect(), *agent_registry().collect()]:
@@ -73,7 +87,7 @@ def agent_registry() -> CollectorRegistry:
 def families() -> set[str]:
     return {
         family.name
-        for registry in (SchedulerMetrics().registry, agent_registry())
+        for registry in (SchedulerMetrics(namespace_labels=True).registry, agent_registry())
         for family in registry.collect()
     }
 
@@ -93,7 +107,7 @@ def test_every_label_matcher_and_grouping_names_a_real_label_and_value() -> None
     samples = registry_samples()
     labels_of = {name: set().union(*(s.keys() for s in sets)) for name, sets in samples.items()}
     for expr in expressions():
-        used: set[str] = {"le"}
+        used: set[str] = {"le"} | TARGET_LABELS
         for name in NAME.findall(expr):
             used |= labels_of[name]
         for name, matchers in SELECTOR.findall(expr):
@@ -113,7 +127,8 @@ def test_every_metric_is_on_the_dashboard() -> None:
 def test_panels_use_the_datasource_variable_and_have_unique_ids() -> None:
     board = dashboard()
     assert board["uid"] == "gang-scheduler"
-    (variable,) = board["templating"]["list"]
+    variable, *_ = board["templating"]["list"]
+    assert variable["name"] == "datasource"
     assert variable["type"] == "datasource" and variable["query"] == "prometheus"
     ids = [p["id"] for p in panels(board)]
     assert len(ids) == len(set(ids))
@@ -121,3 +136,71 @@ def test_panels_use_the_datasource_variable_and_have_unique_ids() -> None:
         if panel["type"] != "row":
             assert panel["datasource"]["uid"] == "${datasource}"
             assert panel["targets"]
+
+
+def variables() -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in dashboard()["templating"]["list"]}
+
+
+def test_cluster_and_namespace_variables_come_from_the_data_source() -> None:
+    found = variables()
+    assert list(found) == ["datasource", "cluster", "namespace"]
+    for name in ("cluster", "namespace"):
+        variable = found[name]
+        assert variable["type"] == "query"
+        assert variable["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        query = variable["query"]["query"]
+        assert variable["definition"] == query
+        assert query.startswith("label_values(") and query.endswith(f", {name})"), query
+        # "All" matches every value and series without the label (a single cluster,
+        # where no cluster label is set; a GPU no pod holds).
+        assert variable["includeAll"] is True and variable["allValue"] == ".*"
+        assert variable["multi"] is True
+        assert variable["refresh"] == 2  # on time range change: values follow the data
+    # Every series a variable reads its values from exists with that label.
+    samples = registry_samples()
+    cluster_source = NAME.findall(found["cluster"]["query"]["query"])
+    assert cluster_source == ["gang_scheduler_build_info"]
+    namespace_query = found["namespace"]["query"]["query"]
+    sources = re.findall(rf"\b(?:{SERIES})", namespace_query)
+    assert sources, namespace_query
+    for source in sources:
+        assert any("namespace" in labels for labels in samples[source]), source
+    # The namespaces offered are those of the chosen clusters.
+    assert 'cluster=~"$cluster"' in namespace_query
+
+
+def test_every_query_is_filtered_by_the_variables_where_the_label_exists() -> None:
+    samples = registry_samples()
+    has_namespace = {name for name, sets in samples.items() if any("namespace" in s for s in sets)}
+    assert "gang_scheduler_namespace_pending_pods" in has_namespace
+    assert "DCGM_FI_DEV_GPU_UTIL" in has_namespace
+    filtered = 0
+    for expr in expressions():
+        for name, selector in OCCURRENCE.findall(expr):
+            assert 'cluster=~"$cluster"' in selector, f"{name} in {expr!r}: no $cluster"
+            wants = name in has_namespace
+            has = 'namespace=~"$namespace"' in selector
+            problem = "missing" if wants else "on a series without the label"
+            assert has == wants, f"{name} in {expr!r}: $namespace {problem}"
+            filtered += has
+    assert filtered >= 5  # the namespace rows and the node agent's per-pod series
+
+
+def test_the_dashboard_shows_waiting_by_reason_namespace_and_the_process() -> None:
+    shown = {name for expr in expressions() for name in NAME.findall(expr)}
+    for name in (
+        "gang_scheduler_pending_pods_by_reason",
+        "gang_scheduler_namespace_pending_pods",
+        "gang_scheduler_namespace_quota_amount",
+        "gang_scheduler_namespace_quota_pending_gangs",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "python_gc_collections_total",
+    ):
+        assert name in shown, name
+    # process_* and python_* exist on every target Prometheus scrapes: each query keeps
+    # the scheduler's own by joining on a series only the scheduler has.
+    for expr in expressions():
+        if re.search(r"\b(?:process|python)_", expr):
+            assert "and on (cluster, instance) gang_scheduler_build_info" in expr, expr
