@@ -202,6 +202,7 @@ class SchedulerRun:
         self.partial = PartialGangs(config.binding.partial_gang_grace_seconds)
         # Priority preemption: the core decides, this evicts (scheduler/kube/preemption.py).
         self._core.preempter.enabled = config.preemption.enabled
+        self._core.preempter.reclaim = config.preemption.reclaim
         self.preemptions = PreemptionActions(
             client, self._core, self.recorder, clock, self._wake.set, self._metrics
         )
