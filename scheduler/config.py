@@ -647,7 +647,7 @@ def build_profile_from(config: SchedulerConfig) -> Profile:
 def build_core_from(config: SchedulerConfig) -> SchedulingCore:
     """A scheduling core with the configured profile, name and backoffs."""
     timeouts = config.timeouts
-    return SchedulingCore(
+    core = SchedulingCore(
         build_profile_from(config),
         scheduler_name=config.scheduler_name,
         cache=ClusterCache(
@@ -661,3 +661,5 @@ def build_core_from(config: SchedulerConfig) -> SchedulingCore:
             max_unschedulable_seconds=timeouts.max_unschedulable_seconds,
         ),
     )
+    core.starvation.guard_seconds = config.starvation.guard_seconds
+    return core

@@ -445,6 +445,10 @@ class SchedulerRun:
             await asyncio.sleep(0)
             now = self._clock()
         core.refresh(now)
+        for key, nodes in core.starvation.announcements():  # the starvation guard's
+            reserved = core.gangs.get(key)
+            if reserved is not None:
+                self.recorder.reserved(reserved, nodes)
         if self._leading():
             self._gpu_faults.check(core.cache, self.recorder.pod_warning, now)
         self._publish_waiting(now)
