@@ -22,6 +22,7 @@ from typing import Literal, get_args
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder, generate_latest
 
+from cache.cluster import Reservation
 from cache.gpu import PRODUCT_LABEL, GpuDevice
 from cache.quota import DIMENSIONS, GPU
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
@@ -51,6 +52,9 @@ Resource = Literal[
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 # evicted: every victim evicted; refused: a PodDisruptionBudget said 429; failed: any
 # other error (the decision is dropped either way and the gang retries).
+# Pods that still wait though the cache holds room for them: a preemptor's nominated
+# room, a starving gang's reservation (no bind is made for either).
+_WAITING = (None, Reservation.NOMINATED, Reservation.RESERVED)
 PreemptionOutcome = Literal["evicted", "refused", "failed"]
 PREEMPTION_OUTCOMES: tuple[PreemptionOutcome, ...] = get_args(PreemptionOutcome)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)
@@ -323,7 +327,7 @@ class SchedulerMetrics:
         # bound) no longer wait, so they are left out here already.
         pods = gangs = incomplete = 0
         for gang in core.gangs.values():
-            waiting = sum(1 for pod in gang.pending if not cache.is_assumed(pod.uid))
+            waiting = sum(1 for pod in gang.pending if cache.reservation(pod.uid) in _WAITING)
             if waiting:
                 pods += waiting
                 gangs += 1

@@ -12,6 +12,7 @@ from cache.quota import GPU
 from policies.profile import build_profile
 from scheduler.config import build_core_from, config_from_mapping
 from scheduler.core import Attempt, SchedulingCore
+from scheduler.metrics import SchedulerMetrics
 from scheduler.planner import Plan
 from scheduler.queue import ClusterChange
 from tests.cache.test_quota import quota_obj
@@ -123,6 +124,10 @@ def test_backfill_takes_only_room_the_reserved_gang_does_not_need() -> None:
     for pod in gang("large", 2, 8):
         assert core.cache.reservation(pod["metadata"]["uid"]) == Reservation.RESERVED
     assert core.cache.quotas.ledger.used("default").get(GPU, 0) == 12_000  # not charged
+    metrics = SchedulerMetrics()
+    metrics.observe_core(core)
+    pending = metrics.registry.get_sample_value("gang_scheduler_pending_pods")
+    assert pending == 2  # held room, still waiting
     for i in range(3):
         for pod in gang(f"fill{i}", 1, 4, priority=0):
             core.apply_pod(ADDED, pod, 21.0)
