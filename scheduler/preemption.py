@@ -43,7 +43,13 @@ from scheduler.gang import Gang
 from scheduler.isolation import FATAL
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.quotas import needed_usage, within_quota
-from scheduler.reclaim import floors_kept, holding, reclaimable, reclaimed_resources
+from scheduler.reclaim import (
+    anyone_borrows,
+    floors_kept,
+    holding,
+    reclaimable,
+    reclaimed_resources,
+)
 
 log = logging.getLogger(__name__)
 
@@ -241,8 +247,8 @@ class Preempter:
     def _reclaim(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
         book = self.cache.quotas
         asked = reclaimed_resources(gang, book)
-        if not asked:
-            return None
+        if not asked or not anyone_borrows(book, gang.namespace, asked):
+            return None  # checked per quota before looking at every running pod
         running = self._running(gang, now)
         pods = {key: victim.pods for key, victim in running.items()}
         keys = reclaimable(gang, asked, pods, book)

@@ -41,6 +41,11 @@ def reclaimed_resources(gang: Gang, book: QuotaBook) -> frozenset[str]:
     return frozenset(dim for dim in quota.min if asked.get(dim, 0) > 0)
 
 
+def anyone_borrows(book: QuotaBook, namespace: str, asked: frozenset[str]) -> bool:
+    """Whether some other namespace holds more than its min of a resource in `asked`."""
+    return any(borrowed(book, other, asked) for other in book.governed() if other != namespace)
+
+
 def holding(key: str, pods: Iterable[PodInfo]) -> Holding:
     members = list(pods)
     usage = res.total_of(usage_of(pod.requests, pod.gpu) for pod in members)
