@@ -14,6 +14,7 @@ from policies.preemption import (
     FEWEST_GPUS,
     FEWEST_VICTIMS,
     Candidate,
+    Rank,
     _in_rank_order,
     choose_victims,
     cost,
@@ -182,9 +183,8 @@ def test_reclaim_takes_the_fewest_gpus_then_lowest_priority_among_admissible_set
     st.sampled_from([FEWEST_GPUS, FEWEST_VICTIMS]),
 )
 def test_sets_come_in_rank_order_each_exactly_once(
-    specs: list[tuple[int, int, float]], rank: object
+    specs: list[tuple[int, int, float]], rank: Rank
 ) -> None:
-    assert rank is FEWEST_GPUS or rank is FEWEST_VICTIMS
     pool = sorted(
         (Candidate(f"ns/g{i}", p, g * 1000, t) for i, (p, g, t) in enumerate(specs)),
         key=lambda c: (rank([c]), c.key),
