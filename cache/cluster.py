@@ -57,6 +57,11 @@ class Reservation(StrEnum):
     # Held for a preemptor while its victims terminate (scheduler/preemption.py): the
     # room is charged so nothing else takes it, but no bind is made or in flight.
     NOMINATED = "nominated"
+    # Held for a gang that waited too long (scheduler/starvation.py): charged on the
+    # nodes it would fit on soonest, often beyond what they have free now, so that no
+    # other work takes the room it needs there. Not a bind, and not counted against
+    # the gang's quota (it uses nothing yet).
+    RESERVED = "reserved"
 
 
 class AssumeError(ValueError):
@@ -398,7 +403,8 @@ class ClusterCache:
     def _charge_quota(self, uid: str, charge: _Charge | None) -> None:
         """A pod charged to a node (bound or assumed) counts for its namespace's quota."""
         pod = self._pods.get(uid)
-        if charge is None or pod is None:
+        entry = self._assumed.get(uid)
+        if charge is None or pod is None or (entry and entry.state == Reservation.RESERVED):
             self.quotas.ledger.discharge(uid)
         else:
             self.quotas.ledger.charge(uid, pod.namespace, usage_of(charge.requests, charge.gpu))
@@ -528,6 +534,14 @@ class ClusterCache:
         self.assume(placements, now)
         for placement in placements:
             self._assumed[placement.pod_uid].state = Reservation.NOMINATED
+
+    def reserve(self, placements: Sequence[Placement], now: float) -> None:
+        """Hold room for a starving gang (Reservation.RESERVED): charged on the nodes
+        like a nomination, whole or nothing, but not to its quota; `forget` releases it."""
+        self.assume(placements, now)
+        for placement in placements:
+            self._assumed[placement.pod_uid].state = Reservation.RESERVED
+            self.quotas.ledger.discharge(placement.pod_uid)
 
     def confirm(self, uid: str, node: str, shares: DeviceShares | None = None) -> None:
         """The bind succeeded: record the pod as bound without waiting for its event

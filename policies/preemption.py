@@ -1,22 +1,29 @@
 """Which gangs to evict so that a gang fits: the victim search, pure (docs/quotas.md).
 
-Not wired to the Eviction API yet. The caller says which running gangs may be victims
-(lower priority than the preemptor, or borrowing beyond their quota's min when the
-preemptor reclaims its guarantee) and gives `fits(victims)`: whether the preemptor's
-gang would be placed once those whole gangs are gone (the planner, on a snapshot
-without them). The search then picks:
+The caller says which running gangs may be victims (lower priority than the preemptor,
+or borrowing beyond their quota's min when the preemptor reclaims its guarantee), gives
+`fits(victims)`: whether the preemptor's gang would be placed once those whole gangs
+are gone (the planner, on a snapshot without them), and may give `admissible(victims)`:
+whether a set may be evicted at all (reclaim takes no namespace below its own min). The
+search then picks:
 
 - whole gangs only: a victim is a gang key, and all its members go;
 - nothing at all when even every candidate evicted would not let the gang fit (never
   preempt for a gang that still would not be placed);
-- the minimal set, compared in this order: fewest victims, then the lowest priority
-  among them (the highest victim priority as low as possible, then their sum), then
-  the least GPU-time lost (GPUs held times how long they have run: work thrown away).
+- the minimal set in the caller's order (`rank`). Priority preemption
+  (`FEWEST_VICTIMS`): fewest victims, then the lowest priority among them (the highest
+  victim priority as low as possible, then their sum), then the least GPU-time lost
+  (GPUs held times how long they have run: work thrown away). Reclaim
+  (`FEWEST_GPUS`): the fewest GPUs taken back, then the lowest priority, then fewest
+  victims, then the least GPU-time lost.
 
-Exact: sets are tried by size, and within a size in cost order, so the first set that
-fits is the minimal one. `max_checks` bounds the calls to `fits` (each one is a
-planning pass); when it runs out before any set fitted, None (no preemption this time;
-the gang retries later), never a set that is not minimal among those checked.
+Exact: sets are enumerated cheapest first in `rank` order (every rank here can only
+grow when a gang is added to a set or swapped for a later one in the pool's order, so
+a heap of sets grown from the cheapest yields them all in order), and the first
+admissible set that fits is the minimal one. `max_checks` bounds the calls to `fits`
+(each one is a planning pass), and `max_checks * SETS_PER_CHECK` the sets looked at;
+when either runs out before a set fitted, None (no preemption this time; the gang
+retries later), never a set that is not minimal among those checked.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 DEFAULT_MAX_CHECKS = 256
+# Sets skipped as inadmissible cost no planning pass, but are bounded too.
+SETS_PER_CHECK = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,36 @@ def cost(victims: Sequence[Candidate]) -> Cost:
     )
 
 
+# How victim sets are ordered: a key that never decreases when a candidate is added to
+# a set or replaced by one later in the pool (sorted by the key of each alone).
+Rank = Callable[[Sequence[Candidate]], tuple[float, ...]]
+
+
+def fewest_victims(victims: Sequence[Candidate]) -> tuple[float, ...]:
+    """Priority preemption's order: fewest victims, then `cost`."""
+    return (len(victims), *cost(victims))
+
+
+def fewest_gpus(victims: Sequence[Candidate]) -> tuple[float, ...]:
+    """Reclaim's order: fewest GPUs taken back, then the lowest priority (highest
+    victim priority, then fewest victims, then the sum: the count comes before the sum
+    so that adding a gang of no GPUs and a negative priority still ranks after), then
+    the least GPU-time lost."""
+    if not victims:
+        return (0, 0, 0, 0, 0.0)
+    return (
+        sum(v.gpu_milli for v in victims),
+        max(v.priority for v in victims),
+        len(victims),
+        sum(v.priority for v in victims),
+        sum(v.gpu_time for v in victims),
+    )
+
+
+FEWEST_VICTIMS: Rank = fewest_victims
+FEWEST_GPUS: Rank = fewest_gpus
+
+
 @dataclass(frozen=True, slots=True)
 class Victims:
     gangs: tuple[Candidate, ...]
@@ -71,49 +110,52 @@ def choose_victims(
     fits: Callable[[frozenset[str]], bool],
     *,
     max_checks: int = DEFAULT_MAX_CHECKS,
+    rank: Rank = FEWEST_VICTIMS,
+    admissible: Callable[[frozenset[str]], bool] | None = None,
 ) -> Victims | None:
-    """The minimal set of whole gangs whose eviction lets the preemptor fit, or None
-    (no set does, or the budget of checks ran out first). Asked only for a gang that
-    does not fit as things are (the planner said so)."""
+    """The minimal admissible set of whole gangs whose eviction lets the preemptor fit,
+    or None (no set does, or a budget ran out first). Asked only for a gang that does
+    not fit as things are (the planner said so). `fits` must be monotone (more gangs
+    gone never makes the gang fit less); `admissible` need not be."""
     unique = {c.key: c for c in candidates}
-    pool = sorted(unique.values(), key=lambda c: (cost([c]), c.key))
+    pool = sorted(unique.values(), key=lambda c: (rank([c]), c.key))
     if not pool or max_checks < 1:
         return None
+    everyone = frozenset(unique)
     checks = 1
-    if not fits(frozenset(unique)):
+    if not fits(everyone):
         return None  # even all of them would not make room: never preempt
-    for size in range(1, len(pool) + 1):
-        for chosen in _by_cost(pool, size):
-            keys = frozenset(c.key for c in chosen)
-            if size == len(pool):
-                return Victims(tuple(chosen), checks)  # all of them: already known to fit
-            if checks >= max_checks:
-                return None
-            checks += 1
-            if fits(keys):
-                return Victims(tuple(chosen), checks)
+    for looked, chosen in enumerate(_in_rank_order(pool, rank)):
+        if looked >= max_checks * SETS_PER_CHECK:
+            return None
+        keys = frozenset(c.key for c in chosen)
+        if admissible is not None and not admissible(keys):
+            continue
+        if keys == everyone:
+            return Victims(chosen, checks)  # already known to fit
+        if checks >= max_checks:
+            return None
+        checks += 1
+        if fits(keys):
+            return Victims(chosen, checks)
     return None
 
 
-def _by_cost(pool: Sequence[Candidate], size: int) -> Iterator[tuple[Candidate, ...]]:
-    """Every subset of `size` candidates, cheapest first (by `cost`). Lazily: a heap of
-    index combinations grown from the cheapest, so a search that stops early never
-    enumerates the rest (C(100, 3) is 161,700)."""
-    if size > len(pool):
-        return
-    start = tuple(range(size))
-    heap = [(cost([pool[i] for i in start]), start)]
-    seen = {start}
+def _in_rank_order(pool: Sequence[Candidate], rank: Rank) -> Iterator[tuple[Candidate, ...]]:
+    """Every non-empty subset of the pool, cheapest first by `rank` (ties by index).
+    Lazily: each set (indexes increasing, last one m) has two successors, itself with
+    m + 1 added and with m replaced by m + 1; every set has exactly one predecessor, and
+    a successor never ranks lower, so a heap grown from {0} pops them all in order
+    without enumerating the rest (C(100, 3) is 161,700)."""
+
+    def entry(combo: tuple[int, ...]) -> tuple[tuple[float, ...], tuple[int, ...]]:
+        return (rank([pool[i] for i in combo]), combo)
+
+    heap = [entry((0,))]
     while heap:
         _, combo = heapq.heappop(heap)
         yield tuple(pool[i] for i in combo)
-        # Successors: move one index one step right, keeping the indexes increasing.
-        for position in range(size):
-            moved = combo[position] + 1
-            limit = combo[position + 1] if position + 1 < size else len(pool)
-            if moved >= limit:
-                continue
-            successor = (*combo[:position], moved, *combo[position + 1 :])
-            if successor not in seen:
-                seen.add(successor)
-                heapq.heappush(heap, (cost([pool[i] for i in successor]), successor))
+        last = combo[-1]
+        if last + 1 < len(pool):
+            heapq.heappush(heap, entry((*combo, last + 1)))
+            heapq.heappush(heap, entry((*combo[:-1], last + 1)))

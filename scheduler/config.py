@@ -469,6 +469,17 @@ class AssignmentSigningConfig:
 class PreemptionConfig:
     # Whether a gang may evict whole gangs of lower priority to fit (docs/quotas.md).
     enabled: bool = field(default=True, metadata=_leaf("enabled", _boolean))
+    # Whether a gang within its quota's min may evict gangs borrowing beyond theirs,
+    # whatever their priority (docs/quotas.md, "Reclaim"). Needs `enabled`.
+    reclaim: bool = field(default=True, metadata=_leaf("reclaim", _boolean))
+
+
+@dataclass(frozen=True)
+class StarvationConfig:
+    # A gang waiting longer than this gets a reservation: the nodes it would fit on
+    # soonest take no other work it would wait for (docs/quotas.md, "No starvation").
+    # 0 turns the guard off.
+    guard_seconds: float = field(default=300.0, metadata=_leaf("guardSeconds", non_negative_number))
 
 
 @dataclass(frozen=True)
@@ -514,6 +525,9 @@ class SchedulerConfig:
     kind: str = field(default=CONFIG_KIND, metadata=_leaf("kind", _version(CONFIG_KIND)))
     preemption: PreemptionConfig = field(
         default_factory=PreemptionConfig, metadata=_nested("preemption")
+    )
+    starvation: StarvationConfig = field(
+        default_factory=StarvationConfig, metadata=_nested("starvation")
     )
     metrics: MetricsConfig = field(default_factory=MetricsConfig, metadata=_nested("metrics"))
 
@@ -647,7 +661,7 @@ def build_profile_from(config: SchedulerConfig) -> Profile:
 def build_core_from(config: SchedulerConfig) -> SchedulingCore:
     """A scheduling core with the configured profile, name and backoffs."""
     timeouts = config.timeouts
-    return SchedulingCore(
+    core = SchedulingCore(
         build_profile_from(config),
         scheduler_name=config.scheduler_name,
         cache=ClusterCache(
@@ -661,3 +675,5 @@ def build_core_from(config: SchedulerConfig) -> SchedulingCore:
             max_unschedulable_seconds=timeouts.max_unschedulable_seconds,
         ),
     )
+    core.starvation.guard_seconds = config.starvation.guard_seconds
+    return core

@@ -46,6 +46,7 @@ from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.preemption import Preempter, Preemption
 from scheduler.queue import ClusterChange, GangQueue
 from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
+from scheduler.starvation import StarvationGuard
 
 DEFAULT_SCHEDULER_NAME = "gang-scheduler"
 
@@ -163,6 +164,10 @@ class SchedulingCore:
         self.gang_groups = GangGroupStore()
         # Priority preemption: decisions outstanding and the room held for them.
         self.preempter = Preempter(self.cache, profile, scheduler_name)
+        # The starvation guard: room reserved for a gang that waited too long.
+        self.starvation = StarvationGuard(
+            self.cache, profile, scheduler_name, self.preempter.decisions
+        )
 
     # --- events -----------------------------------------------------------------------
     @_isolated("Node")
@@ -195,7 +200,8 @@ class SchedulingCore:
                 # Fragmentation scores learn the expected workload from arrivals.
                 self.profile.workload.observe(pod)
         if held and before is not None and (pod is None or not pod.consumes_resources):
-            for key in self.preempter.waiting_on(before.uid):  # a victim left
+            waiting = self.preempter.waiting_on(before.uid) + self.starvation.waiting_on(before)
+            for key in waiting:  # a victim left, or work on a reserved node
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
             self.queue.cluster_changed(
                 now, ClusterChange.POD_DELETED, could_help=self._helped_by_leaving(before)
@@ -411,7 +417,7 @@ class SchedulingCore:
         if (
             placement is not None
             and not pod.node_name
-            and self.cache.reservation(pod.uid) != Reservation.NOMINATED
+            and self.cache.reservation(pod.uid) not in (Reservation.NOMINATED, Reservation.RESERVED)
         ):
             pod = dataclasses.replace(pod, node_name=placement.node, phase="Running")
         self.index.upsert_pod(pod)
@@ -468,6 +474,7 @@ class SchedulingCore:
     def schedule_next(self, now: float) -> Attempt | None:
         """Plan the next ready gang; None when no gang is due (see queue.next_wakeup)."""
         self.refresh(now)
+        self.starvation.tick(now, self.gangs, self.snapshot)
         key = self.queue.pop(now)
         if key is None:
             return None
@@ -482,6 +489,7 @@ class SchedulingCore:
             self.queue.failed(key, now, "binds of its members are still in flight")
             return self.schedule_next(now)
         self.preempter.release(key)  # the room held for it is its own to plan on
+        self.starvation.before_planning(gang)
         self.cache.update_snapshot(self.snapshot)
         ready_since = self.queue.ready_since(key)
         number = self.queue.attempts(key) + 1
@@ -506,6 +514,7 @@ class SchedulingCore:
                 self._reshow(placement.pod_uid)
             self.queue.done(key)
             self.preempter.planned(key)
+            self.starvation.after_attempt(gang, result, None, ready_since, self.snapshot, now)
             return Attempt(gang, result, ready_since, number)
         self.queue.failed(key, now, result.message)
         try:
@@ -515,7 +524,13 @@ class SchedulingCore:
         except Exception as error:  # one gang's victim search never stops the loop
             self.failures.failed("Gang", key, "considering preemption", error)
             preemption = None
+        self.starvation.after_attempt(gang, result, preemption, ready_since, self.snapshot, now)
         return Attempt(gang, result, ready_since, number, preemption)
+
+    def starvation_reservations(self) -> Mapping[str, frozenset[str]]:
+        """Gang key -> the nodes reserved for it by the starvation guard (for
+        /debug/queues)."""
+        return self.starvation.reservations()
 
     def _plan(self, gang: Gang) -> Plan | Unschedulable:
         """Plan the gang with its members' claims resolved against the volumes."""

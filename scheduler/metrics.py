@@ -42,6 +42,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder, generate_latest
 from prometheus_client.registry import Collector
 
+from cache.cluster import Reservation
 from cache.gpu import PRODUCT_LABEL, GpuDevice
 from cache.pod import PodInfo
 from cache.quota import DIMENSIONS, GPU
@@ -73,6 +74,9 @@ Resource = Literal[
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 # evicted: every victim evicted; refused: a PodDisruptionBudget said 429; failed: any
 # other error (the decision is dropped either way and the gang retries).
+# Pods that still wait though the cache holds room for them: a preemptor's nominated
+# room, a starving gang's reservation (no bind is made for either).
+_WAITING = (None, Reservation.NOMINATED, Reservation.RESERVED)
 PreemptionOutcome = Literal["evicted", "refused", "failed"]
 PREEMPTION_OUTCOMES: tuple[PreemptionOutcome, ...] = get_args(PreemptionOutcome)
 BIND_FAILURE_REASONS: tuple[BindFailureReason, ...] = get_args(BindFailureReason)
@@ -395,7 +399,7 @@ class SchedulerMetrics:
         pods = gangs = incomplete = 0
         reasons: Tally[tuple[str, PendingReason]] = Tally()  # (namespace, reason) -> pods
         for key, gang in core.gangs.items():
-            waiting = [pod for pod in gang.pending if not cache.is_assumed(pod.uid)]
+            waiting = [pod for pod in gang.pending if cache.reservation(pod.uid) in _WAITING]
             if waiting:
                 pods += len(waiting)
                 gangs += 1

@@ -10,9 +10,15 @@ each: whole gangs only), and the preemptor's planned placements, which the cache
 holds as NOMINATED (charged, never bound) so nothing else is placed onto the room
 while the victims terminate. The adapter evicts the victims and nominates the nodes.
 
+Reclaim (scheduler/reclaim.py) makes the same decision, with another pool of victims
+(gangs borrowing beyond their quota's min, whatever their priority) and another order
+(fewest GPUs first); it is tried first for a gang that stays within its namespace's min.
+
 Invariants, and why:
-- a gang only evicts gangs of strictly lower priority (every member lower), so A
-  evicting B evicting A cannot happen;
+- a gang only evicts gangs of strictly lower priority (every member lower), or, to
+  reclaim, borrowed capacity, never taking another namespace below its min
+  (policies/guarantees.py: a guarantee beats priority); and a gang never evicts one
+  that evicted it while both are known, so A evicting B evicting A cannot happen;
 - nothing is evicted unless the planner places the whole gang once the victims are
   gone and its quota admits the plan: never preempt for a gang that would still wait;
 - while a decision is outstanding (victims still hold pods) the gang makes no new
@@ -24,22 +30,33 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
-from policies.preemption import Candidate, choose_victims
+from policies.guarantees import may_take
+from policies.preemption import FEWEST_GPUS, FEWEST_VICTIMS, Candidate, Rank, choose_victims
 from policies.profile import Profile
 from scheduler.gang import Gang
 from scheduler.isolation import FATAL
 from scheduler.planner import Plan, Planner, Unschedulable
-from scheduler.quotas import within_quota
+from scheduler.quotas import needed_usage, within_quota
+from scheduler.reclaim import (
+    anyone_borrows,
+    floors_kept,
+    holding,
+    reclaimable,
+    reclaimed_resources,
+)
 
 log = logging.getLogger(__name__)
 
 NEVER = "Never"
+# Why a decision evicts: `Preemption.reason`.
+PRIORITY = "priority"
+RECLAIM = "reclaim"
 # How long a gang whose eviction was refused (a PodDisruptionBudget said 429) is not
 # picked as a victim again: the budget changes when its pods become ready elsewhere.
 REFUSED_VICTIM_SECONDS = 60.0
@@ -61,6 +78,9 @@ class Preemption:
     victims: tuple[VictimGang, ...]
     placements: tuple[Placement, ...]  # the preemptor's members, held (NOMINATED)
     message: str
+    # PRIORITY (victims of lower priority) or RECLAIM (victims borrowing beyond their
+    # quota's min, taken back for a gang within its own min).
+    reason: str = PRIORITY
 
     @property
     def victim_uids(self) -> frozenset[str]:
@@ -80,6 +100,11 @@ class Preempter:
     refused: dict[str, float] = field(default_factory=dict)
     # What happened to the last decisions dropped, for logs and /debug.
     dropped: dict[str, str] = field(default_factory=dict)
+    # Whether a gang within its quota's min may evict gangs borrowing beyond theirs.
+    reclaim: bool = True
+    # victim gang key -> the gangs that evicted it: a gang never evicts one of those
+    # (no A-evicts-B-evicts-A); forgotten when neither gang has a pod left.
+    evicted_by: dict[str, set[str]] = field(default_factory=dict)
 
     # --- the core's hooks ---------------------------------------------------------------
     def release(self, gang_key: str) -> None:
@@ -122,9 +147,13 @@ class Preempter:
             del self.decisions[gang.key]  # victims gone and still no fit: start over
         if not self.may_preempt(gang):
             return None
-        decision = self._search(gang, snapshot, now)
+        decision = self._reclaim(gang, snapshot, now) if self.reclaim else None
+        if decision is None:
+            decision = self._by_priority(gang, snapshot, now)
         if decision is not None:
             self.decisions[gang.key] = decision
+            for victim in decision.victims:
+                self.evicted_by.setdefault(victim.key, set()).add(gang.key)
             self._hold(decision, now)
         return decision
 
@@ -132,7 +161,9 @@ class Preempter:
         """The adapter could not carry out the decision (an eviction refused by a
         PodDisruptionBudget, ...): release the hold; that victim is spared a while."""
         self.release(gang_key)
-        self.decisions.pop(gang_key, None)
+        decision = self.decisions.pop(gang_key, None)
+        for victim in decision.victims if decision is not None else ():
+            self.evicted_by.get(victim.key, set()).discard(gang_key)  # nothing was evicted
         self.dropped[gang_key] = reason
         if victim_key is not None:
             self.refused[victim_key] = now + REFUSED_VICTIM_SECONDS
@@ -151,35 +182,102 @@ class Preempter:
 
     def candidates(self, gang: Gang, now: float) -> dict[str, VictimGang]:
         """Running gangs of ours whose every member has a lower priority than `gang`,
-        not already being evicted for another gang and not recently refused."""
-        for key, decision in list(self.decisions.items()):
-            if not any(self.cache.pod(p.pod_uid) for p in decision.placements):
-                del self.decisions[key]  # the preemptor's pods are gone: so is its claim
+        not already being evicted for another gang, not recently refused, and not what
+        another namespace's quota guarantees (policies/guarantees.py)."""
         if not any(pod.priority < gang.priority for pod in self.cache.pods()):
             # No pod at all ranks below the gang (often: one priority for every pod):
             # nothing to group, which is the costly part on a large cluster.
             return {}
+        asked = needed_usage(gang).keys()
+        book = self.cache.quotas
+        return {
+            key: victim
+            for key, victim in self._running(gang, now).items()
+            if victim.priority < gang.priority
+            and may_take(book, gang.namespace, asked, holding(key, victim.pods))
+        }
+
+    def _running(self, gang: Gang, now: float) -> dict[str, VictimGang]:
+        """Running gangs of ours that may be victims of `gang` at all: not itself, not
+        already being evicted for another gang, not recently refused, not one that
+        evicted it."""
+        for key, decision in list(self.decisions.items()):
+            if not any(self.cache.pod(p.pod_uid) for p in decision.placements):
+                del self.decisions[key]  # the preemptor's pods are gone: so is its claim
         taken = set().union(*(d.victim_uids for d in self.decisions.values()))
         members: dict[str, list[PodInfo]] = {}
+        known: set[str] = set()
         for pod in self.cache.pods():
+            known.add(pod.gang_key)
             if pod.consumes_resources and pod.scheduler_name == self.scheduler_name:
                 members.setdefault(pod.gang_key, []).append(pod)
+        for key in list(self.evicted_by):
+            self.evicted_by[key] &= known
+            if key not in known or not self.evicted_by[key]:
+                del self.evicted_by[key]
         found = {}
         for key, pods in members.items():
             if key == gang.key or self.refused.get(key, 0.0) > now:
                 continue
+            if key in self.evicted_by.get(gang.key, ()):
+                continue  # it evicted this gang: never the other way round
             if any(pod.deleting or pod.uid in taken for pod in pods):
                 continue  # already leaving: its room is not ours to count twice
-            priority = max(pod.priority for pod in pods)
-            if priority < gang.priority:
-                found[key] = VictimGang(key, priority, tuple(pods))
+            found[key] = VictimGang(key, max(pod.priority for pod in pods), tuple(pods))
         return found
 
     # --- the search -----------------------------------------------------------------------
-    def _search(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
+    def _by_priority(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
         victims = self.candidates(gang, now)
         if not victims:
             return None
+        running = {key: victim.pods for key, victim in victims.items()}
+        admissible = floors_kept(gang, running, self.cache.quotas)
+        found = self._search(gang, snapshot, now, victims, FEWEST_VICTIMS, admissible)
+        if found is None:
+            return None
+        picked, plan = found
+        names = ", ".join(v.key for v in picked)
+        message = (
+            f"gang {gang.key} (priority {gang.priority}) preempts {len(picked)} "
+            f"lower-priority gang(s) to fit: {names}"
+        )
+        return Preemption(gang.key, gang.priority, picked, tuple(plan.placements), message)
+
+    def _reclaim(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
+        book = self.cache.quotas
+        asked = reclaimed_resources(gang, book)
+        if not asked or not anyone_borrows(book, gang.namespace, asked):
+            return None  # checked per quota before looking at every running pod
+        running = self._running(gang, now)
+        pods = {key: victim.pods for key, victim in running.items()}
+        keys = reclaimable(gang, asked, pods, book)
+        if not keys:
+            return None
+        victims = {key: running[key] for key in keys}
+        admissible = floors_kept(gang, pods, book)
+        found = self._search(gang, snapshot, now, victims, FEWEST_GPUS, admissible)
+        if found is None:
+            return None
+        picked, plan = found
+        names = ", ".join(v.key for v in picked)
+        message = (
+            f"gang {gang.key} reclaims the min guaranteed to quota {gang.namespace}: "
+            f"evicts {len(picked)} gang(s) borrowing beyond their quota's min: {names}"
+        )
+        return Preemption(gang.key, gang.priority, picked, tuple(plan.placements), message, RECLAIM)
+
+    def _search(
+        self,
+        gang: Gang,
+        snapshot: Snapshot,
+        now: float,
+        victims: dict[str, VictimGang],
+        rank: Rank,
+        admissible: Callable[[frozenset[str]], bool],
+    ) -> tuple[tuple[VictimGang, ...], Plan] | None:
+        """The victim search over `victims`: the gangs chosen and the preemptor's plan
+        once they are gone (placed and admitted by its quota), or None."""
         what_if = WhatIf(self.cache, snapshot)
         planner = Planner(self.profile, explain=False)
 
@@ -200,19 +298,15 @@ class Preempter:
             )
             for key, victim in victims.items()
         ]
-        chosen = choose_victims(pool, lambda keys: plan_without(keys) is not None)
+        chosen = choose_victims(
+            pool, lambda keys: plan_without(keys) is not None, rank=rank, admissible=admissible
+        )
         if chosen is None:
             return None
         plan = plan_without(chosen.keys)
         if plan is None:  # the search said it fits; planning is deterministic
             return None
-        picked = tuple(victims[c.key] for c in chosen.gangs)
-        names = ", ".join(v.key for v in picked)
-        message = (
-            f"gang {gang.key} (priority {gang.priority}) preempts {len(picked)} "
-            f"lower-priority gang(s) to fit: {names}"
-        )
-        return Preemption(gang.key, gang.priority, picked, tuple(plan.placements), message)
+        return tuple(victims[c.key] for c in chosen.gangs), plan
 
     def _victims_remain(self, decision: Preemption) -> bool:
         for uid in decision.victim_uids:

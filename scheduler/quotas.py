@@ -120,3 +120,8 @@ def _trimmed(plan: Plan, left_out: Mapping[str, str]) -> Plan:
         left_out={**plan.left_out, **left_out},
         volumes={uid: v for uid, v in plan.volumes.items() if uid not in left_out},
     )
+
+
+def needed_usage(gang: Gang) -> dict[str, int]:
+    """What the gang's cheapest needed members would count against its quota."""
+    return _cheapest_needed(gang)

@@ -387,6 +387,24 @@ class FeedbackRecorder:
                 )
         self._status(gang, newly_bound=len(plan.placements))
 
+    def reserved(self, gang: Gang, nodes: Iterable[str]) -> None:
+        """A Normal `Reserved` event, once per gang, on its oldest pending member: the
+        starvation guard holds these nodes for it (scheduler/starvation.py)."""
+        ref = self._representative(gang)
+        if ref is None:
+            return
+        names = sorted(nodes)
+        shown_nodes = ", ".join(names[:10]) + (
+            f" and {len(names) - 10} more" if len(names) > 10 else ""
+        )
+        self.event(
+            ref,
+            "Normal",
+            "Reserved",
+            f"gang {gang.key} has waited too long: {len(names)} node(s) reserved for it, where "
+            f"other gangs take only room it does not need: {shown_nodes}",
+        )
+
     def problems(self, gangs: Iterable[Gang], now: float) -> None:
         """Publish each distinct Problem of these gangs once (within the gang budget)."""
         current: set[tuple[str, str, str, str]] = set()

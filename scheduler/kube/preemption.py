@@ -25,7 +25,7 @@ from scheduler.core import SchedulingCore
 from scheduler.kube.client import ApiError, KubeClient
 from scheduler.kube.events import MERGE, FeedbackRecorder, pod_ref
 from scheduler.metrics import SchedulerMetrics
-from scheduler.preemption import Preemption
+from scheduler.preemption import RECLAIM, Preemption, VictimGang
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,21 @@ def eviction_body(pod: PodInfo) -> dict[str, object]:
         # Only this pod, as we saw it: a pod recreated under the name is not a victim.
         "deleteOptions": {"preconditions": {"uid": pod.uid}},
     }
+
+
+def _why(decision: Preemption, victim: VictimGang) -> str:
+    """The victim's `Preempted` message: by whom, and why (priority, or reclaim)."""
+    if decision.reason == RECLAIM:
+        return (
+            f"Preempted by gang {decision.preemptor} (reclaim): gang {victim.key} "
+            f"(priority {victim.priority}) borrows beyond its quota's min and is evicted "
+            f"whole so that {decision.preemptor}, within its own quota's min, fits"
+        )
+    return (
+        f"Preempted by gang {decision.preemptor} (priority {decision.priority}): "
+        f"gang {victim.key} (priority {victim.priority}) is evicted whole so "
+        f"that {decision.preemptor} fits"
+    )
 
 
 async def evict_victims(client: KubeClient, decision: Preemption) -> Refusal | None:
@@ -115,14 +130,7 @@ class PreemptionActions:
         self.metrics.preemption("evicted", len(decision.victims))
         for victim in decision.victims:
             for pod in victim.pods:
-                self.recorder.event(
-                    pod_ref(pod),
-                    "Warning",
-                    "Preempted",
-                    f"Preempted by gang {decision.preemptor} (priority {decision.priority}): "
-                    f"gang {victim.key} (priority {victim.priority}) is evicted whole so "
-                    f"that {decision.preemptor} fits",
-                )
+                self.recorder.event(pod_ref(pod), "Warning", "Preempted", _why(decision, victim))
         for placement in decision.placements:
             member = self.core.cache.pod(placement.pod_uid)
             if member is None:

@@ -205,6 +205,7 @@ class SchedulerRun:
         self.partial = PartialGangs(config.binding.partial_gang_grace_seconds)
         # Priority preemption: the core decides, this evicts (scheduler/kube/preemption.py).
         self._core.preempter.enabled = config.preemption.enabled
+        self._core.preempter.reclaim = config.preemption.reclaim
         self.preemptions = PreemptionActions(
             client, self._core, self.recorder, clock, self._wake.set, self._metrics
         )
@@ -447,6 +448,10 @@ class SchedulerRun:
             await asyncio.sleep(0)
             now = self._clock()
         core.refresh(now)
+        for key, nodes in core.starvation.announcements():  # the starvation guard's
+            reserved = core.gangs.get(key)
+            if reserved is not None:
+                self.recorder.reserved(reserved, nodes)
         if self._leading():
             self._gpu_faults.check(core.cache, self.recorder.pod_warning, now)
         self._publish_waiting(now)

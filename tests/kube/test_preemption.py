@@ -14,17 +14,21 @@ import aiohttp
 import pytest
 
 from scheduler.config import PreemptionConfig, config_from_mapping
+from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running, running_with
-from tests.kubeapi import KubeApiEmulator
+from tests.kubeapi import ELASTIC_QUOTAS, KubeApiEmulator
 from tests.kubeapi.resources import EVENTS, POD_DISRUPTION_BUDGETS
 from tests.waiting import eventually, free_port
 
 
-def gang(name: str, priority: int, node: str = "") -> list[dict[str, Any]]:
+def gang(
+    name: str, priority: int, node: str = "", namespace: str = "default"
+) -> list[dict[str, Any]]:
     return [
         pod_obj(
             f"{name}-{i}",
+            namespace=namespace,
             gang=name,
             min_member=2,
             gpus=4,
@@ -157,3 +161,51 @@ async def test_with_preemption_off_priority_only_orders_the_queue(tmp_path: Path
 def test_the_switch_is_read_from_the_configuration() -> None:
     assert config_from_mapping(None).preemption.enabled
     assert not config_from_mapping({"preemption": {"enabled": False}}).preemption.enabled
+
+
+@pytest.mark.asyncio
+async def test_a_team_under_its_min_reclaims_a_borrowing_gang_through_the_eviction_api(
+    tmp_path: Path,
+) -> None:
+    """Team b borrows team a's idle guarantee with a gang of a higher priority than a's;
+    a's gang, within a's min, takes it back: b's borrowing gang is evicted whole (b keeps
+    its min), a's gang is nominated and bound, and the victims are told it was a reclaim."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n0", gpus=8))
+            api.put_node(node_obj("n1", gpus=8))
+            for team in ("a", "b"):
+                gpus = {"nvidia.com/gpu": 8}
+                api.put(ELASTIC_QUOTAS, quota_obj(team, {"nvidia.com/gpu": 16}, gpus))
+            for pod in [
+                *gang("own", 50, node="n0", namespace="b"),
+                *gang("borrow", 50, node="n1", namespace="b"),
+            ]:
+                api.put_pod(pod)
+            async with running(api, tmp_path) as port:
+                for pod in gang("job", 1, namespace="a"):
+                    api.put_pod(pod)
+                await eventually(lambda: len(bound(api, "job-")) == 2, "a's gang bound")
+                await eventually(lambda: len(events(api, "Preempted")) == 2, "victim events")
+                evicted = 'gang_scheduler_preemptions_total{result="evicted"}'
+                assert await sample(port, evicted) == 1
+            assert api.request_count("create", "pods", "eviction") == 2
+            assert len(bound(api, "own-")) == 2  # b keeps its min
+            assert not bound(api, "borrow-")
+            preempted = events(api, "Preempted")
+            assert set(preempted) == {"borrow-0", "borrow-1"}
+            assert "Preempted by gang a/job (reclaim)" in preempted["borrow-0"]
+            assert "borrows beyond its quota's min" in preempted["borrow-0"]
+            assert "reclaims the min guaranteed to quota a" in events(api, "Preempting")["job-0"]
+            for name in ("job-0", "job-1"):
+                pod = api.get_pod("a", name) or {}
+                assert pod["status"].get("nominatedNodeName") == "n1"
+                assert pod["spec"]["nodeName"] == "n1"
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+def test_reclaim_is_read_from_the_configuration() -> None:
+    assert config_from_mapping(None).preemption.reclaim
+    assert not config_from_mapping({"preemption": {"reclaim": False}}).preemption.reclaim

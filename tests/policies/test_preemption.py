@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.preemption import Candidate, choose_victims, cost
+from policies.preemption import (
+    FEWEST_GPUS,
+    FEWEST_VICTIMS,
+    Candidate,
+    Rank,
+    _in_rank_order,
+    choose_victims,
+    cost,
+)
 
 
 def all_subsets(pool: Sequence[Candidate]) -> Iterator[tuple[Candidate, ...]]:
@@ -127,3 +135,71 @@ def test_the_budget_of_checks_bounds_the_search_and_then_nothing_is_evicted() ->
 
     assert choose_victims(pool, fits, max_checks=50) is None
     assert len(calls) == 50
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios(), st.data())
+def test_reclaim_takes_the_fewest_gpus_then_lowest_priority_among_admissible_sets(
+    scenario: tuple[Model, list[Candidate]], data: st.DataObject
+) -> None:
+    """With reclaim's order and a cap per group of gangs (a namespace may lose only what
+    it holds beyond its min), the search finds the cheapest admissible set that fits,
+    by brute force, and never one over a cap."""
+    model, candidates = scenario
+    if model.fits(frozenset()):
+        return
+    group = {c.key: data.draw(st.integers(0, 1)) for c in candidates}
+    caps = (data.draw(st.integers(0, 12)), data.draw(st.integers(0, 12)))
+
+    def admissible(evicted: frozenset[str]) -> bool:
+        by_group = [0, 0]
+        for c in candidates:
+            if c.key in evicted:
+                by_group[group[c.key]] += c.gpu_milli // 1000
+        return by_group[0] <= caps[0] and by_group[1] <= caps[1]
+
+    found = choose_victims(
+        candidates, model.fits, max_checks=10_000, rank=FEWEST_GPUS, admissible=admissible
+    )
+    feasible = [
+        s
+        for s in all_subsets(candidates)
+        if s and model.fits(frozenset(c.key for c in s)) and admissible(frozenset(c.key for c in s))
+    ]
+    if found is None:
+        assert not feasible
+        return
+    assert model.fits(found.keys) and admissible(found.keys)
+    assert FEWEST_GPUS(found.gangs) == min(FEWEST_GPUS(s) for s in feasible)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-3, 3), st.integers(0, 3), st.sampled_from([0.0, 5.0])),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from([FEWEST_GPUS, FEWEST_VICTIMS]),
+)
+def test_sets_come_in_rank_order_each_exactly_once(
+    specs: list[tuple[int, int, float]], rank: Rank
+) -> None:
+    pool = sorted(
+        (Candidate(f"ns/g{i}", p, g * 1000, t) for i, (p, g, t) in enumerate(specs)),
+        key=lambda c: (rank([c]), c.key),
+    )
+    seen = [frozenset(c.key for c in chosen) for chosen in _in_rank_order(pool, rank)]
+    assert len(seen) == len(set(seen)) == 2 ** len(pool) - 1
+    ranks = [rank([c for c in pool if c.key in keys]) for keys in seen]
+    assert ranks == sorted(ranks)
+
+
+def test_reclaim_prefers_two_small_gangs_to_one_large_one() -> None:
+    small = [Candidate(f"ns/s{i}", 5, 1000, 10.0) for i in range(2)]
+    large = Candidate("ns/large", 0, 8000, 10.0)
+    fits = lambda evicted: len(evicted) >= 2 or "ns/large" in evicted  # noqa: E731
+    found = choose_victims([*small, large], fits, rank=FEWEST_GPUS)
+    assert found is not None and found.keys == {"ns/s0", "ns/s1"}
+    found = choose_victims([*small, large], fits)  # priority preemption: fewest victims
+    assert found is not None and found.keys == {"ns/large"}

@@ -1,0 +1,80 @@
+"""Reclaim: a gang that stays within its quota's `min` takes back capacity other
+namespaces borrowed (docs/quotas.md, "Reclaim").
+
+Which gangs reclaim, and which may be evicted for them; the search itself, the hold on
+the room and the evictions are priority preemption's (scheduler/preemption.py), so the
+adapters carry a reclaim out as any other `Preemption`.
+
+- The reclaimer: a gang whose namespace has a quota with a min, whose needed members
+  keep the namespace within that min in every resource it guarantees (never reclaim to
+  let a gang exceed its own min), and which asks for some resource the min guarantees.
+  Its priority does not matter: a guarantee beats priority.
+- The victims: running gangs of other namespaces with a quota, each holding some
+  resource the reclaimer asks for that its namespace holds beyond its min; together
+  they leave every such namespace at least its min (policies/guarantees.py), so only
+  the borrowed part is taken back. Namespaces without a quota are outside the scheme:
+  they lend nothing and nothing is reclaimed from them (priority preemption still
+  applies to them).
+- The order: fewest GPUs taken back, then lowest priority (policies/preemption.py,
+  `FEWEST_GPUS`); and nothing unless the reclaimer is then placed and admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from cache import resources as res
+from cache.pod import PodInfo
+from cache.quota import QuotaBook, usage_of
+from policies.guarantees import Holding, borrowed, guarded, may_take, within_floors
+from scheduler.gang import Gang
+from scheduler.quotas import needed_usage, would_borrow
+
+
+def reclaimed_resources(gang: Gang, book: QuotaBook) -> frozenset[str]:
+    """The resources `gang` may reclaim (its min guarantees them and its needed members
+    ask for them, within that min); empty when it does not reclaim."""
+    quota = book.governing(gang.namespace)
+    if quota is None or not quota.min or gang.needed == 0 or would_borrow(gang, book):
+        return frozenset()
+    asked = needed_usage(gang)
+    return frozenset(dim for dim in quota.min if asked.get(dim, 0) > 0)
+
+
+def anyone_borrows(book: QuotaBook, namespace: str, asked: frozenset[str]) -> bool:
+    """Whether some other namespace holds more than its min of a resource in `asked`."""
+    return any(borrowed(book, other, asked) for other in book.governed() if other != namespace)
+
+
+def holding(key: str, pods: Iterable[PodInfo]) -> Holding:
+    members = list(pods)
+    usage = res.total_of(usage_of(pod.requests, pod.gpu) for pod in members)
+    return Holding(key, members[0].namespace if members else "", usage)
+
+
+def reclaimable(
+    gang: Gang, asked: frozenset[str], running: Mapping[str, Sequence[PodInfo]], book: QuotaBook
+) -> list[str]:
+    """The running gangs that may be evicted for `gang` reclaiming `asked`: of another
+    namespace with a quota, part of what that namespace borrows in `asked`."""
+    found = []
+    for key, pods in running.items():
+        gone = holding(key, pods)
+        if gone.namespace == gang.namespace or not guarded(book, gone.namespace):
+            continue
+        if borrowed(book, gone.namespace, asked) and may_take(book, gang.namespace, asked, gone):
+            found.append(key)
+    return found
+
+
+def floors_kept(
+    gang: Gang, running: Mapping[str, Sequence[PodInfo]], book: QuotaBook
+) -> Callable[[frozenset[str]], bool]:
+    """Whether a victim set keeps every other namespace at least at its min where it
+    borrows (the search's `admissible`)."""
+    holdings = {key: holding(key, pods) for key, pods in running.items()}
+
+    def admissible(keys: frozenset[str]) -> bool:
+        return within_floors(book, gang.namespace, (holdings[key] for key in keys))
+
+    return admissible
