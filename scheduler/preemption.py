@@ -150,8 +150,9 @@ class Preempter:
         return not any(pod.claims for pod in gang.pending)
 
     def candidates(self, gang: Gang, now: float) -> dict[str, VictimGang]:
-        """Running gangs of ours whose every member has a lower priority than `gang`,
-        not already being evicted for another gang and not recently refused."""
+        """Running gangs of ours whose every member has a lower priority than `gang` and
+        was bound by this scheduler, not already being evicted for another gang and not
+        recently refused."""
         for key, decision in list(self.decisions.items()):
             if not any(self.cache.pod(p.pod_uid) for p in decision.placements):
                 del self.decisions[key]  # the preemptor's pods are gone: so is its claim
@@ -171,7 +172,10 @@ class Preempter:
             if any(pod.deleting or pod.uid in taken for pod in pods):
                 continue  # already leaving: its room is not ours to count twice
             priority = max(pod.priority for pod in pods)
-            if priority < gang.priority:
+            # Only gangs this scheduler bound, every member: a pod pinned to its node by
+            # whoever created it (our schedulerName or not) is never evicted, and a gang
+            # with one is not evicted in part (cache/ownership.py, docs/security.md).
+            if priority < gang.priority and all(self.cache.bound_by_us(pod) for pod in pods):
                 found[key] = VictimGang(key, priority, tuple(pods))
         return found
 
