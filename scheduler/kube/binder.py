@@ -74,6 +74,7 @@ from cache.gpu import (
     SIGNATURE_ANNOTATION,
     format_assignment,
     sign_assignment,
+    verify_assignment,
 )
 from cache.ownership import signed_by
 from cache.pod import PodInfo
@@ -336,6 +337,10 @@ class GangBinder:
         if found is None:
             return "failed", f"pod {pod.key} is gone"
         verdict = _placement_state(found, pod.uid, placement.node)
+        if verdict == "ours" and not self._signed_by_us(found, placement):
+            # On the planned node, but not by our Binding: another actor bound it. Not
+            # ours, so never deleted by an undo (cache/ownership.py).
+            return "failed", f"pod {pod.key} was bound to {placement.node} by someone else"
         if verdict == "ours":
             return "bound", ""
         if verdict == "unbound":
@@ -430,10 +435,24 @@ class GangBinder:
         if found is None:
             raise _Refused(404, f"pod {pod.key} was deleted")
         verdict = _placement_state(found, pod.uid, placement.node)
+        if verdict == "ours" and not self._signed_by_us(found, placement):
+            raise _Refused(409, f"pod {pod.key} was bound to {placement.node} by someone else")
         if verdict == "ours":
             raise _Landed()
         if verdict != "unbound":
             raise _Refused(409, verdict)
+
+    def _signed_by_us(self, found: Mapping[str, Any], placement: Placement) -> bool:
+        """Whether a pod read back bound carries the signature our Binding wrote (always
+        true without a key: nothing was signed)."""
+        if self.signing_key is None:
+            return True
+        meta = found.get("metadata")
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        signature = annotations.get(SIGNATURE_ANNOTATION) if isinstance(annotations, dict) else None
+        return isinstance(signature, str) and verify_assignment(
+            self.signing_key, placement.pod_uid, placement.node, placement.shares, signature
+        )
 
     async def _read_pod(
         self, pod: PodInfo, timeout: aiohttp.ClientTimeout, counter: list[int]

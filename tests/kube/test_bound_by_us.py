@@ -114,3 +114,20 @@ def as_cached(api: KubeApiEmulator, name: str) -> PodInfo:
     obj = api.get_pod("default", name)
     assert obj is not None
     return pod_from_api(obj)
+
+
+@pytest.mark.asyncio
+async def test_a_pod_read_back_bound_without_our_signature_is_not_taken_for_our_bind(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """A bind whose answer was lost is settled by reading the pod: found on the planned
+    node, it counts as our bind (and would be deleted if its gang broke) only when it
+    carries the signature our Binding wrote."""
+    api.put_node(node_obj("n0", gpus=2))
+    api.put_pod(pod_obj("theirs", gpus=1, node_name="n0"))
+    api.put_pod(signed(pod_obj("ours", gpus=1, node_name="n0")))
+    binder = GangBinder(client, signing_key=TEST_KEY, retry_jitter=0.01)
+    theirs, ours = as_cached(api, "theirs"), as_cached(api, "ours")
+    state, why = await binder.resolve(theirs, Placement(theirs.uid, "n0"))
+    assert state == "failed" and "by someone else" in why
+    assert await binder.resolve(ours, Placement(ours.uid, "n0")) == ("bound", "")
