@@ -589,6 +589,15 @@ class ClusterCache:
         self._forget_seen_removals()
         return len(changes)
 
+    def nodes_changed_since(self, generation: int) -> Iterator[str]:
+        """The nodes added or changed after `generation` (the latest change first),
+        from the change log snapshots are updated from: as many as changed, never a pass
+        over every node. Removed nodes are not named (they are gone)."""
+        for name, changed in reversed(self._node_changes.items()):
+            if changed <= generation:
+                return
+            yield name
+
     def _forget_seen_removals(self) -> None:
         """Drop the removals every snapshot has seen: nodes with unique names (an
         autoscaler's) come and go all day, and each would otherwise stay here."""

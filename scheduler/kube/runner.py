@@ -446,7 +446,7 @@ class SchedulerRun:
             now = self._clock()
         core.refresh(now)
         if self._leading():
-            self._gpu_faults.check(core.cache, self.recorder.pod_warning, now)
+            self._gpu_faults.check(core.cache, self.recorder.pod_warning)
         self._publish_waiting(now)
         gone = [gang for gang in planned if gang.key not in core.gangs]
         self.recorder.problems([*core.gangs.values(), *gone], now)
