@@ -170,6 +170,7 @@ def per_object_state(run: SchedulerRun) -> dict[str, int]:
         "cache pods": len(list(core.cache.pods())),
         "cache podgroups": len(core.cache.podgroups()),
         "cache assumed": len(core.cache.assumed()),
+        "cache bound by us": len(core.cache._bound_by_us),
         "index members": len(index._members),
         "index pods": len(index._gang_of),
         "index podgroups": len(index._podgroups),
@@ -227,6 +228,7 @@ async def test_everything_kept_per_object_is_freed_when_the_objects_go(tmp_path:
                 await run.writes.drain()
                 grown = per_object_state(run)
                 assert grown["recorder podgroup status"] > baseline["recorder podgroup status"]
+                assert grown["cache bound by us"] == 2  # the fitting gang's binds
                 for pod in api.pods():
                     api.delete_pod("default", pod["metadata"]["name"])
                 for group in api.objects(PODGROUPS):
