@@ -4,12 +4,17 @@ is due, behind thousands of gangs that fit nowhere.
 The loop wakes on every batch of watch events, including the ones its own writes
 cause (PodScheduled=False conditions, PodGroup statuses: up to `events.qps`, 50 a
 second by default). Each wake-up runs the cycle's bookkeeping as `SchedulerRun._cycle`
-does: expire reservations, ask the queue (nothing due), bring gangs up to date, the
+does: ask the queue (nothing due), bring gangs up to date, the
 waiting messages, the problems to publish, pruning, the feedback tick and the
 partial-gang review. Timed per cycle, with the feedback writes discarded.
 
     .venv/bin/python bench/idle_cycle.py                 # 3,000 unschedulable pods
     .venv/bin/python bench/idle_cycle.py --pods 10000 --cycles 100
+    .venv/bin/python bench/idle_cycle.py --nodes 5000   # the GPU-fault look's cost
+
+It also times the GPU-fault look (scheduler/kube/gpu_faults.py) after one node changed:
+it reads the nodes changed since the last look, so its cost does not grow with
+`--nodes`.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cache.cluster import EventType
+from cache.pod import PodInfo
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
 from scheduler.kube.binder import PartialGangs
 from scheduler.kube.events import FeedbackRecorder, Write, WriteQueue
+from scheduler.kube.gpu_faults import GpuFaultNotifier
 from scheduler.sim.objects import node_object
 
 
@@ -81,7 +88,6 @@ def main() -> None:
     began = time.perf_counter()
     for _ in range(args.cycles):
         now = 1.0
-        core.expire(now)
         assert core.schedule_next(now) is None
         core.refresh(now)
         core.waiting()
@@ -93,6 +99,32 @@ def main() -> None:
     print(f"unschedulable gangs tried once       {tried}")
     print(f"ms per idle cycle                    {seconds * 1000:.2f}")
     print(f"CPU share at 50 wake-ups a second    {min(1.0, seconds * 50):.0%}")
+    print(f"ms per GPU-fault look after a change {_fault_look(core, args.cycles) * 1000:.3f}")
+
+
+def _fault_look(core: SchedulingCore, cycles: int) -> float:
+    """Seconds one GPU-fault look takes (GpuFaultNotifier.check, run every cycle by the
+    runner) when one node changed since the last look (a pod started on it), with no
+    fault anywhere: the common case on a busy cluster."""
+    notifier = GpuFaultNotifier()
+    told: list[str] = []
+
+    def warn(pod: PodInfo, reason: str, message: str) -> None:
+        told.append(message)
+
+    notifier.check(core.cache, warn)  # the first look reads every node once
+    nodes = [node.name for node in core.cache.nodes()]
+    spent = 0.0
+    for cycle in range(cycles):
+        running = _pod(f"running-{cycle}")
+        running["spec"]["nodeName"] = nodes[cycle % len(nodes)]
+        running["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "10m"}
+        core.cache.apply_pod(EventType.ADDED, running)
+        began = time.perf_counter()
+        notifier.check(core.cache, warn)
+        spent += time.perf_counter() - began
+    assert not told
+    return spent / cycles
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from typing import Any
 from cache.gpu import DeviceShares, GpuRequest, verify_assignment
 from cache.jsonobj import metadata, object_uid
 from cache.node import NodeInfo, inferred_shares, node_from_api
+from cache.ownership import BoundByUs
 from cache.pod import DEFAULT_GANG_KEYS, GangKeys, PodInfo, pod_from_api
 from cache.podgroup import PodGroupInfo, podgroup_from_api
 from cache.ports import HostPort
@@ -150,6 +151,9 @@ class ClusterCache:
         # later change of the annotation (by a tenant, where the admission policy is not
         # installed) cannot move the charge.
         self._decided: dict[str, tuple[str, DeviceShares]] = {}
+        # The bound pods this scheduler bound itself: the only ones it may delete or
+        # evict (cache/ownership.py; a pod a tenant pinned to a node is not one).
+        self._bound_by_us = BoundByUs()
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, PodInfo] = {}
         self._podgroups: dict[str, PodGroupInfo] = {}
@@ -188,6 +192,12 @@ class ClusterCache:
 
     def podgroups(self) -> Mapping[str, PodGroupInfo]:
         return self._podgroups
+
+    def bound_by_us(self, pod: PodInfo) -> bool:
+        """Whether this scheduler bound `pod` itself (cache/ownership.py): only such a pod
+        may it delete or evict. A pod pinned to its node by whoever created it, or bound
+        by another actor, is not, whatever its schedulerName."""
+        return self._bound_by_us.is_ours(pod, self.assignment_key)
 
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
@@ -308,6 +318,7 @@ class ClusterCache:
             self._pods.pop(uid, None)
             self._assumed.pop(uid, None)
             self._decided.pop(uid, None)
+            self._bound_by_us.forget(uid)
             self._set_charge(uid, None)
             return None
         pod = pod_from_api(obj, self.share_milli, self.gang_keys)
@@ -323,6 +334,8 @@ class ClusterCache:
         if assumed is not None and pod.node_name:
             # The bind landed: the API's word replaces the reservation.
             del self._assumed[uid]
+            if assumed.placement.node == pod.node_name and assumed.state != Reservation.NOMINATED:
+                self._bound_by_us.note_bound(uid, pod.node_name)
             if assumed.placement.node == pod.node_name and assumed.placement.shares:
                 self._decided[uid] = (pod.node_name, assumed.placement.shares)
             assumed = None
@@ -436,6 +449,7 @@ class ClusterCache:
         the charges that remain, so that no half-applied charge survives."""
         self._pods.pop(uid, None)
         self._assumed.pop(uid, None)
+        self._bound_by_us.forget(uid)
         self.quotas.ledger.discharge(uid)
         charge = self._charges.pop(uid, None)
         touched = {charge.node} if charge is not None else set()
@@ -497,6 +511,7 @@ class ClusterCache:
             self._pods.pop(uid)
             self._assumed.pop(uid, None)
             self._decided.pop(uid, None)
+            self._bound_by_us.forget(uid)
             self._set_charge(uid, None)
 
     def replace_podgroups(self, objs: Iterable[Mapping[str, Any]]) -> None:
@@ -556,6 +571,7 @@ class ClusterCache:
         if shares is None and assumed is not None:
             shares = assumed.placement.shares
         pod.assignment = shares if shares else None
+        self._bound_by_us.note_bound(uid, node)
         if shares:
             self._decided[uid] = (node, shares)
         self._set_charge(uid, self._charge_for(pod))
@@ -611,6 +627,15 @@ class ClusterCache:
         self._readers.add(snapshot)
         self._forget_seen_removals()
         return len(changes)
+
+    def nodes_changed_since(self, generation: int) -> Iterator[str]:
+        """The nodes added or changed after `generation` (the latest change first),
+        from the change log snapshots are updated from: as many as changed, never a pass
+        over every node. Removed nodes are not named (they are gone)."""
+        for name, changed in reversed(self._node_changes.items()):
+            if changed <= generation:
+                return
+            yield name
 
     def _forget_seen_removals(self) -> None:
         """Drop the removals every snapshot has seen: nodes with unique names (an

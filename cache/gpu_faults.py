@@ -4,11 +4,16 @@ The scheduler stops placing onto such a GPU by itself (`NodeInfo.usable_free`); 
 pods already on it are the users' to act on, so they are told (a Warning event per pod,
 scheduler/kube/gpu_faults.py). Read from the cache's own books: the devices it charges
 each bound pod, not the pod's annotation as written.
+
+Driven by changes: `FaultyNodes` keeps the names of the nodes with an unhealthy device
+from the cache's node change log (the one snapshots are brought up to date from), so
+a look costs the nodes changed since the last one plus the pods on faulty nodes, never
+a pass over every node (at 5,000 nodes that pass took ~4 ms, once a second).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from cache.cluster import ClusterCache
@@ -25,10 +30,37 @@ class FaultyHolding:
     devices: tuple[GpuDevice, ...]
 
 
-def faulty_holdings(cache: ClusterCache) -> Iterator[FaultyHolding]:
-    """Every bound pod holding at least one unhealthy device, node by node. Nodes whose
-    devices are all healthy (nearly all of them) cost one pass over their devices."""
-    for node in cache.nodes():
+class FaultyNodes:
+    """The nodes with at least one unhealthy device, brought up to date from the
+    cache's change log (`ClusterCache.nodes_changed_since`): a node's health changes
+    only with the node, so only the nodes changed since the last update are read."""
+
+    def __init__(self) -> None:
+        self._generation = -1  # nothing read yet: every node is "changed since"
+        self._names: set[str] = set()
+
+    def update(self, cache: ClusterCache) -> frozenset[str]:
+        """The faulty nodes now."""
+        if cache.generation != self._generation:
+            for name in cache.nodes_changed_since(self._generation):
+                node = cache.node(name)
+                if node is not None and any(not device.healthy for device in node.devices):
+                    self._names.add(name)
+                else:
+                    self._names.discard(name)
+            # A removed node leaves the change log; only a faulty one matters here.
+            self._names = {name for name in self._names if cache.node(name) is not None}
+            self._generation = cache.generation
+        return frozenset(self._names)
+
+
+def faulty_holdings(cache: ClusterCache, names: Iterable[str]) -> Iterator[FaultyHolding]:
+    """Every bound pod holding at least one unhealthy device on the nodes `names`
+    (FaultyNodes.update), node by node, in name order."""
+    for name in sorted(names):
+        node = cache.node(name)
+        if node is None:
+            continue
         unhealthy = {device.index: device for device in node.devices if not device.healthy}
         if not unhealthy:
             continue

@@ -46,6 +46,7 @@ from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.preemption import Preempter, Preemption
 from scheduler.queue import ClusterChange, GangQueue
 from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
+from scheduler.requeue import has_required_anti_affinity, lifts_a_term_of_any
 from scheduler.starvation import StarvationGuard
 
 DEFAULT_SCHEDULER_NAME = "gang-scheduler"
@@ -387,17 +388,24 @@ class SchedulingCore:
         waiting that the room could help; a gang whose members fit nowhere there (3,000
         pods asking for 16 GPUs) is not retried on every deletion. A gang not known
         since the last refresh is retried, and every gang is when the pod held more
-        than room on its node."""
-        if _holds_beyond_its_node(gone) or gone.has_pod_constraints or self._pod_constrained:
-            # Inter-pod terms reach across a topology domain, not only the freed node.
+        than room on its node. Inter-pod terms reach across a topology domain: a gang
+        whose required anti-affinity or hard spread counted the pod, or whom the pod's
+        own anti-affinity kept out, is retried too (scheduler/requeue.py)."""
+        if _holds_beyond_its_node(gone):
             return lambda gang_key: True
         node = self.cache.node(gone.node_name)
+        symmetric = has_required_anti_affinity(gone)
+        namespaces = self.cache.namespace_labels()
 
         def could_help(gang_key: str) -> bool:
             if node is None:
                 return False  # room on a node we do not know places nothing
             gang = self.gangs.get(gang_key)
             if gang is None:
+                return True
+            if (symmetric or gang_key in self._pod_constrained) and lifts_a_term_of_any(
+                gone, gang.placeable, namespaces
+            ):
                 return True
             signatures = set()
             for pod in gang.placeable:

@@ -181,9 +181,10 @@ class Preempter:
         return not any(pod.claims for pod in gang.pending)
 
     def candidates(self, gang: Gang, now: float) -> dict[str, VictimGang]:
-        """Running gangs of ours whose every member has a lower priority than `gang`,
-        not already being evicted for another gang, not recently refused, and not what
-        another namespace's quota guarantees (policies/guarantees.py)."""
+        """Running gangs of ours whose every member has a lower priority than `gang` and
+        was bound by this scheduler, not already being evicted for another gang, not
+        recently refused, and not what another namespace's quota guarantees
+        (policies/guarantees.py)."""
         if not any(pod.priority < gang.priority for pod in self.cache.pods()):
             # No pod at all ranks below the gang (often: one priority for every pod):
             # nothing to group, which is the costly part on a large cluster.
@@ -223,7 +224,11 @@ class Preempter:
                 continue  # it evicted this gang: never the other way round
             if any(pod.deleting or pod.uid in taken for pod in pods):
                 continue  # already leaving: its room is not ours to count twice
-            found[key] = VictimGang(key, max(pod.priority for pod in pods), tuple(pods))
+            # Only gangs this scheduler bound, every member: a pod pinned to its node by
+            # whoever created it (our schedulerName or not) is never evicted, and a gang
+            # with one is not evicted in part (cache/ownership.py, docs/security.md).
+            if all(self.cache.bound_by_us(pod) for pod in pods):
+                found[key] = VictimGang(key, max(pod.priority for pod in pods), tuple(pods))
         return found
 
     # --- the search -----------------------------------------------------------------------

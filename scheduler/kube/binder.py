@@ -74,7 +74,9 @@ from cache.gpu import (
     SIGNATURE_ANNOTATION,
     format_assignment,
     sign_assignment,
+    verify_assignment,
 )
+from cache.ownership import signed_by
 from cache.pod import PodInfo
 from scheduler.config import DEFAULT_PARTIAL_GRACE, BindFailurePolicy
 from scheduler.core import SchedulingCore
@@ -105,14 +107,19 @@ def pod_path(namespace: str, name: str) -> str:
 def binding_body(pod: PodInfo, placement: Placement, key: bytes | None = None) -> JsonObject:
     """The Binding for one member: node, uid precondition and the GPU assignment,
     signed with `key` over (uid, node, devices) so that the cache trusts it after a
-    restart (docs/security.md); unsigned without a key."""
+    restart (docs/security.md); unsigned without a key. Every binding is signed, a pod
+    without GPUs too (over no devices): the signature is how the scheduler later tells
+    the pods it bound from pods pinned to a node by a tenant, the only ones it may
+    delete or evict (cache/ownership.py)."""
     meta: JsonObject = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+    annotations: dict[str, str] = {}
     if placement.shares:
-        annotations = {ASSIGNMENT_ANNOTATION: format_assignment(placement.shares)}
-        if key is not None:
-            annotations[SIGNATURE_ANNOTATION] = sign_assignment(
-                key, pod.uid, placement.node, placement.shares
-            )
+        annotations[ASSIGNMENT_ANNOTATION] = format_assignment(placement.shares)
+    if key is not None:
+        annotations[SIGNATURE_ANNOTATION] = sign_assignment(
+            key, pod.uid, placement.node, placement.shares
+        )
+    if annotations:
         meta["annotations"] = annotations
     return {
         "apiVersion": "v1",
@@ -330,6 +337,10 @@ class GangBinder:
         if found is None:
             return "failed", f"pod {pod.key} is gone"
         verdict = _placement_state(found, pod.uid, placement.node)
+        if verdict == "ours" and not self._signed_by_us(found, placement):
+            # On the planned node, but not by our Binding: another actor bound it. Not
+            # ours, so never deleted by an undo (cache/ownership.py).
+            return "failed", f"pod {pod.key} was bound to {placement.node} by someone else"
         if verdict == "ours":
             return "bound", ""
         if verdict == "unbound":
@@ -424,10 +435,24 @@ class GangBinder:
         if found is None:
             raise _Refused(404, f"pod {pod.key} was deleted")
         verdict = _placement_state(found, pod.uid, placement.node)
+        if verdict == "ours" and not self._signed_by_us(found, placement):
+            raise _Refused(409, f"pod {pod.key} was bound to {placement.node} by someone else")
         if verdict == "ours":
             raise _Landed()
         if verdict != "unbound":
             raise _Refused(409, verdict)
+
+    def _signed_by_us(self, found: Mapping[str, Any], placement: Placement) -> bool:
+        """Whether a pod read back bound carries the signature our Binding wrote (always
+        true without a key: nothing was signed)."""
+        if self.signing_key is None:
+            return True
+        meta = found.get("metadata")
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        signature = annotations.get(SIGNATURE_ANNOTATION) if isinstance(annotations, dict) else None
+        return isinstance(signature, str) and verify_assignment(
+            self.signing_key, placement.pod_uid, placement.node, placement.shares, signature
+        )
 
     async def _read_pod(
         self, pod: PodInfo, timeout: aiohttp.ClientTimeout, counter: list[int]
@@ -464,11 +489,18 @@ class GangBinder:
 
     async def delete_members(self, pods: Sequence[PodInfo]) -> UndoResult:
         """Delete bound pods (a partial gang's, on a "delete" decision), each with its
-        uid as precondition."""
+        uid as precondition. Only pods carrying this binder's signature are deleted: a
+        pod it did not bind (pinned to its node by a tenant, bound by another actor) is
+        never, whatever the caller passed; those are returned in `kept`. The caller
+        chooses with ClusterCache.bound_by_us; this is the last check before the API."""
+        ours = [p for p in pods if signed_by(self.signing_key, p)]
         members = [
-            MemberOutcome(Placement(p.uid, p.node_name), p.namespace, p.name, "bound") for p in pods
+            MemberOutcome(Placement(p.uid, p.node_name), p.namespace, p.name, "bound") for p in ours
         ]
-        return await self._delete_all(members, [0])
+        undo = await self._delete_all(members, [0])
+        signed = {p.uid for p in ours}
+        kept = tuple(p.key for p in pods if p.uid not in signed)
+        return dataclasses.replace(undo, kept=kept) if kept else undo
 
     async def _delete_all(self, members: Sequence[MemberOutcome], counter: list[int]) -> UndoResult:
         answers = await asyncio.gather(*(self._delete_member(m, counter) for m in members))

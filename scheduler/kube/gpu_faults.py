@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cache.cluster import ClusterCache
-from cache.gpu_faults import faulty_holdings
+from cache.gpu_faults import FaultyNodes, faulty_holdings
 from cache.pod import PodInfo
 
 REASON = "GPUUnhealthy"
-MIN_INTERVAL = 1.0  # seconds between two scans of the nodes
 
 Warn = Callable[[PodInfo, str, str], None]
 
@@ -26,24 +25,26 @@ class GpuFaultNotifier:
     """Remembers what it told, so that each (pod, GPU) gets one event while the fault
     lasts; a fault that clears and comes back is told again."""
 
-    def __init__(self, min_interval: float = MIN_INTERVAL) -> None:
-        self.min_interval = min_interval
+    def __init__(self) -> None:
         self._told: set[tuple[str, str, int, str]] = set()
         self._generation = -1
-        self._checked_at = float("-inf")
+        self._faulty = FaultyNodes()
 
-    def check(self, cache: ClusterCache, warn: Warn, now: float) -> int:
+    def check(self, cache: ClusterCache, warn: Warn) -> int:
         """Warn about new faulty holdings; returns how many events were asked for. Looks
-        only when the cache changed since the last look, and at most once per
-        `min_interval` (a look scans every node: ~4 ms at 5,000 nodes); a change seen
-        meanwhile is looked at by the next cycle after it (the loop ticks every second)."""
-        if cache.generation == self._generation or now - self._checked_at < self.min_interval:
+        only when the cache changed since the last look, and then at the nodes changed
+        since and the pods on faulty nodes (cache/gpu_faults.py): with no fault anywhere
+        a look costs the changed nodes, whatever the cluster's size, so it is made at
+        every cycle and a fault is told by the first cycle after the node update."""
+        if cache.generation == self._generation:
             return 0
         self._generation = cache.generation
-        self._checked_at = now
+        faulty = self._faulty.update(cache)
+        if not faulty and not self._told:
+            return 0
         current: set[tuple[str, str, int, str]] = set()
         sent = 0
-        for holding in faulty_holdings(cache):
+        for holding in faulty_holdings(cache, faulty):
             pod = holding.pod
             for device in holding.devices:
                 key = (pod.uid, holding.node, device.index, device.uuid)

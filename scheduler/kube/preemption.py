@@ -62,8 +62,18 @@ def _why(decision: Preemption, victim: VictimGang) -> str:
     )
 
 
-async def evict_victims(client: KubeClient, decision: Preemption) -> Refusal | None:
-    """Evict every member of every victim gang; the first refusal stops it."""
+async def evict_victims(
+    client: KubeClient, decision: Preemption, bound_by_us: Callable[[PodInfo], bool]
+) -> Refusal | None:
+    """Evict every member of every victim gang; the first refusal stops it. Nothing is
+    evicted when any victim pod was not bound by this scheduler (`bound_by_us`, the
+    cache's word): the victim search picks only such gangs, and this is the last check
+    before the API, so that no path evicts a pod a tenant pinned or another actor bound."""
+    for victim in decision.victims:
+        for pod in victim.pods:
+            if not bound_by_us(pod):
+                why = f"pod {pod.key} was not bound by this scheduler: it is never evicted"
+                return Refusal(victim.key, why, refused=False)
     for victim in decision.victims:
         for pod in victim.pods:
             path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction"
@@ -105,7 +115,7 @@ class PreemptionActions:
 
     async def _carry_out(self, decision: Preemption) -> None:
         try:
-            refusal = await evict_victims(self.client, decision)
+            refusal = await evict_victims(self.client, decision, self.core.cache.bound_by_us)
         except Exception as error:  # the API unreachable, ...: drop it, retry later
             refusal = Refusal("", f"eviction failed: {error}", refused=False)
         if refusal is not None:

@@ -42,6 +42,7 @@ from typing import Any, cast
 from aiohttp import web
 
 from cache.native_gang import NATIVE_GROUP
+from cache.pod import PodInfo
 from scheduler.config import SchedulerConfig, build_core_from
 from scheduler.core import SchedulingCore
 from scheduler.gang import Gang
@@ -453,7 +454,7 @@ class SchedulerRun:
             if reserved is not None:
                 self.recorder.reserved(reserved, nodes)
         if self._leading():
-            self._gpu_faults.check(core.cache, self.recorder.pod_warning, now)
+            self._gpu_faults.check(core.cache, self.recorder.pod_warning)
         self._publish_waiting(now)
         gone = [gang for gang in planned if gang.key not in core.gangs]
         self.recorder.problems([*core.gangs.values(), *gone], now)
@@ -496,21 +497,27 @@ class SchedulerRun:
             gang = candidates.get(key)
             if decision != "delete" or gang is None or not gang.bound:
                 continue
+            # Only the members this scheduler bound: one pinned to its node by whoever
+            # created it is not ours to delete (cache/ownership.py, docs/security.md).
+            ours = [pod for pod in gang.bound if self._core.cache.bound_by_us(pod)]
             log_event(
                 log,
-                "gang stayed partial past its grace period: deleting its bound members",
+                "gang stayed partial past its grace period: deleting the members it bound",
                 logging.WARNING,
                 gang=key,
                 bound=len(gang.bound),
+                deleting=len(ours),
                 members=gang.min_member,
                 grace=self.partial.grace_for(gang),
             )
-            task = asyncio.create_task(self._delete_partial(gang), name=f"undo-{key}")
+            if not ours:
+                continue
+            task = asyncio.create_task(self._delete_partial(gang, ours), name=f"undo-{key}")
             self._deleting.add(task)
             task.add_done_callback(self._deleting.discard)
 
-    async def _delete_partial(self, gang: Gang) -> None:
-        undo = await self.binder.delete_members(gang.bound)
+    async def _delete_partial(self, gang: Gang, pods: list[PodInfo]) -> None:
+        undo = await self.binder.delete_members(pods)
         for pod_key, error in undo.errors.items():
             log.warning("could not delete %s of partial gang %s: %s", pod_key, gang.key, error)
 

@@ -204,7 +204,9 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                 # Priority preemption: a gang evicts a lower one (pods/eviction) and its
                 # member is nominated (pods/status) on a node of its own pool.
                 api.put_node(node_obj("p0", gpus=2, labels={"pool": "p"}))
-                api.put_pod(pod_obj("low-0", gpus=2, node_name="p0", phase="Running"))
+                # The victim is one the scheduler bound itself: it evicts no other pod.
+                api.put_pod(pod_obj("low-0", gpus=2, node_selector={"pool": "p"}))
+                await eventually(lambda: bound(api, "low-") == 1, "the victim bound")
                 urgent = pod_obj("urgent-0", gpus=2, priority=100, node_selector={"pool": "p"})
                 api.put_pod(urgent)
                 await eventually(

@@ -29,6 +29,7 @@ from scheduler.kube.client import KubeClient
 from scheduler.planner import Plan
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator
+from tests.signed import TEST_KEY, signed
 
 SCHEDULER = "gang-scheduler"
 
@@ -418,9 +419,9 @@ async def test_after_a_restart_a_partial_gang_that_cannot_complete_is_deleted_af
 ) -> None:
     api.put_node(node_obj("n0", gpus=4))
     for i in range(4):
-        api.put_pod(
-            pod_obj(f"t-{i}", gang="t", min_member=4, gpus=2, node_name="n0" if i < 2 else "")
-        )
+        member = pod_obj(f"t-{i}", gang="t", min_member=4, gpus=2, node_name="n0" if i < 2 else "")
+        # The two bound before the crash were bound by this scheduler: signed.
+        api.put_pod(signed(member) if i < 2 else member)
     # Somebody else's pod took the rest of the node since.
     api.put_pod(pod_obj("other", scheduler="default-scheduler", gpus=0, node_name="n0", cpu="63"))
     core = core_from(api)
@@ -433,7 +434,8 @@ async def test_after_a_restart_a_partial_gang_that_cannot_complete_is_deleted_af
     assert tracker.review(core.gangs, 0.1) == {"default/t": "wait"}
     decisions = tracker.review(core.gangs, 0.3)
     assert decisions == {"default/t": "delete"}
-    undo = await GangBinder(client).delete_members(core.gangs["default/t"].bound)
+    binder = GangBinder(client, signing_key=TEST_KEY)
+    undo = await binder.delete_members(core.gangs["default/t"].bound)
     assert sorted(undo.deleted) == ["default/t-0", "default/t-1"]
     assert bound_pods(api) == {"other": "n0"}
     # The deletions reach the core through the watch; here, applied by hand.

@@ -16,16 +16,19 @@ import pytest
 from scheduler.config import PreemptionConfig, config_from_mapping
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running, running_with
+from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_with
 from tests.kubeapi import ELASTIC_QUOTAS, KubeApiEmulator
 from tests.kubeapi.resources import EVENTS, POD_DISRUPTION_BUDGETS
+from tests.signed import signed, with_key
 from tests.waiting import eventually, free_port
 
 
 def gang(
     name: str, priority: int, node: str = "", namespace: str = "default"
 ) -> list[dict[str, Any]]:
-    return [
+    """A gang of two; with `node`, bound there by the scheduler (signed with TEST_KEY)
+    before the test starts it: only such a gang may be evicted (cache/ownership.py)."""
+    pods = [
         pod_obj(
             f"{name}-{i}",
             namespace=namespace,
@@ -38,6 +41,7 @@ def gang(
         )
         for i in range(2)
     ]
+    return [signed(pod) for pod in pods] if node else pods
 
 
 async def sample(port: int, line_prefix: str) -> float:
@@ -67,7 +71,8 @@ async def test_a_higher_gang_evicts_a_lower_one_whole_and_takes_its_nominated_no
             api.put_node(node_obj("n", gpus=8))
             for pod in gang("low", 1, node="n"):
                 api.put_pod(pod)
-            async with running(api, tmp_path) as port:
+            port = free_port()
+            async with running_with(api, tmp_path, with_key(fast_config(port), tmp_path)):
                 for pod in gang("high", 10):
                     api.put_pod(pod)
                 await eventually(lambda: len(bound(api, "high-")) == 2, "high bound")
@@ -110,7 +115,8 @@ async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
                     },
                 },
             )
-            async with running(api, tmp_path) as port:
+            port = free_port()
+            async with running_with(api, tmp_path, with_key(fast_config(port), tmp_path)):
                 for pod in gang("high", 10):
                     api.put_pod(pod)
                 await eventually(
@@ -183,7 +189,8 @@ async def test_a_team_under_its_min_reclaims_a_borrowing_gang_through_the_evicti
                 *gang("borrow", 50, node="n1", namespace="b"),
             ]:
                 api.put_pod(pod)
-            async with running(api, tmp_path) as port:
+            port = free_port()
+            async with running_with(api, tmp_path, with_key(fast_config(port), tmp_path)):
                 for pod in gang("job", 1, namespace="a"):
                     api.put_pod(pod)
                 await eventually(lambda: len(bound(api, "job-")) == 2, "a's gang bound")

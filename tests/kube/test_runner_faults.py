@@ -19,13 +19,16 @@ from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import (
     TEST_TIMEOUT,
     bound,
+    fast_config,
     running,
+    running_with,
     seed_gang,
     start_cli,
     unschedulable_message,
 )
 from tests.kubeapi import EVENTS, LEASES, KubeApiEmulator
-from tests.waiting import eventually
+from tests.signed import signed, with_key
+from tests.waiting import eventually, free_port
 
 
 def binding_requests(api: KubeApiEmulator) -> Counter[str]:
@@ -196,11 +199,12 @@ async def test_a_partial_gang_that_cannot_complete_is_deleted_after_the_grace(
                 api.put_node(node_obj(f"n{i}", gpus=1))
             for i in range(4):
                 node = f"n{i}" if i < 2 else ""
-                api.put_pod(
-                    pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1, node_name=node)
-                )
+                member = pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1, node_name=node)
+                # The bound two were bound by this scheduler (signed) before a restart.
+                api.put_pod(signed(member) if node else member)
             clock = SteppedClock()
-            async with running(api, tmp_path, clock=clock):
+            config = with_key(fast_config(free_port()), tmp_path)
+            async with running_with(api, tmp_path, config, clock=clock):
                 # Tried and found no room: it said so on the pending members.
                 await eventually(
                     lambda: all(

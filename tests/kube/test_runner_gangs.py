@@ -14,9 +14,10 @@ from kubernetes_asyncio import client
 from scheduler.kube.client import create_client
 from scheduler.kube.runner import SchedulerRun
 from tests.factories import node_obj, pod_obj, podgroup_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running
+from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running, running_with
 from tests.kube.test_runner_faults import SteppedClock
 from tests.kubeapi import PODGROUPS, KubeApiEmulator, api_client, write_kubeconfig
+from tests.signed import signed, with_key
 from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.asyncio
@@ -118,8 +119,11 @@ async def test_a_partial_gang_with_no_pending_member_is_deleted_after_the_grace(
             for i in range(6):
                 api.put_node(node_obj(f"n{i}", gpus=1))
             for i in range(2):
+                # Bound by this scheduler (signed) before it restarted.
                 api.put_pod(
-                    pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1, node_name=f"n{i}")
+                    signed(
+                        pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1, node_name=f"n{i}")
+                    )
                 )
             api.put_pod(
                 pod_obj(
@@ -139,7 +143,8 @@ async def test_a_partial_gang_with_no_pending_member_is_deleted_after_the_grace(
                     )
                 )
             clock = SteppedClock()
-            async with running(api, tmp_path, clock=clock):
+            config = with_key(fast_config(free_port()), tmp_path)
+            async with running_with(api, tmp_path, config, clock=clock):
                 await asyncio.sleep(0.5)
                 assert api.request_count("delete", "pods") == 0  # within the grace
                 clock.offset += 61.0
@@ -165,6 +170,7 @@ def per_object_state(run: SchedulerRun) -> dict[str, int]:
         "cache pods": len(list(core.cache.pods())),
         "cache podgroups": len(core.cache.podgroups()),
         "cache assumed": len(core.cache.assumed()),
+        "cache bound by us": len(core.cache._bound_by_us),
         "index members": len(index._members),
         "index pods": len(index._gang_of),
         "index podgroups": len(index._podgroups),
@@ -222,6 +228,7 @@ async def test_everything_kept_per_object_is_freed_when_the_objects_go(tmp_path:
                 await run.writes.drain()
                 grown = per_object_state(run)
                 assert grown["recorder podgroup status"] > baseline["recorder podgroup status"]
+                assert grown["cache bound by us"] == 2  # the fitting gang's binds
                 for pod in api.pods():
                     api.delete_pod("default", pod["metadata"]["name"])
                 for group in api.objects(PODGROUPS):

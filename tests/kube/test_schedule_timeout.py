@@ -18,6 +18,7 @@ from scheduler.kube.binder import PartialGangs
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kube.test_runner import fast_config, running_with
 from tests.kubeapi import PODGROUPS, KubeApiEmulator
+from tests.signed import signed, with_key
 from tests.waiting import eventually, free_port
 
 
@@ -68,8 +69,10 @@ async def test_the_scheduler_deletes_a_stuck_partial_gang_after_its_timeout(
             api.put(PODGROUPS, group(1))
             for i in range(4):
                 node = f"n{i}" if i < 2 else ""
-                api.put_pod(pod_obj(f"g-{i}", gang="g", gpus=1, node_name=node))
-            config = fast_config(free_port())
+                member = pod_obj(f"g-{i}", gang="g", gpus=1, node_name=node)
+                # The bound two were bound by this scheduler (signed) before a restart.
+                api.put_pod(signed(member) if node else member)
+            config = with_key(fast_config(free_port()), tmp_path)
             assert config.binding.partial_gang_grace_seconds == 60.0
             began = time.monotonic()
             async with running_with(api, tmp_path, config):

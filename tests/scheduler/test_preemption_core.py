@@ -13,10 +13,12 @@ from scheduler.core import Attempt, SchedulingCore
 from scheduler.planner import Plan, Unschedulable
 from scheduler.queue import ClusterChange
 from tests.factories import node_obj, pod_obj
+from tests.signed import TEST_KEY, signed
 
 
 def core_with(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> SchedulingCore:
     core = SchedulingCore(build_profile())
+    core.cache.assignment_key = TEST_KEY  # the running gangs were bound (signed) with it
     core.preempter.enabled = True
     for node in nodes:
         core.apply_node(EventType.ADDED, node, 0.0)
@@ -47,7 +49,7 @@ def members(
         )
         if policy:
             pod["spec"]["preemptionPolicy"] = policy
-        pods.append(pod)
+        pods.append(signed(pod) if node else pod)
     return pods
 
 

@@ -19,6 +19,7 @@ from scheduler.planner import Plan, Unschedulable
 from scheduler.preemption import PRIORITY, RECLAIM, Preemption
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
+from tests.signed import TEST_KEY, signed
 
 ADDED = EventType.ADDED
 MILLI = 1000
@@ -32,7 +33,7 @@ def gang(
     priority: int = 0,
     nodes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    return [
+    pods = [
         pod_obj(
             f"{name}-{i}",
             namespace=namespace,
@@ -45,6 +46,8 @@ def gang(
         )
         for i in range(size)
     ]
+    # Running gangs were bound (signed) by the scheduler: only such gangs are victims.
+    return [signed(pod) for pod in pods] if nodes else pods
 
 
 def core_with(
@@ -52,6 +55,7 @@ def core_with(
 ) -> SchedulingCore:
     """`quotas`: namespace -> (min, max) GPUs."""
     core = SchedulingCore(build_profile())
+    core.cache.assignment_key = TEST_KEY  # the running gangs were bound (signed) with it
     core.preempter.enabled = True
     for i in range(nodes):
         core.apply_node(ADDED, node_obj(f"n{i}", gpus=8), 0.0)
