@@ -251,6 +251,7 @@ class VictimFit:
     what_if: WhatIfSnapshot
     cache: ClusterCache
     bound: RoomBound
+    gpus: Mapping[str, int]  # candidate gang key -> GPU milli its members hold
     plans: dict[frozenset[str], Plan | None] = field(default_factory=dict)
     fitting: list[frozenset[str]] = field(default_factory=list)  # sets known to fit
     _freed: dict[str, dict[str, _Freed]] = field(default_factory=dict)  # per gang
@@ -298,11 +299,8 @@ class VictimFit:
     def _witness(self, keys: frozenset[str]) -> bool:
         """Whether a few of `keys`' gangs, those holding the most GPUs (then the most
         pods), are enough (then `keys` is too, fitting being monotone)."""
-        size = {
-            key: (sum(p.gpu.total_milli for p in self.victims[key]), len(self.victims[key]))
-            for key in keys
-        }
-        order = sorted(keys, key=lambda key: (-size[key][0], -size[key][1], key))
+        gpus, victims = self.gpus, self.victims
+        order = sorted(keys, key=lambda key: (-gpus.get(key, 0), -len(victims[key]), key))
         target = self.bound.needed
         for _ in range(WITNESS_TRIES):
             picked = self._enough(order, target)
