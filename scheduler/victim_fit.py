@@ -98,9 +98,13 @@ class WhatIfSnapshot:
         for pod in pods:
             if pod.node_name in base.nodes:
                 by_node.setdefault(pod.node_name, []).append(pod)
+        # `_changed` always covers every node re-made here, even if this is cut short
+        # by an error, so that the next `sync` puts them all back.
         for name in self._changed - by_node.keys():
             self._put(base.nodes[name], base.pods.on_node.get(name, ()))
+            self._changed.discard(name)
         for name, gone in by_node.items():
+            self._changed.add(name)
             node = base.nodes[name].clone()
             leaving = {pod.uid for pod in gone}
             for pod in gone:
@@ -108,7 +112,6 @@ class WhatIfSnapshot:
                 node.discharge(pod.requests, shares, pod.host_ports)
             staying = tuple(p for p in base.pods.on_node.get(name, ()) if p.uid not in leaving)
             self._put(node, staying, cloned=True)
-        self._changed = set(by_node)
         return self.view
 
     def _put(self, node: NodeInfo, pods: tuple[PodInfo, ...], cloned: bool = False) -> None:

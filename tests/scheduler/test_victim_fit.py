@@ -117,7 +117,9 @@ shape = st.tuples(
     nodes=st.lists(st.sampled_from([4, 8]), min_size=1, max_size=5),
     running=st.lists(shape, min_size=1, max_size=10),
     arrivals=st.lists(
-        st.tuples(shape, st.sampled_from(["carry out", "refuse"]), st.booleans()),
+        st.tuples(
+            shape, st.sampled_from(["carry out", "refuse"]), st.sampled_from(["", "add", "remove"])
+        ),
         min_size=1,
         max_size=4,
     ),
@@ -127,7 +129,7 @@ shape = st.tuples(
 def test_the_fast_search_decides_as_the_straightforward_one(
     nodes: list[int],
     running: list[tuple[int, int, int, str]],
-    arrivals: list[tuple[tuple[int, int, int, str], str, bool]],
+    arrivals: list[tuple[tuple[int, int, int, str], str, str]],
     limits: tuple[int, int] | None,
     witness_above: int,
 ) -> None:
@@ -148,7 +150,7 @@ def test_the_fast_search_decides_as_the_straightforward_one(
                 core.apply_pod(EventType.DELETED, pod, now)
             core.refresh(now)
     with mock.patch.object(victim_fit, "WITNESS_NODES", witness_above):
-        for j, ((size, gpus, priority, namespace), outcome, add_node) in enumerate(arrivals):
+        for j, ((size, gpus, priority, namespace), outcome, change) in enumerate(arrivals):
             now += 10.0
             pods = gang_pods(f"a{j}", namespace, size, gpus, 4 + priority)
             for pod in pods:
@@ -193,5 +195,8 @@ def test_the_fast_search_decides_as_the_straightforward_one(
                 for pod in pods:
                     core.apply_pod(EventType.DELETED, pod, now)
                 core.refresh(now)
-            if add_node:  # the kept copy catches up with a changed cluster
+            # The kept copy catches up with nodes that come and go (their pods stay).
+            if change == "add":
                 core.apply_node(EventType.ADDED, node_obj(f"m{j}", gpus=4, cpu="32"), now)
+            elif change == "remove":
+                core.apply_node(EventType.DELETED, node_obj(f"n{j % len(nodes)}", gpus=4), now)
