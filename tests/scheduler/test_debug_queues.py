@@ -114,7 +114,9 @@ async def test_gangs_in_queue_order_with_quota_admission_backoff_and_held_room(
     assert status == 200
     assert report["now"] == "2026-09-21T14:13:20.250000Z"
     assert (report["gangCount"], report["gangsLeftOut"]) == (3, 0)
-    assert report["starvationGuard"] is False
+    # Whether the core has a starvation guard (another helper adds it): shown as such.
+    guard = hasattr(server.status.core, "starvation_reservations")
+    assert report["starvationGuard"] is guard
     gangs = {gang["key"]: gang for gang in report["gangs"]}
     # Every one failed once at NOW: backing off for a second, in the queue since NOW.
     assert [g["state"] for g in report["gangs"]] == ["unschedulable"] * 3
@@ -130,7 +132,7 @@ async def test_gangs_in_queue_order_with_quota_admission_backoff_and_held_room(
     assert "Insufficient nvidia.com/gpu" in urgent["lastReason"]
     assert urgent["preempting"] == ["team-b/bulk"]
     assert urgent["nominatedNodes"] == ["n0"]
-    assert "reservedNodes" not in urgent  # this core has no starvation guard
+    assert ("reservedNodes" in urgent) is guard
     more = gangs["team-b/more"]
     assert (more["admission"], more["quota"], more["preempting"]) == (
         "borrowing",
