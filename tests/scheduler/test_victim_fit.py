@@ -1,11 +1,12 @@
 """The fast victim search (scheduler/victim_fit.py) decides as the straightforward one.
 
-The straightforward search plans the preemptor on a fresh what-if copy of the snapshot
-for every victim set `choose_victims` asks about (scheduler.preemption.WhatIf and a new
-planner each time); the core's search keeps one copy and one planner between searches,
-skips sets the resource bound refuses, and answers large sets with a witness. On random
-small clusters, through arrivals, carried-out and refused decisions and cluster changes,
-both must pick the same victims and the same placements.
+The straightforward `fits` plans the preemptor on a what-if copy of the snapshot made
+for the search, with a planner made for the search (scheduler.preemption.WhatIf), for
+every victim set `choose_victims` asks about; the core's keeps one copy and one planner
+between searches, skips sets the resource bound refuses, and answers sets spanning many
+nodes with a witness. Two cores get the same events on random small clusters (arrivals,
+decisions carried out or refused, nodes added and removed), one deciding with each:
+they must place the same gangs and pick the same victims and held placements.
 """
 
 from __future__ import annotations
