@@ -20,16 +20,18 @@ come cheaper:
   needs, the planner would refuse too: no planning pass. The bound ignores every
   other filter and the devices' layout, so it can only say "no" when the planner
   would.
-- A set that touches many nodes (at first, every candidate at once) is answered
-  with a witness when one fits: a few of its gangs, picked by how much room they
-  free, whose removal lets the gang be planned. The search already relies on fitting
-  being monotone (it refuses to preempt when every candidate gone would not make
-  room), so a superset of a set that fits fits. When no witness fits, the whole set
-  is planned as before.
+- A set whose gangs hold many pods (in practice the search's first question: every
+  candidate at once) is answered with a witness when one fits: a few of its gangs,
+  those holding the most GPUs, whose removal lets the gang be planned. The search
+  already takes fitting to be monotone (it refuses to preempt when every candidate
+  gone would not make room), so a superset of a set that fits fits. When no witness
+  fits, the whole set is planned as before. Every other set is planned, or refused
+  by the bound, and the set finally chosen is always planned for real.
 
-The planning passes themselves are the ones the straightforward search makes (same
-planner, same what-if view contents, same quota check), so the decisions are the
-same; tests/scheduler/test_victim_fit.py compares the two on random clusters.
+The planning passes are the ones the straightforward search makes (same planner code,
+same what-if node contents, same quota check), so the decisions are the same as long
+as fitting is monotone, which the search assumes anyway;
+tests/scheduler/test_victim_fit.py compares the two on random clusters.
 """
 
 from __future__ import annotations
@@ -256,14 +258,11 @@ class VictimFit:
     bound: RoomBound
     gpus: Mapping[str, int]  # candidate gang key -> GPU milli its members hold
     plans: dict[frozenset[str], Plan | None] = field(default_factory=dict)
-    fitting: list[frozenset[str]] = field(default_factory=list)  # sets known to fit
     _freed: dict[str, dict[str, _Freed]] = field(default_factory=dict)  # per gang
 
     def fits(self, keys: frozenset[str]) -> bool:
         if keys in self.plans:
             return self.plans[keys] is not None
-        if any(known <= keys for known in self.fitting):
-            return True  # a superset of a set that fits (fitting is monotone)
         pods = sum(len(self.victims[key]) for key in keys)
         if pods > WITNESS_NODES and self._witness(keys):
             return True
@@ -283,8 +282,6 @@ class VictimFit:
             admitted = within_quota(self.gang, result, self.cache.quotas, self.cache.pod)
             plan = admitted if isinstance(admitted, Plan) else None
         self.plans[keys] = plan
-        if plan is not None:
-            self.fitting.append(keys)
         return plan
 
     def freed(self, keys: Iterable[str]) -> dict[str, _Freed]:
@@ -301,7 +298,7 @@ class VictimFit:
 
     def _witness(self, keys: frozenset[str]) -> bool:
         """Whether a few of `keys`' gangs, those holding the most GPUs (then the most
-        pods), are enough (then `keys` is too, fitting being monotone)."""
+        pods), are enough (then `keys` is too: fitting is monotone)."""
         gpus, victims = self.gpus, self.victims
         order = sorted(keys, key=lambda key: (-gpus.get(key, 0), -len(victims[key]), key))
         target = self.bound.needed
