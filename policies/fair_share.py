@@ -18,7 +18,7 @@ Pure. Judged per dimension a namespace's own quota guarantees (GPU, cpu, memory 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cache.quota import QuotaBook, QuotaInfo, display_name, format_amount
@@ -74,11 +74,44 @@ def refuse_borrowing(
     dims = [dim for dim in wanted if asked.get(dim, 0)]
     if not dims:
         return None
+    for dim, room in borrow_room(book, namespace, dims).items():
+        if wanted[dim] > room.net:
+            return BorrowRefusal(dim, wanted[dim], max(0, room.net), room.pool, fair=False)
+        if wanted[dim] > room.share:
+            return BorrowRefusal(dim, wanted[dim], room.share, room.pool, fair=True)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class BorrowRoom:
+    """What a namespace may hold beyond its min in one dimension, as things are."""
+
+    pool: int  # the idle guarantees of the other quotas
+    net: int  # the pool less what the others already borrow (negative: over-lent)
+    share: int  # its weighted share of the pool, itself counted among the borrowers
+
+    @property
+    def limit(self) -> int:
+        """The most it may hold beyond its min now."""
+        return max(0, min(self.net, self.share))
+
+
+def borrow_room(
+    book: QuotaBook, namespace: str, dims: Iterable[str] | None = None
+) -> dict[str, BorrowRoom]:
+    """Per dimension its quota's min sets (or those of `dims`), the room the namespace
+    has to borrow: the idle guarantees of the others, net of what they borrow, and its
+    fair share of them (its weight against the weights of the namespaces borrowing,
+    itself included). Empty for a namespace without a quota or a min."""
+    quota = book.governing(namespace)
+    if quota is None or not quota.min:
+        return {}
     others = [q for ns, q in book.governed().items() if ns != namespace]
     weights = quota.weight + sum(
         q.weight for q in others if beyond_min(q, book.ledger.used(q.namespace))
     )
-    for dim in dims:
+    rooms: dict[str, BorrowRoom] = {}
+    for dim in quota.min if dims is None else dims:
         pool = net = 0
         for other in others:
             if dim not in other.min:
@@ -86,9 +119,5 @@ def refuse_borrowing(
             held = book.ledger.used(other.namespace).get(dim, 0)
             pool += max(0, other.min[dim] - held)
             net += other.min[dim] - held  # idle guarantees less what others borrow
-        if wanted[dim] > net:
-            return BorrowRefusal(dim, wanted[dim], max(0, net), pool, fair=False)
-        share = int(pool * quota.weight / weights)
-        if wanted[dim] > share:
-            return BorrowRefusal(dim, wanted[dim], share, pool, fair=True)
-    return None
+        rooms[dim] = BorrowRoom(pool, net, int(pool * quota.weight / weights))
+    return rooms

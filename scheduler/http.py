@@ -7,7 +7,8 @@ Two listeners (docs/security.md, "Endpoints"):
   tenant: metric labels are closed sets (result, reason, resource, state, type) and GPU
   models, never a namespace, gang, pod or node name (`METRIC_LABELS`).
 - the debug one (`http.debugAddress`/`http.debugPort`, loopback only, off unless a port
-  is configured): `/debug/gangs`, which names every tenant's namespaces and gangs.
+  is configured): `/debug/gangs` and `/debug/queues`, which name every tenant's
+  namespaces and gangs.
   Reaching it from outside the pod takes `kubectl port-forward`, i.e. the API server's
   authorization of `create pods/portforward` in the scheduler's namespace.
 
@@ -20,6 +21,8 @@ Two listeners (docs/security.md, "Endpoints"):
   readiness probe (and what a rollout waits for).
 - `/debug/gangs`: JSON, every gang the core sees (see `gang_report`). Optional query
   parameters `state` and `namespace` filter it.
+- `/debug/queues`: JSON, the queue as the scheduler orders it and every ElasticQuota
+  with its usage and fair share (see `queue_report`); at most `limit` entries of each.
 
 The adapter implements `StatusSource`. Every handler runs on the event loop between
 two scheduling cycles, so it reads the core in a consistent state without locks.
@@ -27,9 +30,7 @@ two scheduling cycles, so it reads the core in a consistent state without locks.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -38,6 +39,7 @@ from scheduler.core import SchedulingCore
 from scheduler.gang import Gang
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue import GangStatus
+from scheduler.queue_report import DEFAULT_LIMIT, MAX_LIMIT, queue_report, rfc3339
 from scheduler.startup import StartupError, os_error_text
 
 # The state of a gang that is not in the queue: fewer than minMember members exist or
@@ -86,6 +88,7 @@ def make_debug_app(status: StatusSource) -> web.Application:
     app = web.Application()
     app[STATUS_KEY] = status
     app.router.add_get("/debug/gangs", _debug_gangs)
+    app.router.add_get("/debug/queues", _debug_queues)
     return app
 
 
@@ -148,7 +151,20 @@ async def _debug_gangs(request: web.Request) -> web.Response:
         gangs = [gang for gang in gangs if gang["state"] == state]
     if namespace:
         gangs = [gang for gang in gangs if gang["namespace"] == namespace]
-    return web.json_response({"now": _time(now), "count": len(gangs), "gangs": gangs})
+    return web.json_response({"now": rfc3339(now), "count": len(gangs), "gangs": gangs})
+
+
+async def _debug_queues(request: web.Request) -> web.Response:
+    status = request.app[STATUS_KEY]
+    text = request.query.get("limit", str(DEFAULT_LIMIT))
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        return web.Response(
+            status=400,
+            text=f"limit must be a whole number from 1 to {MAX_LIMIT}, got {text!r}\n",
+            content_type=_TEXT,
+        )
+    report = queue_report(status.core, status.now(), int(text), request.query.get("namespace"))
+    return web.json_response(report)
 
 
 # --- /debug/gangs -----------------------------------------------------------------------------
@@ -211,11 +227,11 @@ def _entry(
         "pending": len(gang.pending) if gang is not None else None,
         "bound": len(gang.bound) if gang is not None else None,
         "priority": gang.priority if gang is not None else _priority(queued),
-        "created": _time(gang.created if gang is not None else _created(queued)),
+        "created": rfc3339(gang.created if gang is not None else _created(queued)),
         "message": message,
         "attempts": queued.attempts if queued is not None else 0,
-        "backoffUntil": _time(backoff_until),
-        "nextRetry": _time(retry_at),
+        "backoffUntil": rfc3339(backoff_until),
+        "nextRetry": rfc3339(retry_at),
         "nextRetryInSeconds": round(max(0.0, retry_at - now), 3) if retry_at else None,
         "problems": list(_problems(gang)),
     }
@@ -238,10 +254,3 @@ def _problems(gang: Gang | None) -> Iterator[dict[str, str]]:
         if (problem.reason, problem.message) not in seen:
             seen.add((problem.reason, problem.message))
             yield {"reason": problem.reason, "message": problem.message}
-
-
-def _time(epoch: float | None) -> str | None:
-    """RFC 3339 in UTC, as the API writes timestamps; None for an unknown time."""
-    if epoch is None or not math.isfinite(epoch) or epoch <= 0:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cache.quota import GPU, QuotaBook, quota_from_api
-from policies.fair_share import borrowing, refuse_borrowing
+from policies.fair_share import BorrowRoom, borrow_room, borrowing, refuse_borrowing
 from tests.cache.test_quota import quota_obj
 
 
@@ -90,3 +90,35 @@ def test_what_is_allowed_never_takes_all_quotas_past_the_sum_of_their_mins(
         assert total_used + ask <= total_min
     if first_used + ask <= first_min:
         assert refuse_borrowing(book, names[0], {GPU: ask * 1000}) is None
+
+
+def test_borrow_room_is_the_most_refuse_borrowing_lets_a_namespace_hold_beyond_min() -> None:
+    # c leaves 8 idle; b already borrows 1: a's share is half the pool, net is 7.
+    book = book_with({"a": (4, 1.0), "b": (4, 1.0), "c": (8, 1.0)}, {"a": 4, "b": 5})
+    room = borrow_room(book, "a")
+    assert room == {GPU: BorrowRoom(pool=8000, net=7000, share=4000)}  # milli
+    assert room[GPU].limit == 4000
+    assert borrow_room(book, "elsewhere") == {}  # no quota: nothing to judge
+
+
+@given(
+    mins=st.lists(st.integers(0, 8), min_size=2, max_size=4),
+    used=st.lists(st.integers(0, 12), min_size=4, max_size=4),
+    weights=st.lists(st.sampled_from([0.5, 1.0, 3.0]), min_size=4, max_size=4),
+)
+def test_borrow_room_limit_matches_refusals(
+    mins: list[int], used: list[int], weights: list[float]
+) -> None:
+    names = [f"ns{i}" for i in range(len(mins))]
+    book = book_with(
+        {n: (floor, w) for n, floor, w in zip(names, mins, weights, strict=False)},
+        dict(zip(names, used, strict=False)),
+    )
+    first = names[0]
+    room = borrow_room(book, first).get(GPU)
+    if room is None:
+        return
+    for extra in range(1, 6):
+        beyond = max(0, used[0] + extra - mins[0])
+        allowed = refuse_borrowing(book, first, {GPU: extra * 1000}) is None
+        assert allowed == (beyond == 0 or beyond * 1000 <= room.limit), (extra, room)
