@@ -155,7 +155,7 @@ def _parse_quota(raw: object, where: str) -> Quota:
             )
     info = quota_from_api(raw)
     if info.problems:
-        raise QuotaFileError(f"{where}: {info.problems[0]}")
+        raise QuotaFileError(f"{where}: {info.problems[0].removeprefix('ElasticQuota ')}")
     return Quota(namespace, name, raw, info.min.get(GPU), info.max.get(GPU))
 
 
