@@ -141,6 +141,8 @@ class TimelineResult:
     # Per sample, the GPU milli each namespace holds (namespaces holding none left out):
     # the values sum to allocated_milli at every sample.
     allocated_by_namespace: list[dict[str, int]] = field(default_factory=list)
+    # Per sample, the tasks of each namespace waiting (namespaces with none left out).
+    waiting_by_namespace: list[dict[str, int]] = field(default_factory=list)
     # Preemption decisions carried out, and victim gangs evicted by them.
     preemptions: int = 0
     evicted_gangs: int = 0
@@ -305,6 +307,7 @@ class _Replay:
         self.evicted = 0
         self.by_namespace: dict[str, int] = {}
         self.namespace_samples: list[dict[str, int]] = []
+        self.namespace_waiting: list[dict[str, int]] = []
         self.active: dict[str, _Running] = {}  # gang key -> task in the replay
         self.by_uid: dict[str, _Running] = {}
         self.waiting: set[str] = set()  # gang keys arrived and not started
@@ -573,11 +576,20 @@ class _Replay:
             self.allocated_samples[-1] = self.allocated
             self.queue_samples[-1] = len(self.waiting)
             self.namespace_samples[-1] = dict(self.by_namespace)
+            self.namespace_waiting[-1] = self._waiting_by_namespace()
             return
         self.times.append(now)
         self.allocated_samples.append(self.allocated)
         self.queue_samples.append(len(self.waiting))
         self.namespace_samples.append(dict(self.by_namespace))
+        self.namespace_waiting.append(self._waiting_by_namespace())
+
+    def _waiting_by_namespace(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for key in self.waiting:
+            namespace = self.active[key].task.namespace
+            counts[namespace] = counts.get(namespace, 0) + 1
+        return counts
 
     def next_time(self, now: float) -> float | None:
         candidates: list[float] = []
@@ -662,6 +674,7 @@ def replay_timeline(
         end_time=end,
         seconds=time.perf_counter() - started,
         allocated_by_namespace=replay.namespace_samples,
+        waiting_by_namespace=replay.namespace_waiting,
         preemptions=replay.preemptions,
         evicted_gangs=replay.evicted,
     )
