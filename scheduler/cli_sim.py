@@ -329,9 +329,13 @@ def _run_timeline(args: argparse.Namespace) -> int:
         f"--{name}" for name in ("workload", "generate", "teams") if getattr(args, name) is not None
     ]
     if len(sources) > 1:
-        raise _UsageError(
-            f"give one of --workload, --generate and --teams, not {' and '.join(sources)}"
+        # Said as before --teams existed when those two are given.
+        both = (
+            "--workload or --generate"
+            if args.teams is None
+            else "one of --workload, --generate and --teams"
         )
+        raise _UsageError(f"give {both}, not both" if len(sources) == 2 else f"give {both}")
     if args.teams is not None and args.load is not None:
         raise _UsageError("--load is for --generate: a team file sets each team's arrival rate")
     if args.quotas is None:

@@ -13,13 +13,16 @@ other than the one written would mislead.
 A mode is a way of sharing the cluster, given as the scheduler configuration keys a
 user would write (the same `config_from_mapping`) and what is done to the quotas:
 
-| mode | quotas | configuration |
-|---|---|---|
-| no-quotas | none applied | defaults (priority preemption on) |
-| no-borrowing | every quota's max set to its min | `preemption.reclaim: false` |
-| borrowing | as written | `preemption.reclaim: false` |
-| reclaim | as written | `preemption.reclaim: true` |
-| reclaim-guard | as written | `preemption.reclaim: true`, `starvation.guardSeconds` |
+| mode | quotas | `preemption.reclaim` | `starvation.guardSeconds` |
+|---|---|---|---|
+| no-quotas | none applied | (no quota to reclaim) | 0 (off) |
+| no-borrowing | every quota's max set to its min | false | 0 |
+| borrowing | as written | false | 0 |
+| reclaim | as written | true | 0 |
+| reclaim-guard | as written | true | 300 |
+
+Priority preemption is on in every mode (`preemption.enabled`, its default). Each
+mode says every setting it depends on, so a changed default cannot change a mode.
 
 A setting this build does not know yet (reclaim and the starvation guard are built on
 another branch) is left out, and the run says so (`Mode run .unsupported`): it then
@@ -53,10 +56,9 @@ QUOTA_KIND = "ElasticQuota"
 _QUOTA_FIELDS = ("apiVersion", "kind", "metadata", "spec", "status")
 _SPEC_FIELDS = ("min", "max")
 
-# How long a gang may head its queue before the starvation guard reserves room for it,
-# in the mode that turns the guard on: about the p95 wait of a 17-64 pod gang on the
-# bundled cluster without quotas (docs/simulator.md), so the guard acts on the tail.
-STARVATION_GUARD_SECONDS = 1800.0
+# How long a gang may wait before the starvation guard reserves room for it, in the
+# mode that turns the guard on: the configuration's default (docs/configuration.md).
+STARVATION_GUARD_SECONDS = 300.0
 
 # Settings of the modes that another branch adds to the configuration; a build that
 # does not know them runs the mode without (as "off").
@@ -179,13 +181,14 @@ class Mode:
     settings: Mapping[str, Any]
 
 
-_OFF = {"preemption": {"reclaim": False}}
+_NO_GUARD = {"starvation": {"guardSeconds": 0}}
+_OFF = {"preemption": {"reclaim": False}, **_NO_GUARD}
 _RECLAIM = {"preemption": {"reclaim": True}}
 MODES: tuple[Mode, ...] = (
-    Mode("no-quotas", "no quotas", NO_QUOTAS, {}),
+    Mode("no-quotas", "no quotas", NO_QUOTAS, _NO_GUARD),
     Mode("no-borrowing", "quotas, no borrowing (max = min)", MIN_IS_MAX, _OFF),
     Mode("borrowing", "borrowing, no reclaim", AS_WRITTEN, _OFF),
-    Mode("reclaim", "borrowing + reclaim", AS_WRITTEN, _RECLAIM),
+    Mode("reclaim", "borrowing + reclaim", AS_WRITTEN, {**_RECLAIM, **_NO_GUARD}),
     Mode(
         "reclaim-guard",
         "borrowing + reclaim + starvation guard",
@@ -254,6 +257,16 @@ def _turned_on(value: object) -> bool:
     return bool(value)
 
 
+# Settings `gang-scheduler run` hands to the core's parts after building it
+# (scheduler/kube/runner.py does the same): (config section, field, core part,
+# attribute). Applied where both ends exist in this build: `reclaim` comes with the
+# branch that adds it.
+RUNTIME_SETTINGS = (
+    ("preemption", "enabled", "preempter", "enabled"),
+    ("preemption", "reclaim", "preempter", "reclaim"),
+)
+
+
 def build_core(config: SchedulerConfig, quotas: Sequence[Mapping[str, Any]]) -> SchedulingCore:
     """The core a mode runs on: built from the configuration as `gang-scheduler run`
     builds it, preemption enabled as the configuration says (the replay carries the
@@ -261,7 +274,11 @@ def build_core(config: SchedulerConfig, quotas: Sequence[Mapping[str, Any]]) -> 
     core = build_core_from(config)
     # Nobody reads why a gang waits in a replay: skip wording it (a pass over every node).
     core.planner = Planner(core.profile, explain=False)
-    core.preempter.enabled = config.preemption.enabled
+    for section, name, part, attribute in RUNTIME_SETTINGS:
+        value = getattr(getattr(config, section), name, None)
+        target = getattr(core, part)
+        if value is not None and hasattr(target, attribute):
+            setattr(target, attribute, value)
     for obj in quotas:
         core.apply_elasticquota(EventType.ADDED, obj, 0.0)
     return core
