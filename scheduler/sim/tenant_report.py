@@ -5,9 +5,9 @@ Per team (a namespace) and mode:
 - GPU share: the GPU milli the team holds / the cluster's, time-weighted over the
   arrival window (first to last arrival, where the offered load is the workload's),
   against its entitlement, the GPU `min` of its ElasticQuota / the cluster's GPUs;
-- time under entitlement: the part of the window in which the team had tasks waiting
-  while holding less than its entitlement (a guarantee not honoured when it was asked
-  for);
+- time under entitlement: the part of the window in which the team had a task
+  waiting that would have fit within its entitlement on top of what it held (a
+  guarantee not honoured when it was asked for);
 - queueing delay p50/p95 per priority (all time in the queue, requeues after
   preemption included), over the tasks that started;
 - GPU-hours lost to preemption: GPUs held x time ran, of runs cut short;
@@ -36,6 +36,7 @@ class TeamFigures:
     tasks: int
     unfinished: int
     entitlement: float | None  # share of the cluster's GPUs its quota's min guarantees
+    entitled_milli: int | None
     share_mean: float
     under_entitlement: float | None  # part of the window, None without an entitlement
     # priority -> (p50, p95) of the queueing delay; None when no task of it started
@@ -99,12 +100,14 @@ def team_figures(run: ModeRun, quotas: Sequence[Quota]) -> ModeFigures:
         outcomes = [o for o in result.outcomes if o.task.namespace == team]
         held = [sample.get(team, 0) / total for sample in result.allocated_by_namespace]
         times, shares = window_samples(result.times, held, first, last)
-        entitlement = minimum[team] / total if team in minimum else None
+        entitled = minimum.get(team)
         under: float | None = None
-        if entitlement is not None:
+        if entitled is not None:
             deprived = [
-                1.0 if waiting.get(team, 0) and share < entitlement else 0.0
-                for waiting, share in zip(result.waiting_by_namespace, held, strict=True)
+                1.0 if _deprived(waiting.get(team), holding.get(team, 0), entitled) else 0.0
+                for waiting, holding in zip(
+                    result.smallest_waiting_by_namespace, result.allocated_by_namespace, strict=True
+                )
             ]
             under = time_weighted_mean(*window_samples(result.times, deprived, first, last))
         largest = max(o.task.gpu_milli for o in outcomes)
@@ -114,7 +117,8 @@ def team_figures(run: ModeRun, quotas: Sequence[Quota]) -> ModeFigures:
                 team=team,
                 tasks=len(outcomes),
                 unfinished=sum(1 for o in outcomes if o.finish is None),
-                entitlement=entitlement,
+                entitlement=None if entitled is None else entitled / total,
+                entitled_milli=entitled,
                 share_mean=time_weighted_mean(times, shares),
                 under_entitlement=under,
                 wait_by_priority=_waits(outcomes),
@@ -125,6 +129,11 @@ def team_figures(run: ModeRun, quotas: Sequence[Quota]) -> ModeFigures:
             )
         )
     return ModeFigures(run, tuple(teams))
+
+
+def _deprived(smallest_waiting: int | None, held: int, entitled: int) -> bool:
+    """A task of the team waits that its guarantee has room for."""
+    return smallest_waiting is not None and held + smallest_waiting <= entitled
 
 
 def _time_queued(outcome: TaskOutcome, end: float) -> float:

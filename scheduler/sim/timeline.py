@@ -141,8 +141,9 @@ class TimelineResult:
     # Per sample, the GPU milli each namespace holds (namespaces holding none left out):
     # the values sum to allocated_milli at every sample.
     allocated_by_namespace: list[dict[str, int]] = field(default_factory=list)
-    # Per sample, the tasks of each namespace waiting (namespaces with none left out).
-    waiting_by_namespace: list[dict[str, int]] = field(default_factory=list)
+    # Per sample, the fewest GPU milli a waiting task of each namespace asks
+    # (namespaces with no task waiting left out).
+    smallest_waiting_by_namespace: list[dict[str, int]] = field(default_factory=list)
     # Preemption decisions carried out, and victim gangs evicted by them.
     preemptions: int = 0
     evicted_gangs: int = 0
@@ -585,11 +586,13 @@ class _Replay:
         self.namespace_waiting.append(self._waiting_by_namespace())
 
     def _waiting_by_namespace(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
+        smallest: dict[str, int] = {}
         for key in self.waiting:
-            namespace = self.active[key].task.namespace
-            counts[namespace] = counts.get(namespace, 0) + 1
-        return counts
+            task = self.active[key].task
+            known = smallest.get(task.namespace)
+            if known is None or task.gpu_milli < known:
+                smallest[task.namespace] = task.gpu_milli
+        return smallest
 
     def next_time(self, now: float) -> float | None:
         candidates: list[float] = []
@@ -674,7 +677,7 @@ def replay_timeline(
         end_time=end,
         seconds=time.perf_counter() - started,
         allocated_by_namespace=replay.namespace_samples,
-        waiting_by_namespace=replay.namespace_waiting,
+        smallest_waiting_by_namespace=replay.namespace_waiting,
         preemptions=replay.preemptions,
         evicted_gangs=replay.evicted,
     )

@@ -203,3 +203,29 @@ def test_simulate_refuses_a_bad_quotas_file_in_one_line(
     captured = capsys.readouterr()
     assert code == 2 and captured.err.count("\n") == 1
     assert "q.yaml: ElasticQuota alpha/alpha: spec.max:" in captured.err
+
+
+def test_under_entitlement_counts_a_waiting_task_the_guarantee_has_room_for() -> None:
+    workload = """
+- {name: b1, namespace: beta, arrival: 0, duration: 1000,
+   roles: [{name: w, replicas: 2, cpu: 8, memory: 32Gi, gpus: 4}]}
+- {name: b2, namespace: beta, arrival: 0, duration: 1000,
+   roles: [{name: w, replicas: 2, cpu: 8, memory: 32Gi, gpus: 4}]}
+- {name: a1, namespace: alpha, arrival: 100, duration: 100,
+   roles: [{name: w, replicas: 1, cpu: 8, memory: 32Gi, gpus: 4}]}
+- {name: a2, namespace: alpha, arrival: 1000, duration: 100,
+   roles: [{name: w, replicas: 1, cpu: 8, memory: 32Gi, gpus: 1}]}
+"""
+    quotas = parse_quotas(QUOTAS)
+    nodes, tasks = parse_cluster(CLUSTER), parse_workload(workload)
+
+    def under(mode: str) -> dict[str, float | None]:
+        figures = team_figures(run_mode(nodes, tasks, quotas, mode_named(mode)), quotas)
+        return {team.team: team.under_entitlement for team in figures.teams}
+
+    # Beta borrows alpha's idle 8 GPUs; alpha's 4-GPU task then waits 100 s to 1000 s
+    # with its guarantee unused (no reclaim, equal priorities): 90% of the window.
+    assert under("borrowing") == {"beta": 0.0, "alpha": pytest.approx(0.9)}
+    # Capped at its min, beta's second task waits, but beyond beta's guarantee: not
+    # counted; alpha runs at once.
+    assert under("no-borrowing") == {"beta": 0.0, "alpha": 0.0}
