@@ -259,11 +259,12 @@ def _turned_on(value: object) -> bool:
 
 # Settings `gang-scheduler run` hands to the core's parts after building it
 # (scheduler/kube/runner.py does the same): (config section, field, core part,
-# attribute). Applied where both ends exist in this build: `reclaim` comes with the
-# branch that adds it.
+# attribute). Applied where both ends exist in this build: reclaim and the starvation
+# guard come with the branch that adds them.
 RUNTIME_SETTINGS = (
     ("preemption", "enabled", "preempter", "enabled"),
     ("preemption", "reclaim", "preempter", "reclaim"),
+    ("starvation", "guard_seconds", "starvation", "guard_seconds"),
 )
 
 
@@ -275,9 +276,9 @@ def build_core(config: SchedulerConfig, quotas: Sequence[Mapping[str, Any]]) -> 
     # Nobody reads why a gang waits in a replay: skip wording it (a pass over every node).
     core.planner = Planner(core.profile, explain=False)
     for section, name, part, attribute in RUNTIME_SETTINGS:
-        value = getattr(getattr(config, section), name, None)
-        target = getattr(core, part)
-        if value is not None and hasattr(target, attribute):
+        value = getattr(getattr(config, section, None), name, None)
+        target = getattr(core, part, None)
+        if value is not None and target is not None and hasattr(target, attribute):
             setattr(target, attribute, value)
     for obj in quotas:
         core.apply_elasticquota(EventType.ADDED, obj, 0.0)

@@ -147,6 +147,8 @@ class TimelineResult:
     # Preemption decisions carried out, and victim gangs evicted by them.
     preemptions: int = 0
     evicted_gangs: int = 0
+    # Every decision carried out: (time, preemptor, victims), gang keys.
+    preemption_log: list[tuple[float, str, tuple[str, ...]]] = field(default_factory=list)
 
     @property
     def lost_gpu_hours(self) -> float:
@@ -306,6 +308,7 @@ class _Replay:
         self.evictions: list[tuple[float, int, str, int]] = []
         self.preemptions = 0
         self.evicted = 0
+        self.preemption_log: list[tuple[float, str, tuple[str, ...]]] = []
         self.by_namespace: dict[str, int] = {}
         self.namespace_samples: list[dict[str, int]] = []
         self.namespace_waiting: list[dict[str, int]] = []
@@ -380,6 +383,8 @@ class _Replay:
         """Carry out a decision: every pod of each victim gang terminating now, gone
         after the grace period (as the Eviction API and the kubelet would)."""
         self.preemptions += 1
+        victims = tuple(victim.key for victim in decision.victims)
+        self.preemption_log.append((now, decision.preemptor, victims))
         for victim in decision.victims:
             running = self.active.get(victim.key)
             if running is None or running.evicting:
@@ -680,4 +685,5 @@ def replay_timeline(
         smallest_waiting_by_namespace=replay.namespace_waiting,
         preemptions=replay.preemptions,
         evicted_gangs=replay.evicted,
+        preemption_log=replay.preemption_log,
     )

@@ -5,9 +5,11 @@ they lose is counted."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scheduler.sim.cluster_spec import parse_cluster
-from scheduler.sim.tenants import build_core, mode_config, mode_named
+from scheduler.sim.tenants import build_core, mode_config, mode_named, mode_quotas, parse_quotas
 from scheduler.sim.timeline import TimelineResult, _Replay, replay_timeline
 from scheduler.sim.workload import parse_workload
 
@@ -94,3 +96,63 @@ def test_no_preemption_among_equal_priorities() -> None:
     result = _run(_task("first", 0, 100, 0) + _task("second", 10, 50, 0))
     assert result.preemptions == 0
     assert result.outcomes[1].start == 100.0
+
+
+QUOTAS = """
+- apiVersion: scheduling.x-k8s.io/v1alpha1
+  kind: ElasticQuota
+  metadata: {name: alpha, namespace: alpha}
+  spec: {min: {nvidia.com/gpu: 8}, max: {nvidia.com/gpu: 16}}
+- apiVersion: scheduling.x-k8s.io/v1alpha1
+  kind: ElasticQuota
+  metadata: {name: beta, namespace: beta}
+  spec: {min: {nvidia.com/gpu: 8}, max: {nvidia.com/gpu: 16}}
+"""
+# 4 boxes of 4 GPUs.
+BOXES = """
+pools:
+  - {name: box, count: 4, cpu: 64, memory: 256Gi, gpus: 4, gpu_model: V100, links: pcie}
+"""
+
+# Tasks crowded into the first 300 s on 16 GPUs, so that about a third of the
+# examples preempt.
+_task_shape = st.tuples(
+    st.sampled_from(["alpha", "beta"]),
+    st.integers(0, 300),  # arrival
+    st.integers(100, 900),  # duration
+    st.sampled_from([0, 50, 100]),  # priority
+    st.sampled_from([(1, 2), (2, 2), (1, 4), (2, 4), (3, 4), (4, 4)]),  # pods, GPUs each
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_task_shape, min_size=4, max_size=10), st.sampled_from([0.0, 30.0]))
+def test_replayed_preemption_keeps_gangs_whole_and_never_cycles(
+    shapes: list[tuple[str, int, int, int, tuple[int, int]]], grace: float
+) -> None:
+    lines = []
+    for i, (team, arrival, duration, priority, (pods, gpus)) in enumerate(shapes):
+        lines.append(
+            f"- {{name: t{i}, namespace: {team}, arrival: {arrival}, duration: {duration}, "
+            f"priority: {priority}, roles: [{{name: w, replicas: {pods}, cpu: 4, "
+            f"memory: 8Gi, gpus: {gpus}}}]}}"
+        )
+    tasks = parse_workload("\n".join(lines))
+    mode = mode_named("borrowing")
+    config, _ = mode_config(mode, "binpack")
+    core = build_core(config, mode_quotas(mode, parse_quotas(QUOTAS)))
+    # The replay checks over-commitment and whole gangs after every change itself.
+    result = replay_timeline(parse_cluster(BOXES), tasks, core, preemption_grace=grace)
+    assert (result.partial_gangs, result.unfinished) == (0, 0)
+    priority = {f"{t.namespace}/{t.name}": t.priority for t in tasks}
+    pairs = set()
+    for _, preemptor, victims in result.preemption_log:
+        for victim in victims:
+            assert priority[victim] < priority[preemptor]  # reclaim off: priority only
+            pairs.add((preemptor, victim))
+    assert not any((victim, preemptor) in pairs for preemptor, victim in pairs)
+    evicted = sum(o.preemptions for o in result.outcomes)
+    assert evicted == result.evicted_gangs == sum(len(v) for _, _, v in result.preemption_log)
+    for outcome in result.outcomes:
+        assert outcome.lost_gpu_milli_seconds >= 0.0
+        assert (outcome.lost_gpu_milli_seconds > 0) <= (outcome.preemptions > 0)
