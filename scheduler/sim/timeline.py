@@ -67,6 +67,10 @@ PROGRESS_EVERY = 16
 # Seconds between a victim's eviction and its pods being gone: Kubernetes' default
 # terminationGracePeriodSeconds.
 DEFAULT_PREEMPTION_GRACE = 30.0
+# Reservations of a bind (planned, sent, or accepted): the pod holds its room as its
+# own. Any other reservation (a preemptor's nominated room, a starving gang's reserved
+# room) is a hold for a gang not placed yet: charged on the node, nobody's allocation.
+_BINDS = frozenset({Reservation.BINDING, Reservation.BOUND, Reservation.UNKNOWN})
 
 Progress = Callable[[int, int], None]
 """Called with (tasks that have left, tasks in all) while a replay runs."""
@@ -479,8 +483,8 @@ class _Replay:
             pod = cache.pod(uid)
             if pod is None:
                 continue
-            # A nominated member (room held while victims terminate) is not bound.
-            if pod.node_name or cache.reservation(uid) not in (None, Reservation.NOMINATED):
+            # A member whose room is only held (nominated, reserved) is not bound.
+            if pod.node_name or cache.reservation(uid) in _BINDS:
                 count += 1
         return count
 
@@ -493,17 +497,24 @@ class _Replay:
     def _check_devices(self, now: float) -> None:
         """No device, CPU or memory over-committed. A preemptor's hold (nominated)
         is charged over the room of the victims it waits for while they terminate, so
-        that room is counted twice until they are gone: the check is that the node
-        fits without the holds, and fits the holds without the terminating pods."""
+        that room is counted twice until they are gone (and a starving gang's reserved
+        room may be charged over pods still running): the check is that the node fits
+        without the holds, and fits the preemptors' holds without the terminating pods
+        and the other holds."""
         cache = self.core.cache
-        holds = self._nominated_uids()
+        holds = self._held_uids()
+        nominated = {u for u in holds if cache.reservation(u) == Reservation.NOMINATED}
         leaving = [pod.uid for pod in cache.pods() if pod.deleting and pod.consumes_resources]
+        others = [uid for uid in holds if uid not in nominated]
         held = 0
         for node in cache.nodes():
             held += len(node.gpu_free) * MILLI_PER_GPU - sum(node.gpu_free)
         for name, back_gpu, back in (
-            ("without the rooms held for preemptors", *self._charged(holds)),
-            ("without the pods terminating", *self._charged(leaving)),
+            ("without the rooms held for gangs not placed", *self._charged(holds)),
+            (
+                "with the preemptors' rooms, without the pods terminating",
+                *self._charged(leaving + others),
+            ),
         ):
             for node in cache.nodes():
                 gpus = back_gpu.get(node.name, {})
@@ -531,16 +542,12 @@ class _Replay:
                 f"counted {self.allocated}"
             )
 
-    def _nominated_uids(self) -> list[str]:
-        """Pods the cache holds room for while their gang's victims terminate: charged
-        on the nodes, not yet anyone's allocation."""
+    def _held_uids(self) -> list[str]:
+        """Pods the cache holds room for that are not placed (a preemptor waiting for
+        its victims, a starving gang's reservation): charged on the nodes, not yet
+        anyone's allocation."""
         cache = self.core.cache
-        return [
-            placement.pod_uid
-            for decision in self.core.preempter.decisions.values()
-            for placement in decision.placements
-            if cache.reservation(placement.pod_uid) == Reservation.NOMINATED
-        ]
+        return [uid for uid in cache.assumed() if cache.reservation(uid) not in _BINDS]
 
     def _charged(
         self, uids: Sequence[str]

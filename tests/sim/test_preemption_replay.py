@@ -151,8 +151,9 @@ def test_replayed_preemption_keeps_gangs_whole_and_never_cycles(
             assert priority[victim] < priority[preemptor]  # reclaim off: priority only
             pairs.add((preemptor, victim))
     assert not any((victim, preemptor) in pairs for preemptor, victim in pairs)
-    evicted = sum(o.preemptions for o in result.outcomes)
-    assert evicted == result.evicted_gangs == sum(len(v) for _, _, v in result.preemption_log)
+    # A victim whose run ends within the grace finishes: evicted, no run lost.
+    restarted = sum(o.preemptions for o in result.outcomes)
+    assert restarted <= result.evicted_gangs == sum(len(v) for _, _, v in result.preemption_log)
     for outcome in result.outcomes:
         assert outcome.lost_gpu_milli_seconds >= 0.0
         assert (outcome.lost_gpu_milli_seconds > 0) <= (outcome.preemptions > 0)
