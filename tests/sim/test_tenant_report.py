@@ -97,9 +97,14 @@ def test_per_team_figures_add_up_to_the_cluster(mode: str) -> None:
 
 
 def test_a_team_preempted_by_another_carries_the_lost_gpu_hours() -> None:
+    # Alpha runs one gang within its min (8 GPUs) and one borrowed beyond it; beta's
+    # higher-priority gang evicts the borrowed one (the later started: less GPU-time
+    # lost), which leaves alpha its guarantee.
     workload = """
-- {name: fill, namespace: alpha, arrival: 0, duration: 7200, priority: 0,
-   roles: [{name: w, replicas: 4, cpu: 8, memory: 32Gi, gpus: 4}]}
+- {name: own, namespace: alpha, arrival: 0, duration: 7200, priority: 0,
+   roles: [{name: w, replicas: 2, cpu: 8, memory: 32Gi, gpus: 4}]}
+- {name: extra, namespace: alpha, arrival: 1, duration: 7200, priority: 0,
+   roles: [{name: w, replicas: 2, cpu: 8, memory: 32Gi, gpus: 4}]}
 - {name: urgent, namespace: beta, arrival: 600, duration: 600, priority: 100,
    roles: [{name: w, replicas: 2, cpu: 8, memory: 32Gi, gpus: 4}]}
 """
@@ -107,14 +112,15 @@ def test_a_team_preempted_by_another_carries_the_lost_gpu_hours() -> None:
     run = run_mode(
         parse_cluster(CLUSTER), parse_workload(workload), quotas, mode_named("borrowing")
     )
+    assert run.result.preemption_log == [(600.0, "beta/urgent", ("alpha/extra",))]
     figures = {t.team: t for t in team_figures(run, quotas).teams}
-    # alpha's 16 GPUs ran 600 s + the 30 s grace, then restarted after beta left.
-    assert figures["alpha"].lost_gpu_hours == pytest.approx(16 * 630 / 3600)
+    # alpha's 8 borrowed GPUs ran from 1 s to 600 s + the 30 s grace: lost.
+    assert figures["alpha"].lost_gpu_hours == pytest.approx(8 * 629 / 3600)
     assert (figures["alpha"].preempted, figures["beta"].preempted) == (1, 0)
     assert figures["beta"].wait_by_priority == {100: (30.0, 30.0)}
     assert figures["beta"].largest_gang_wait == 30.0
     table = tenants_markdown([team_figures(run, quotas)])
-    # Over the arrival window (0 to 600 s) alpha held the whole cluster.
+    # Over the arrival window (0 to 600 s) alpha held the whole cluster, but for 1 s.
     assert "| borrowing | alpha | 100% (50%) | 0% |" in table.replace(" *", "")
 
 
