@@ -503,19 +503,25 @@ class _Replay:
         and the other holds."""
         cache = self.core.cache
         holds = self._held_uids()
-        nominated = {u for u in holds if cache.reservation(u) == Reservation.NOMINATED}
-        leaving = [pod.uid for pod in cache.pods() if pod.deleting and pod.consumes_resources]
-        others = [uid for uid in holds if uid not in nominated]
+        # Victims terminate only while an eviction is under way (none without preemption).
+        leaving = (
+            [pod.uid for pod in cache.pods() if pod.deleting and pod.consumes_resources]
+            if self.evictions
+            else []
+        )
         held = 0
         for node in cache.nodes():
             held += len(node.gpu_free) * MILLI_PER_GPU - sum(node.gpu_free)
-        for name, back_gpu, back in (
-            ("without the rooms held for gangs not placed", *self._charged(holds)),
-            (
-                "with the preemptors' rooms, without the pods terminating",
-                *self._charged(leaving + others),
-            ),
-        ):
+        passes = [("without the rooms held for gangs not placed", *self._charged(holds))]
+        if leaving:
+            others = [u for u in holds if cache.reservation(u) != Reservation.NOMINATED]
+            passes.append(
+                (
+                    "with the preemptors' rooms, without the pods terminating",
+                    *self._charged(leaving + others),
+                )
+            )
+        for name, back_gpu, back in passes:
             for node in cache.nodes():
                 gpus = back_gpu.get(node.name, {})
                 for index, free in enumerate(node.gpu_free):
@@ -547,7 +553,8 @@ class _Replay:
         its victims, a starving gang's reservation): charged on the nodes, not yet
         anyone's allocation."""
         cache = self.core.cache
-        return [uid for uid in cache.assumed() if cache.reservation(uid) not in _BINDS]
+        assumed = cache.assumed()  # mostly empty: the replay binds each plan at once
+        return [uid for uid in assumed if cache.reservation(uid) not in _BINDS]
 
     def _charged(
         self, uids: Sequence[str]
