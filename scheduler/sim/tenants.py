@@ -25,7 +25,7 @@ Priority preemption is on in every mode (`preemption.enabled`, its default). Eac
 mode says every setting it depends on, so a changed default cannot change a mode.
 
 A setting this build does not know yet (reclaim and the starvation guard are built on
-another branch) is left out, and the run says so (`Mode run .unsupported`): it then
+another branch) is left out, and the run says so (`ModeRun.unsupported`): it then
 behaves as that setting's "off", and the report marks the row for a rerun.
 """
 
