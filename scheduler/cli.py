@@ -204,6 +204,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="write GPU allocation against arrived load here (time-based replay: GPU "
         "utilization and queue length over time)",
     )
+    tenants = simulate.add_argument_group(
+        "tenants (time-based replay; docs/simulator.md, 'Tenants')"
+    )
+    tenants.add_argument(
+        "--teams",
+        metavar="PATH",
+        help="time-based replay of a multi-team workload generated from this team file "
+        "with --seed ('default': the bundled three teams)",
+    )
+    tenants.add_argument(
+        "--quotas",
+        metavar="PATH",
+        help="ElasticQuotas (a YAML list) the replay applies; report per team and compare "
+        "the sharing modes ('default': the bundled quotas of the three teams)",
+    )
+    tenants.add_argument(
+        "--mode",
+        metavar="NAME",
+        action="append",
+        help="with --quotas: sharing mode to run; repeatable (default: all: no-quotas, "
+        "no-borrowing, borrowing, reclaim, reclaim-guard)",
+    )
+    tenants.add_argument(
+        "--preemption-grace",
+        metavar="SECONDS",
+        type=float,
+        help="seconds a preempted gang takes to terminate (default: 30)",
+    )
     simulate.set_defaults(handler=_simulate)
     agent = commands.add_parser(
         "node-agent",

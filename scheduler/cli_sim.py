@@ -48,7 +48,23 @@ from scheduler.sim.report import (
     timeline_json,
     timeline_tables,
 )
-from scheduler.sim.timeline import replay_timeline
+from scheduler.sim.teams import TeamsError, generate_teams, parse_teams
+from scheduler.sim.tenant_report import (
+    ModeFigures,
+    plot_tenants,
+    team_figures,
+    tenants_json,
+    tenants_table,
+)
+from scheduler.sim.tenants import (
+    MODE_NAMES,
+    Quota,
+    QuotaFileError,
+    mode_named,
+    parse_quotas,
+    run_mode,
+)
+from scheduler.sim.timeline import DEFAULT_PREEMPTION_GRACE, replay_timeline
 from scheduler.sim.workload import (
     Task,
     WorkloadError,
@@ -56,6 +72,10 @@ from scheduler.sim.workload import (
     load_workload,
     offered_load,
 )
+
+# `--teams default` and `--quotas default`: the bundled three teams and their quotas.
+BUNDLED_TEAMS = "teams-3.yaml"
+BUNDLED_QUOTAS = "quotas-3.yaml"
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -110,10 +130,14 @@ def simulate(args: argparse.Namespace) -> int:
 
 
 def _run_simulation(args: argparse.Namespace) -> int:
-    if args.workload is not None or args.generate is not None:
+    if args.workload is not None or args.generate is not None or args.teams is not None:
         return _run_timeline(args)
     if args.cluster is not None:
         raise _UsageError("--cluster is for the time-based replay: give --workload or --generate")
+    if args.quotas is not None:
+        raise _UsageError(
+            "--quotas is for the time-based replay: give --teams, --workload or --generate"
+        )
     args.trace = args.trace or "default"
     args.load = DEFAULT_LOAD if args.load is None else args.load
     if not (args.load > 0 and math.isfinite(args.load)):
@@ -246,6 +270,17 @@ def _timeline_workloads(
     args: argparse.Namespace, nodes: list[dict[str, object]]
 ) -> list[tuple[int | None, list[Task]]]:
     """(seed, tasks) per workload to replay: the file once, or one generated per seed."""
+    if args.teams is not None:
+        text, source = _file_or_bundled(args.teams, BUNDLED_TEAMS, "team file")
+        try:
+            teams = parse_teams(text, source)
+        except TeamsError as error:
+            raise _UsageError(str(error)) from None
+        total = cluster_size(nodes).total_gpu_milli // 1000
+        return [
+            (seed, generate_teams(teams, seed, total, pools=gpu_pools(nodes)))
+            for seed in dict.fromkeys(args.seed or [DEFAULT_SEED])
+        ]
     if args.workload is not None:
         try:
             return [(None, load_workload(Path(args.workload)))]
@@ -275,17 +310,46 @@ def _timeline_workloads(
     return workloads
 
 
+def _file_or_bundled(value: str, bundled: str, what: str) -> tuple[str, str]:
+    """The text of the file `value` names (or of the bundled file for 'default'), and
+    the name to quote in messages."""
+    if value == "default":
+        text = resources.files("scheduler.sim").joinpath("data", bundled).read_text("utf-8")
+        return text, bundled
+    try:
+        return Path(value).read_text(encoding="utf-8"), value
+    except OSError as error:
+        raise _UsageError(f"cannot read the {what} {value}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise _UsageError(f"cannot read the {what} {value}: not UTF-8 text") from None
+
+
 def _run_timeline(args: argparse.Namespace) -> int:
-    if args.workload is not None and args.generate is not None:
-        raise _UsageError("give --workload or --generate, not both")
+    sources = [
+        f"--{name}" for name in ("workload", "generate", "teams") if getattr(args, name) is not None
+    ]
+    if len(sources) > 1:
+        # Said as before --teams existed when those two are given.
+        both = (
+            "--workload or --generate"
+            if args.teams is None
+            else "one of --workload, --generate and --teams"
+        )
+        raise _UsageError(f"give {both}, not both" if len(sources) == 2 else f"give {both}")
+    if args.teams is not None and args.load is not None:
+        raise _UsageError("--load is for --generate: a team file sets each team's arrival rate")
+    if args.quotas is None:
+        for name in ("mode", "preemption_grace"):
+            if getattr(args, name) is not None:
+                raise _UsageError(f"--{name.replace('_', '-')} needs --quotas")
     given = [name for name in ("nodes", "pods", "trace") if getattr(args, name) is not None]
     if given:
         raise _UsageError(
             f"--{given[0]} is for the openb replay; the time-based replay takes --cluster"
         )
-    if args.load is None:
+    if args.load is None and args.teams is None:
         args.load = DEFAULT_TIMELINE_LOAD
-    if not (args.load > 0 and math.isfinite(args.load)):
+    if args.load is not None and not (args.load > 0 and math.isfinite(args.load)):
         raise _UsageError(f"--load must be a number > 0, got {args.load}")
     if args.plot and not Path(args.plot).parent.is_dir():
         raise _UsageError(f"cannot write the plot {args.plot}: no such directory")
@@ -299,6 +363,8 @@ def _run_timeline(args: argparse.Namespace) -> int:
         )
     nodes = _timeline_cluster(args)
     workloads = _timeline_workloads(args, nodes)
+    if args.quotas is not None:
+        return _run_tenants(args, nodes, workloads, policies if args.policy else None)
 
     runs: list[TimelineRun] = []
     console = Console(stderr=True)
@@ -326,17 +392,91 @@ def _run_timeline(args: argparse.Namespace) -> int:
                 done_before += len(tasks)
                 runs.append(TimelineRun(policy, seed, result))
 
-    source = (
-        Path(args.workload).name
-        if args.workload is not None
-        else f"{args.generate} generated tasks, load {args.load:g}"
-    )
-    cluster = Path(args.cluster).name if args.cluster else "bundled 64-node cluster"
-    title = f"{source} on {cluster}"
+    title = _timeline_title(args)
     return _report(
         args,
         plot=lambda path: plot_timeline(runs, path, title),
         as_json=lambda: timeline_json(runs),
         tables=lambda: timeline_tables(runs, title),
         width=140,
+    )
+
+
+def _timeline_title(args: argparse.Namespace) -> str:
+    if args.workload is not None:
+        source = Path(args.workload).name
+    elif args.teams is not None:
+        name = BUNDLED_TEAMS if args.teams == "default" else Path(args.teams).name
+        source = f"teams of {name}"
+    else:
+        source = f"{args.generate} generated tasks, load {args.load:g}"
+    cluster = Path(args.cluster).name if args.cluster else "bundled 64-node cluster"
+    return f"{source} on {cluster}"
+
+
+# --- tenants: quotas and the sharing modes ---------------------------------------------------
+def _run_tenants(
+    args: argparse.Namespace,
+    nodes: list[dict[str, object]],
+    workloads: list[tuple[int | None, list[Task]]],
+    policies: list[str] | None,
+) -> int:
+    text, source = _file_or_bundled(args.quotas, BUNDLED_QUOTAS, "quotas file")
+    try:
+        quotas: list[Quota] = parse_quotas(text, source)
+    except QuotaFileError as error:
+        raise _UsageError(str(error)) from None
+    try:
+        modes = [mode_named(name) for name in dict.fromkeys(args.mode or MODE_NAMES)]
+    except ValueError as error:
+        raise _UsageError(str(error)) from None
+    grace = DEFAULT_PREEMPTION_GRACE if args.preemption_grace is None else args.preemption_grace
+    if not (grace >= 0 and math.isfinite(grace)):
+        raise _UsageError(f"--preemption-grace must be a number of seconds >= 0, got {grace}")
+    # One policy unless asked: the comparison is between modes.
+    chosen = policies or [timeline_policies.DEFAULT_TIMELINE_POLICIES[0]]
+    jobs = [
+        (policy, seed, tasks, mode)
+        for policy in chosen
+        for seed, tasks in workloads
+        for mode in modes
+    ]
+    console = Console(stderr=True)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    figures: list[ModeFigures] = []
+    with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+        bar = progress.add_task("simulating", total=sum(len(job[2]) for job in jobs))
+        done_before = 0
+        for policy, seed, tasks, mode in jobs:
+            progress.update(
+                bar, description=f"{mode.name} {policy}" + ("" if seed is None else f" seed {seed}")
+            )
+
+            def advance(done: int, _count: int, base: int = done_before) -> None:
+                progress.update(bar, completed=base + done)
+
+            run = run_mode(
+                nodes,
+                tasks,
+                quotas,
+                mode,
+                policy=policy,
+                seed=seed,
+                preemption_grace=grace,
+                progress=advance,
+            )
+            done_before += len(tasks)
+            figures.append(team_figures(run, quotas))
+    title = f"{_timeline_title(args)}, quotas {Path(source).name}"
+    return _report(
+        args,
+        plot=lambda path: plot_tenants(figures, path, title),
+        as_json=lambda: tenants_json(figures),
+        tables=lambda: [tenants_table(figures, title)],
+        width=170,
     )

@@ -24,6 +24,17 @@ cache (the planner works on a snapshot), so there is nothing new to check after 
 The replay ends when no task will arrive, none is running, and every waiting gang has
 been tried since the last task left: nothing can change any more, and the tasks still
 waiting are reported unfinished.
+
+Preemption (when the core's Preempter is enabled, scheduler/sim/tenants.py does so):
+a cycle's `Preemption` decision is carried out here as the Kubernetes adapter does
+against the API. Every pod of each victim gang is marked terminating at once (the
+Eviction API sets `deletionTimestamp`; the pod keeps its room), and deleted
+`preemption_grace` seconds later; the victim's run is lost (restarted from scratch:
+the GPU milli it held times how long it ran counts as lost) and its pods are made
+again, as a Job controller would, under new names, so the same gang is queued anew.
+The deletion wakes the preemptor through the core's queue hint, and the room the
+core held for it (nominated) is its own to plan on. A victim whose run ends within
+the grace leaves as finished, nothing lost.
 """
 
 from __future__ import annotations
@@ -34,12 +45,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cache.cluster import EventType, Placement
+from cache.cluster import EventType, Placement, Reservation
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from policies.profile import Profile, build_profile
 from scheduler.core import SchedulingCore
 from scheduler.planner import Plan
-from scheduler.sim.workload import NAMESPACE, Task, task_pods
+from scheduler.preemption import Preemption
+from scheduler.sim.workload import Task, creation_timestamp, task_pods
 
 TIMELINE_POLICIES = ("binpack", "spread", "fgd")
 DEFAULT_TIMELINE_POLICIES = ("binpack", "spread")
@@ -52,6 +64,13 @@ GANG_BUCKETS: tuple[tuple[str, int, int], ...] = (
     ("17-64", 17, 64),
 )
 PROGRESS_EVERY = 16
+# Seconds between a victim's eviction and its pods being gone: Kubernetes' default
+# terminationGracePeriodSeconds.
+DEFAULT_PREEMPTION_GRACE = 30.0
+# Reservations of a bind (planned, sent, or accepted): the pod holds its room as its
+# own. Any other reservation (a preemptor's nominated room, a starving gang's reserved
+# room) is a hold for a gang not placed yet: charged on the node, nobody's allocation.
+_BINDS = frozenset({Reservation.BINDING, Reservation.BOUND, Reservation.UNKNOWN})
 
 Progress = Callable[[int, int], None]
 """Called with (tasks that have left, tasks in all) while a replay runs."""
@@ -81,12 +100,25 @@ class Percentiles:
 @dataclass
 class TaskOutcome:
     task: Task
-    start: float | None = None
+    start: float | None = None  # of its last run (the one that finished)
     finish: float | None = None
+    # Seconds spent in the queue before each run: arrival to the first start, plus each
+    # requeue (preempted) to the next start.
+    waited: float = 0.0
+    queued_since: float | None = None
+    preemptions: int = 0
+    # GPU milli-seconds of runs cut short by preemption (restarted from scratch).
+    lost_gpu_milli_seconds: float = 0.0
 
     @property
     def queueing_delay(self) -> float | None:
-        return None if self.start is None else self.start - self.task.arrival
+        """Time in the queue (all of it, requeues after preemption included), for a
+        task that started; None for one that never did."""
+        return None if self.start is None else self.waited
+
+    @property
+    def lost_gpu_hours(self) -> float:
+        return self.lost_gpu_milli_seconds / MILLI_PER_GPU / 3600.0
 
     @property
     def completion_time(self) -> float | None:
@@ -110,6 +142,21 @@ class TimelineResult:
     cycles: int
     end_time: float
     seconds: float
+    # Per sample, the GPU milli each namespace holds (namespaces holding none left out):
+    # the values sum to allocated_milli at every sample.
+    allocated_by_namespace: list[dict[str, int]] = field(default_factory=list)
+    # Per sample, the fewest GPU milli a waiting task of each namespace asks
+    # (namespaces with no task waiting left out).
+    smallest_waiting_by_namespace: list[dict[str, int]] = field(default_factory=list)
+    # Preemption decisions carried out, and victim gangs evicted by them.
+    preemptions: int = 0
+    evicted_gangs: int = 0
+    # Every decision carried out: (time, preemptor, victims), gang keys.
+    preemption_log: list[tuple[float, str, tuple[str, ...]]] = field(default_factory=list)
+
+    @property
+    def lost_gpu_hours(self) -> float:
+        return sum(outcome.lost_gpu_hours for outcome in self.outcomes)
 
     @property
     def finished(self) -> int:
@@ -230,6 +277,8 @@ class _Running:
     pods: list[dict[str, Any]]
     uids: list[str]
     held: dict[str, Placement] = field(default_factory=dict)
+    run: int = 0  # bumped per restart: completions and evictions of older runs are stale
+    evicting: bool = False
 
 
 class _Replay:
@@ -237,9 +286,15 @@ class _Replay:
         self,
         nodes: Sequence[Mapping[str, Any]],
         tasks: Sequence[Task],
-        profile: Profile,
+        profile: Profile | SchedulingCore,
+        preemption_grace: float = DEFAULT_PREEMPTION_GRACE,
     ) -> None:
-        self.core = SchedulingCore(profile, explain_failures=False)
+        self.core = (
+            profile
+            if isinstance(profile, SchedulingCore)
+            else SchedulingCore(profile, explain_failures=False)
+        )
+        self.grace = preemption_grace
         for node in nodes:
             self.core.apply_node(EventType.ADDED, node, 0.0)
         self.total_gpu_milli = sum(len(n.devices) for n in self.core.cache.nodes()) * MILLI_PER_GPU
@@ -252,7 +307,15 @@ class _Replay:
         self.outcomes = [TaskOutcome(task) for task in tasks]
         self.arrivals = sorted(range(len(tasks)), key=lambda i: (tasks[i].arrival, i))
         self.next_arrival = 0
-        self.completions: list[tuple[float, int]] = []  # (finish, task index)
+        self.completions: list[tuple[float, int, int]] = []  # (finish, task index, run)
+        # (pods gone at, order, gang key, run): victims within their grace period
+        self.evictions: list[tuple[float, int, str, int]] = []
+        self.preemptions = 0
+        self.evicted = 0
+        self.preemption_log: list[tuple[float, str, tuple[str, ...]]] = []
+        self.by_namespace: dict[str, int] = {}
+        self.namespace_samples: list[dict[str, int]] = []
+        self.namespace_waiting: list[dict[str, int]] = []
         self.active: dict[str, _Running] = {}  # gang key -> task in the replay
         self.by_uid: dict[str, _Running] = {}
         self.waiting: set[str] = set()  # gang keys arrived and not started
@@ -275,29 +338,101 @@ class _Replay:
             if task.arrival > now:
                 return
             self.next_arrival += 1
-            pods = task_pods(task)
+            pods = task_pods(task, self.core.scheduler_name)
             running = _Running(index, task, pods, [pod["metadata"]["uid"] for pod in pods])
-            key = f"{NAMESPACE}/{task.name}"
-            self.active[key] = running
-            self.waiting.add(key)
-            for pod, uid in zip(pods, running.uids, strict=True):
-                self.by_uid[uid] = running
-                self.core.apply_pod(EventType.ADDED, pod, now)
+            self.active[task.key] = running
+            self.outcomes[index].queued_since = now
+            self._queue(running, now)
+
+    def _queue(self, running: _Running, now: float) -> None:
+        self.waiting.add(running.task.key)
+        for pod, uid in zip(running.pods, running.uids, strict=True):
+            self.by_uid[uid] = running
+            self.core.apply_pod(EventType.ADDED, pod, now)
 
     def leave(self, now: float) -> None:
         while self.completions and self.completions[0][0] <= now:
-            finish, index = heapq.heappop(self.completions)
-            task = self.tasks[index]
-            key = f"{NAMESPACE}/{task.name}"
-            running = self.active.pop(key)
-            for pod, uid in zip(running.pods, running.uids, strict=True):
-                self.core.apply_pod(EventType.DELETED, pod, now)
-                del self.by_uid[uid]
-            self.allocated -= sum(_milli(p) for p in running.held.values())
+            finish, index, run = heapq.heappop(self.completions)
+            running = self.active.get(self.tasks[index].key)
+            if running is None or running.run != run:
+                continue  # that run was preempted
+            del self.active[running.task.key]
+            self._remove_pods(running, now)
             self.outcomes[index].finish = finish
-            self.waiting.discard(key)
-            self.tried_since_change.clear()
             self.left += 1
+
+    def _remove_pods(self, running: _Running, now: float) -> None:
+        for pod, uid in zip(running.pods, running.uids, strict=True):
+            # Newer than any version of the pod the replay sent (terminating is "2").
+            gone = {**pod, "metadata": {**pod["metadata"], "resourceVersion": "3"}}
+            self.core.apply_pod(EventType.DELETED, gone, now)
+            del self.by_uid[uid]
+        self._release(running)
+        self.waiting.discard(running.task.key)
+        self.tried_since_change.clear()
+
+    def _release(self, running: _Running) -> None:
+        milli = sum(_milli(p) for p in running.held.values())
+        self.allocated -= milli
+        namespace = running.task.namespace
+        left = self.by_namespace.get(namespace, 0) - milli
+        if left:
+            self.by_namespace[namespace] = left
+        else:
+            self.by_namespace.pop(namespace, None)
+        running.held.clear()
+
+    # --- preemption -------------------------------------------------------------------
+    def preempt(self, decision: Preemption, now: float) -> None:
+        """Carry out a decision: every pod of each victim gang terminating now, gone
+        after the grace period (as the Eviction API and the kubelet would)."""
+        self.preemptions += 1
+        victims = tuple(victim.key for victim in decision.victims)
+        self.preemption_log.append((now, decision.preemptor, victims))
+        for victim in decision.victims:
+            running = self.active.get(victim.key)
+            if running is None or running.evicting:
+                raise TimelineError(
+                    f"internal error at t={now:g}s: gang {decision.preemptor} preempts "
+                    f"{victim.key}, which is not a running task of the replay"
+                )
+            running.evicting = True
+            self.evicted += 1
+            stamp = creation_timestamp(now)
+            for pod, uid in zip(running.pods, running.uids, strict=True):
+                placement = running.held.get(uid)
+                if placement is not None:
+                    terminating = _terminating(pod, placement, stamp)
+                    self.core.apply_pod(EventType.MODIFIED, terminating, now)
+            gone_at = now + self.grace
+            heapq.heappush(self.evictions, (gone_at, self.evicted, victim.key, running.run))
+
+    def terminate(self, now: float) -> None:
+        """Victims whose grace is over: their pods go, their run is lost, and the task
+        is queued again with new pods (restarted from scratch)."""
+        while self.evictions and self.evictions[0][0] <= now:
+            _, _, key, run = heapq.heappop(self.evictions)
+            running = self.active.get(key)
+            if running is None or running.run != run:
+                continue  # it finished within the grace
+            outcome = self.outcomes[running.index]
+            if outcome.start is not None:
+                held = sum(_milli(p) for p in running.held.values())
+                outcome.lost_gpu_milli_seconds += held * (now - outcome.start)
+            outcome.preemptions += 1
+            outcome.start = None
+            outcome.queued_since = now
+            self._remove_pods(running, now)
+            restart = running.run + 1
+            pods = task_pods(
+                running.task, self.core.scheduler_name, restart=restart, created_at=now
+            )
+            again = _Running(
+                running.index, running.task, pods, [p["metadata"]["uid"] for p in pods]
+            )
+            again.run = restart
+            self.active[key] = again
+            self._queue(again, now)
 
     # --- cycles ---------------------------------------------------------------------
     def schedule(self, now: float) -> None:
@@ -307,6 +442,8 @@ class _Replay:
             result = attempt.result
             if not isinstance(result, Plan):
                 self.tried_since_change.add(key)
+                if attempt.preemption is not None:
+                    self.preempt(attempt.preemption, now)
                 continue
             running = self.active.get(key)
             if running is None:
@@ -319,15 +456,23 @@ class _Replay:
                     )
                 self.core.bound(placement)
                 running.held[placement.pod_uid] = placement
-                self.allocated += _milli(placement)
+                milli = _milli(placement)
+                self.allocated += milli
+                if milli:
+                    namespace = running.task.namespace
+                    self.by_namespace[namespace] = self.by_namespace.get(namespace, 0) + milli
                 self._score_links(placement)
             self._check_devices(now)
             self._check_gangs()
             outcome = self.outcomes[running.index]
             if outcome.start is None and self._bound(running) >= running.task.gang_min:
                 outcome.start = now
+                if outcome.queued_since is not None:
+                    outcome.waited += now - outcome.queued_since
+                    outcome.queued_since = None
                 self.waiting.discard(key)
-                heapq.heappush(self.completions, (now + running.task.duration, running.index))
+                finish = now + running.task.duration
+                heapq.heappush(self.completions, (finish, running.index, running.run))
 
     def _bound(self, running: _Running) -> int:
         """Members of the task holding resources, as the cache has them (bound, or
@@ -336,7 +481,10 @@ class _Replay:
         count = 0
         for uid in running.uids:
             pod = cache.pod(uid)
-            if pod is not None and (pod.node_name or cache.is_assumed(uid)):
+            if pod is None:
+                continue
+            # A member whose room is only held (nominated, reserved) is not bound.
+            if pod.node_name or cache.reservation(uid) in _BINDS:
                 count += 1
         return count
 
@@ -347,26 +495,89 @@ class _Replay:
                 self.partial.add(key)
 
     def _check_devices(self, now: float) -> None:
+        """No device, CPU or memory over-committed. A preemptor's hold (nominated)
+        is charged over the room of the victims it waits for while they terminate, so
+        that room is counted twice until they are gone (and a starving gang's reserved
+        room may be charged over pods still running): the check is that the node fits
+        without the holds, and fits the preemptors' holds without the terminating pods
+        and the other holds."""
+        cache = self.core.cache
+        holds = self._held_uids()
+        # Victims terminate only while an eviction is under way (none without preemption).
+        leaving = (
+            [pod.uid for pod in cache.pods() if pod.deleting and pod.consumes_resources]
+            if self.evictions
+            else []
+        )
         held = 0
-        for node in self.core.cache.nodes():
+        for node in cache.nodes():
             held += len(node.gpu_free) * MILLI_PER_GPU - sum(node.gpu_free)
-            for index, free in enumerate(node.gpu_free):
-                if free < 0:
-                    raise TimelineError(
-                        f"internal error at t={now:g}s: GPU {index} of node {node.name} is "
-                        f"over-committed ({free} milli free)"
-                    )
-            for resource in (CPU, MEMORY):
-                if resource in node.allocatable and node.free(resource) < 0:
-                    raise TimelineError(
-                        f"internal error at t={now:g}s: {resource} of node {node.name} is "
-                        f"over-committed ({node.free(resource)} free)"
-                    )
+        passes = [("without the rooms held for gangs not placed", *self._charged(holds))]
+        if leaving:
+            others = [u for u in holds if cache.reservation(u) != Reservation.NOMINATED]
+            passes.append(
+                (
+                    "with the preemptors' rooms, without the pods terminating",
+                    *self._charged(leaving + others),
+                )
+            )
+        for name, back_gpu, back in passes:
+            for node in cache.nodes():
+                gpus = back_gpu.get(node.name, {})
+                for index, free in enumerate(node.gpu_free):
+                    if free + gpus.get(index, 0) < 0:
+                        raise TimelineError(
+                            f"internal error at t={now:g}s: GPU {index} of node {node.name} "
+                            f"is over-committed ({free + gpus.get(index, 0)} milli free "
+                            f"{name})"
+                        )
+                returned = back.get(node.name, {})
+                for resource in (CPU, MEMORY):
+                    if resource not in node.allocatable:
+                        continue
+                    free = node.free(resource) + returned.get(resource, 0)
+                    if free < 0:
+                        raise TimelineError(
+                            f"internal error at t={now:g}s: {resource} of node {node.name} "
+                            f"is over-committed ({free} free {name})"
+                        )
+        held -= sum(_milli(p) for uid in holds if (p := cache.assumed_placement(uid)))
         if held != self.allocated:  # the utilization samples count what the cache holds
             raise TimelineError(
                 f"internal error at t={now:g}s: the cache holds {held} GPU milli, the replay "
                 f"counted {self.allocated}"
             )
+
+    def _held_uids(self) -> list[str]:
+        """Pods the cache holds room for that are not placed (a preemptor waiting for
+        its victims, a starving gang's reservation): charged on the nodes, not yet
+        anyone's allocation."""
+        cache = self.core.cache
+        assumed = cache.assumed()  # mostly empty: the replay binds each plan at once
+        return [uid for uid in assumed if cache.reservation(uid) not in _BINDS]
+
+    def _charged(
+        self, uids: Sequence[str]
+    ) -> tuple[dict[str, dict[int, int]], dict[str, dict[str, int]]]:
+        """Per node, the GPU milli per device and the CPU and memory these pods are
+        charged there (bound, or held for them)."""
+        cache = self.core.cache
+        gpus: dict[str, dict[int, int]] = {}
+        other: dict[str, dict[str, int]] = {}
+        for uid in uids:
+            pod = cache.pod(uid)
+            placement = cache.assumed_placement(uid)
+            node = placement.node if placement is not None else (pod.node_name if pod else "")
+            shares = placement.shares if placement is not None else cache.charged_shares(uid)
+            if pod is None or not node:
+                continue
+            devices = gpus.setdefault(node, {})
+            for index, milli in shares or ():
+                devices[index] = devices.get(index, 0) + milli
+            amounts = other.setdefault(node, {})
+            for resource in (CPU, MEMORY):
+                amounts[resource] = amounts.get(resource, 0) + pod.requests.get(resource, 0)
+        return gpus, other
 
     def _score_links(self, placement: Placement) -> None:
         if len(placement.shares) < 2:
@@ -384,10 +595,23 @@ class _Replay:
         if self.times and self.times[-1] == now:
             self.allocated_samples[-1] = self.allocated
             self.queue_samples[-1] = len(self.waiting)
+            self.namespace_samples[-1] = dict(self.by_namespace)
+            self.namespace_waiting[-1] = self._waiting_by_namespace()
             return
         self.times.append(now)
         self.allocated_samples.append(self.allocated)
         self.queue_samples.append(len(self.waiting))
+        self.namespace_samples.append(dict(self.by_namespace))
+        self.namespace_waiting.append(self._waiting_by_namespace())
+
+    def _waiting_by_namespace(self) -> dict[str, int]:
+        smallest: dict[str, int] = {}
+        for key in self.waiting:
+            task = self.active[key].task
+            known = smallest.get(task.namespace)
+            if known is None or task.gpu_milli < known:
+                smallest[task.namespace] = task.gpu_milli
+        return smallest
 
     def next_time(self, now: float) -> float | None:
         candidates: list[float] = []
@@ -395,6 +619,8 @@ class _Replay:
             candidates.append(self.tasks[self.arrivals[self.next_arrival]].arrival)
         if self.completions:
             candidates.append(self.completions[0][0])
+        if self.evictions:
+            candidates.append(self.evictions[0][0])
         queue = self.core.queue
         untried = any(k in queue and k not in self.tried_since_change for k in self.waiting)
         if candidates or untried:
@@ -412,6 +638,14 @@ class _Replay:
         return min(candidates) if candidates else None
 
 
+def _terminating(pod: Mapping[str, Any], placement: Placement, stamp: str) -> dict[str, Any]:
+    """The pod as the API shows it once evicted: bound where it runs, deletionTimestamp
+    set (it keeps its room until its containers stop)."""
+    meta = {**pod["metadata"], "deletionTimestamp": stamp, "resourceVersion": "2"}
+    spec = {**pod["spec"], "nodeName": placement.node}
+    return {**pod, "metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+
+
 def _milli(placement: Placement) -> int:
     return sum(milli for _, milli in placement.shares)
 
@@ -419,15 +653,18 @@ def _milli(placement: Placement) -> int:
 def replay_timeline(
     nodes: Sequence[Mapping[str, Any]],
     tasks: Sequence[Task],
-    profile: Profile,
+    profile: Profile | SchedulingCore,
     *,
     progress: Progress | None = None,
     max_time: float | None = None,
+    preemption_grace: float = DEFAULT_PREEMPTION_GRACE,
 ) -> TimelineResult:
-    """Replay `tasks` on a fresh cluster of `nodes` (Node objects) under `profile`; see
-    the module doc. `max_time` stops the clock early (tasks not finished by then are unfinished)."""
+    """Replay `tasks` on a fresh cluster of `nodes` (Node objects) under `profile`, or
+    on a core made for the run (ElasticQuotas applied, preemption enabled: see
+    scheduler/sim/tenants.py); see the module doc. `max_time` stops the clock early
+    (tasks not finished by then are unfinished)."""
     started = time.perf_counter()
-    replay = _Replay(nodes, tasks, profile)
+    replay = _Replay(nodes, tasks, profile, preemption_grace)
     now: float | None = tasks[replay.arrivals[0]].arrival if tasks else None
     end = 0.0 if now is None else now
     reported = 0
@@ -435,6 +672,7 @@ def replay_timeline(
         if now < end:
             raise TimelineError(f"internal error: the clock went back from {end:g} to {now:g}")
         end = now
+        replay.terminate(now)
         replay.leave(now)
         replay.arrive(now)
         replay.schedule(now)
@@ -457,4 +695,9 @@ def replay_timeline(
         cycles=replay.cycles,
         end_time=end,
         seconds=time.perf_counter() - started,
+        allocated_by_namespace=replay.namespace_samples,
+        smallest_waiting_by_namespace=replay.namespace_waiting,
+        preemptions=replay.preemptions,
+        evicted_gangs=replay.evicted,
+        preemption_log=replay.preemption_log,
     )

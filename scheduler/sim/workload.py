@@ -51,7 +51,9 @@ _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 # Task names become the gang label (a label value) and part of pod names.
 _TASK_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _ROLE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
-_TASK_FIELDS = ("name", "arrival", "duration", "priority", "min_member", "roles")
+_TASK_FIELDS = ("name", "arrival", "duration", "priority", "min_member", "namespace", "roles")
+# A namespace is a DNS label (RFC 1123), as Kubernetes requires.
+_NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ROLE_FIELDS = ("name", "replicas", "cpu", "memory", "gpus", "gpu_milli", "gpu_type")
 
 
@@ -87,6 +89,13 @@ class Task:
     priority: int = 0
     # Pods that must be bound together for the task to start; None: all of them.
     min_member: int | None = None
+    # The namespace its pods are created in: the team, whose ElasticQuota governs it.
+    namespace: str = NAMESPACE
+
+    @property
+    def key(self) -> str:
+        """The gang's key in the scheduler (namespace/gang label)."""
+        return f"{self.namespace}/{self.name}"
 
     @property
     def pods(self) -> int:
@@ -171,7 +180,13 @@ def _parse_task(raw: object, where: str) -> Task:
             raise WorkloadError(
                 f"{where}: field 'min_member' is {min_member} but the task has {pods} pods"
             )
-    return Task(name, arrival, duration, tuple(roles), priority, min_member)
+    namespace = raw.get("namespace", NAMESPACE)
+    if not isinstance(namespace, str) or not _NAMESPACE_NAME.match(namespace):
+        raise WorkloadError(
+            f"{where}: field 'namespace' must be a DNS label (1-63 lower-case letters, "
+            f"digits or '-'), got {namespace!r}"
+        )
+    return Task(name, arrival, duration, tuple(roles), priority, min_member, namespace)
 
 
 def _parse_role(raw: object, task_where: str) -> Role:
@@ -274,17 +289,27 @@ def creation_timestamp(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def pod_uid(task: Task, role: Role, index: int) -> str:
-    return f"{NAMESPACE}-{task.name}-{role.name}-{index}"
+def pod_uid(task: Task, role: Role, index: int, restart: int = 0) -> str:
+    again = f"-r{restart}" if restart else ""
+    return f"{task.namespace}-{task.name}-{role.name}-{index}{again}"
 
 
 def task_pods(
-    task: Task, scheduler_name: str = DEFAULT_SCHEDULER_NAME, namespace: str = NAMESPACE
+    task: Task,
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+    namespace: str | None = None,
+    *,
+    restart: int = 0,
+    created_at: float | None = None,
 ) -> list[dict[str, Any]]:
     """The task's pods as the API server would hand them to this scheduler: every pod
     carries the gang label (the task's name) and the min-member annotation, so even a
-    task of one pod is a named gang."""
-    created = creation_timestamp(task.arrival)
+    task of one pod is a named gang. `restart` > 0 gives the pods a controller makes
+    again after the task's gang was preempted (new names and uids, created at
+    `created_at`), so the same gang is queued anew."""
+    namespace = namespace or task.namespace
+    created = creation_timestamp(task.arrival if created_at is None else created_at)
+    again = f"-r{restart}" if restart else ""
     pods: list[dict[str, Any]] = []
     for role in task.roles:
         requests: dict[str, str] = {"cpu": f"{role.cpu_milli}m", "memory": str(role.memory_bytes)}
@@ -305,9 +330,9 @@ def task_pods(
                     "apiVersion": "v1",
                     "kind": "Pod",
                     "metadata": {
-                        "name": f"{task.name}-{role.name}-{index}",
+                        "name": f"{task.name}-{role.name}-{index}{again}",
                         "namespace": namespace,
-                        "uid": pod_uid(task, role, index),
+                        "uid": pod_uid(task, role, index, restart),
                         "resourceVersion": "1",
                         "creationTimestamp": created,
                         "labels": {GANG_LABEL: task.name, "sim/role": role.name},
@@ -536,9 +561,14 @@ def _weighted(rng: random.Random, table: Sequence[tuple[int, float]]) -> int:
 
 
 def _draw_roles(
-    rng: random.Random, cluster_gpus: int, per_node: int, max_pods: int
+    rng: random.Random,
+    cluster_gpus: int,
+    per_node: int,
+    max_pods: int,
+    sizes: Sequence[tuple[int, float]] = TASK_GPUS,
 ) -> tuple[Role, ...]:
-    allowed = [(g, w) for g, w in TASK_GPUS if g <= cluster_gpus and g <= per_node * max_pods]
+    """A task's roles: `sizes` weighs its GPUs in all (whole GPUs before shares)."""
+    allowed = [(g, w) for g, w in sizes if g <= cluster_gpus and g <= per_node * max_pods]
     total = _weighted(rng, allowed or [(1, 1.0)])
     ps_wanted = rng.random() < PS_SHARE
     if total <= per_node and rng.random() < SINGLE_NODE_SHARE:
@@ -624,6 +654,8 @@ def workload_yaml(tasks: Sequence[Task]) -> str:
             entry["priority"] = task.priority
         if task.min_member is not None:
             entry["min_member"] = task.min_member
+        if task.namespace != NAMESPACE:
+            entry["namespace"] = task.namespace
         roles = []
         for role in task.roles:
             item: dict[str, Any] = {
