@@ -11,6 +11,7 @@ attributed to the pods and containers holding it (docs/node-agent.md, "Metrics")
 - Every series also carries DCGM's labels: gpu, UUID, pci_bus_id, device, modelName,
   Hostname, and pod, namespace, container (empty when no pod holds the GPU; one series
   per holding container when several share it, as DCGM's exporter does).
+- The agent's own process (`process_*`, `python_*`): agent_registry().
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from prometheus_client import (
+    GC_COLLECTOR,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -42,6 +50,20 @@ DCGM_LABELS = (
     "namespace",
     "pod",
 )
+
+
+def agent_registry() -> CollectorRegistry:
+    """The registry the agent serves: prometheus_client's process and platform
+    collectors, which only its global registry has by default, so that a scrape shows
+    whether the agent leaks or burns CPU on the node (as the scheduler's registry does,
+    scheduler/metrics.py). Their labels (`generation`, the interpreter's version) name
+    no tenant; the GPU collector is registered beside them."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    if GC_COLLECTOR is not None:  # absent on interpreters without gc.get_stats
+        GCCollector(registry=registry)
+    return registry
 
 
 # --- who holds what ----------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -45,7 +44,7 @@ from cache.gpu import TOPOLOGY_ANNOTATION, GpuInventory, parse_topology
 from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
 from scheduler.agent.discovery import Discovery, discover
 from scheduler.agent.health import EventWatcher, HealthBook
-from scheduler.agent.metrics import GpuCollector
+from scheduler.agent.metrics import GpuCollector, agent_registry
 from scheduler.agent.nvml import NvmlBackend, PynvmlBackend
 from scheduler.agent.server import AgentStatus, Attribution, bound_port, make_app, start_server
 from scheduler.kube.client import ApiError, KubeClient, create_client
@@ -412,7 +411,7 @@ async def serve(
     http: web.AppRunner | None = None
     attribution_task: asyncio.Task[None] | None = None
     if options.metrics_port is not None and not (options.once or options.dry_run):
-        registry = CollectorRegistry()
+        registry = agent_registry()
         status = AgentStatus(
             options.interval,
             plugin_ready=lambda: all(not p.devices or p.registrations > 0 for p in plugins),

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cache.gpu import ASSIGNMENT_ANNOTATION
 from scheduler.agent.health import HealthBook
-from scheduler.agent.metrics import DCGM_FIELDS, GpuCollector, Holding, holdings
+from scheduler.agent.metrics import DCGM_FIELDS, GpuCollector, Holding, agent_registry, holdings
 from scheduler.agent.nvml import NOT_SUPPORTED
 from scheduler.agent.publisher import AgentOptions, serve
 from scheduler.agent.server import AgentStatus
@@ -221,6 +221,7 @@ async def test_the_agent_serves_metrics_attributed_from_the_api_and_its_probes(
                 assert held and held[0][1]["namespace"] == "ml" and held[0][2] == 2048
                 assert held[0][1]["container"] == "main" and held[0][1]["Hostname"] == NODE
                 assert len(series(samples, "DCGM_FI_DEV_FB_USED")) == 4
+                assert series(samples, "process_resident_memory_bytes")  # the agent's own
                 lists = [
                     r for r in emulator.request_log if r.verb == "list" and r.resource == "pods"
                 ]
@@ -251,3 +252,30 @@ async def test_a_metrics_port_in_use_is_a_deployment_error(tmp_path: Path) -> No
         finally:
             taken.close()
             await taken.wait_closed()
+
+
+# --- the agent's own process ---------------------------------------------------------------------
+# Label names the process and Python collectors may carry: none names a tenant (the GPU
+# series above do, as DCGM's do; these describe the agent's own process).
+PROCESS_LABELS = frozenset(
+    {"generation", "implementation", "major", "minor", "patchlevel", "version"}
+)
+
+
+def test_the_agent_registry_carries_process_and_python_collectors_without_tenant_labels() -> None:
+    registry = agent_registry()
+    registry.register(GpuCollector(FakeNvml(PCIE_BOX), NODE))
+    samples = parse(generate_latest(registry).decode())
+    names = {name for name, _, _ in samples}
+    for wanted in (
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+        "python_info",
+        "python_gc_collections_total",
+    ):
+        assert wanted in names, wanted
+    own = [s for s in samples if s[0].startswith(("process_", "python_"))]
+    assert own and all(set(labels) <= PROCESS_LABELS for _, labels, _ in own)
+    assert series(samples, "DCGM_FI_DEV_GPU_TEMP", gpu="0")  # the GPUs beside them
