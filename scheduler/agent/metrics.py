@@ -95,6 +95,8 @@ def holdings(
         labels = meta.get("labels") if isinstance(meta, Mapping) else None
         gang = str(labels.get(GANG_LABEL) or "") if isinstance(labels, Mapping) else ""
         for part in read.containers:
+            if part.init:
+                continue  # ran before the containers that hold its GPUs now
             for index, milli in part.shares:
                 found.append(Holding(index, milli, read.namespace, read.name, part.name, gang))
     return found

@@ -217,6 +217,34 @@ async def test_pods_it_cannot_serve_are_refused_with_the_reason(plugin_dir: Path
         assert "notebook" not in details
 
 
+@pytest.mark.asyncio
+async def test_an_init_container_gets_the_first_assigned_gpus_and_the_app_all_of_them(
+    plugin_dir: Path,
+) -> None:
+    """The kubelet allocates the init container first, then the app container, which
+    reuses the init container's GPU and asks for the rest: both get what the scheduler
+    assigned, and the kubelet's records name those GPUs."""
+    async with running(plugin_dir) as setup:
+        obj = gpu_pod("train", 2, "1:1000,3:1000")
+        obj["spec"]["initContainers"] = [
+            {"name": "warmup", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        ]
+        setup.emulator.put_pod(obj)
+        client = setup.client()
+        try:
+            init_ids, init = await client.admit(list(UUIDS), 1)
+            app_ids, app = await client.admit(list(UUIDS), 2, reusable=init_ids)
+        finally:
+            await client.close()
+        assert init_ids == [UUIDS[1]] and init.envs[VISIBLE_DEVICES_ENV] == UUIDS[1]
+        assert init.envs[CONTAINER_ENV] == "default/train/warmup"
+        assert sorted(app_ids) == sorted([UUIDS[1], UUIDS[3]])
+        assert app.envs[VISIBLE_DEVICES_ENV] == f"{UUIDS[1]},{UUIDS[3]}"
+        assert app.envs[CONTAINER_ENV] == "default/train/main"
+        annotations = setup.pod("train")["metadata"]["annotations"]
+        assert annotations[ALLOCATED_ANNOTATION] == "main,warmup"
+
+
 # --- opting in -------------------------------------------------------------------------------
 async def registered_resources(
     tmp_path: Path, plugin_dir: Path, *, label: str | None, mode: str, expected: int
