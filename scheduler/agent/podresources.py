@@ -141,9 +141,14 @@ class KubeletPodResources:
     afresh instead of waiting out gRPC's reconnect backoff (up to two minutes) after a
     kubelet restart."""
 
+    # gRPC shares subchannels between channels to the same target by default: a fresh
+    # channel would inherit the old one's failed connection and its backoff. A pool of
+    # its own per channel makes "connect afresh" mean it.
+    OPTIONS = (("grpc.use_local_subchannel_pool", 1),)
+
     def __init__(self, socket: Path) -> None:
         self.target = f"unix://{socket}"
-        self.channel = grpc.aio.insecure_channel(self.target)
+        self.channel = grpc.aio.insecure_channel(self.target, options=self.OPTIONS)
 
     async def close(self) -> None:
         await self.channel.close()
@@ -159,7 +164,7 @@ class KubeletPodResources:
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.UNAVAILABLE:
                 await self.channel.close()
-                self.channel = grpc.aio.insecure_channel(self.target)
+                self.channel = grpc.aio.insecure_channel(self.target, options=self.OPTIONS)
             raise
         return result
 
