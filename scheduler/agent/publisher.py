@@ -46,11 +46,19 @@ from scheduler.agent.discovery import Discovery, discover
 from scheduler.agent.health import EventWatcher, HealthBook
 from scheduler.agent.metrics import GpuCollector, agent_registry
 from scheduler.agent.nvml import NvmlBackend, PynvmlBackend
-from scheduler.agent.server import AgentStatus, Attribution, bound_port, make_app, start_server
+from scheduler.agent.server import (
+    AgentStatus,
+    Attribution,
+    KubeletView,
+    bound_port,
+    make_app,
+    start_server,
+)
 from scheduler.kube.client import ApiError, KubeClient, create_client
 
 if TYPE_CHECKING:
     from scheduler.agent.deviceplugin import DevicePluginConfig
+    from scheduler.agent.podresources import KubeletDeviceReporter
 
 log = logging.getLogger("gang_scheduler.node_agent")
 
@@ -397,6 +405,13 @@ async def serve(
             plugins.append(plugin)
             plugin_tasks.append(asyncio.create_task(plugin.run()))
             stoppers.append(plugin.stop)
+    reporter: KubeletDeviceReporter | None = None
+
+    def kubelet_view() -> KubeletView:
+        """What the kubelet says each container holds, for the metrics (nothing without
+        the pod-resources report)."""
+        return reporter.containers if reporter is not None else {}
+
     if (
         client is not None
         and node_name is not None
@@ -425,6 +440,7 @@ async def serve(
                 device_plugin.unit if device_plugin is not None else 1,
                 device_plugin.schedulers if device_plugin is not None else DEFAULT_SCHEDULER_NAMES,
                 options.attribution_interval,
+                kubelet=kubelet_view,
             )
             attribution_task = asyncio.create_task(attribution.run())
             stoppers.append(attribution.stop)
@@ -437,7 +453,7 @@ async def serve(
             GpuCollector(
                 nvml,
                 node_name or "",
-                holders=(lambda: attribution.current) if attribution is not None else lambda: (),
+                holders=attribution.holders if attribution is not None else lambda: (),
                 book=book,
                 healthy=published,
             )
