@@ -198,6 +198,8 @@ class NodeAgent:
     _last_state: tuple[str, ...] = field(default=(), init=False)
     _fault: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     metrics_port: int | None = None  # the port /metrics is served on, once bound
+    # Given the Node read at each pass (the whole-GPU switch follows its label).
+    node_seen: Callable[[JsonObject], None] | None = None
 
     async def run(self) -> int:
         """Pass after pass until stopped (or one pass with `once`); with `once`, 0 when
@@ -245,6 +247,8 @@ class NodeAgent:
             return True
         try:
             node = await self._call(self._read_node)
+            if self.node_seen is not None and node:
+                self.node_seen(node)
             patch = node_patch(node, discovery)
             if self.options.dry_run:
                 self._print_patch(patch)
@@ -390,15 +394,32 @@ async def serve(
     plugin_tasks: list[asyncio.Task[None]] = []
     stoppers = [agent.stop]
     plugins: list[Any] = []
+    switched: list[Any] = []  # WholeGpuSwitch: the whole-GPU plugin while the label says so
     if device_plugin is not None and client is not None and node_name is not None:
         # Imported here: gRPC is needed by the device plugin only.
         from dataclasses import replace
 
-        from scheduler.agent.deviceplugin import DevicePlugin, KubePodApi, serves_whole_gpus
+        from scheduler.agent.deviceplugin import (
+            DevicePlugin,
+            KubePodApi,
+            WholeGpuSwitch,
+            serves_whole_gpus,
+        )
 
         config = replace(device_plugin, node_name=device_plugin.node_name or node_name)
         configs = [config]
-        if await serves_whole_gpus(KubeNodeApi(client), node_name, config.whole_gpus):
+        opted = await serves_whole_gpus(KubeNodeApi(client), node_name, config.whole_gpus)
+        if config.whole_gpus == "label":
+            # The whole-GPU plugin follows the node's label at every pass.
+            whole = config.whole_gpus_config()
+            switch = WholeGpuSwitch(
+                partial(DevicePlugin, nvml, whole, KubePodApi(client), health=book), opted
+            )
+            agent.node_seen = switch.follow
+            switched.append(switch)
+            plugin_tasks.append(asyncio.create_task(switch.run()))
+            stoppers.append(switch.stop)
+        elif opted:
             configs.append(config.whole_gpus_config())
         for each in configs:
             plugin = DevicePlugin(nvml, each, KubePodApi(client), health=book)
@@ -429,7 +450,10 @@ async def serve(
         registry = agent_registry()
         status = AgentStatus(
             options.interval,
-            plugin_ready=lambda: all(not p.devices or p.registrations > 0 for p in plugins),
+            plugin_ready=lambda: all(
+                not p.devices or p.registrations > 0
+                for p in [*plugins, *(p for s in switched for p in s.running())]
+            ),
         )
         agent.status = status
         attribution: Attribution | None = None
