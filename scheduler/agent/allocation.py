@@ -18,8 +18,9 @@ The kubelet's Allocate names device IDs, not the pod. The rule that finds the po
    with a valid `gang-scheduler.io/gpu-devices` assignment that splits over those
    containers (below), and with a container not yet marked allocated in
    `gang-scheduler.io/gpu-allocated`;
-2. a candidate's next container is its first vgpu container (spec order, the order
-   the kubelet admits them in) not yet marked, nor served by this plugin since it
+2. a candidate's next container is its first vgpu container (its init containers in
+   spec order, then its containers: the order the kubelet allocates them in) not yet
+   marked, nor served by this plugin since it
    started (a mark removed by anyone never gets a container served twice); it
    matches when its request equals the number of IDs asked for;
 3. among the matches, the pod bound first wins: the PodScheduled=True condition's
@@ -32,7 +33,9 @@ consecutive pieces of one tape laid over the assigned devices (index order): a
 container under 1000 milli must find its piece on one device, a container of whole
 GPUs must get whole devices. Two containers of 300 and 700 share the one device of
 `2:1000`; two of 1000 each get one device of `0:1000,1:1000`. A pod whose split does
-not work out (700 + 700 + 600 over two devices) is refused with that reason.
+not work out (700 + 700 + 600 over two devices) is refused with that reason. Init
+containers asking for GPUs take theirs from the start of the tape, which the containers
+after them take again, as the kubelet reuses their devices (split_assignment).
 """
 
 from __future__ import annotations
@@ -99,6 +102,9 @@ class ContainerPart:
     name: str
     request: int  # the container's nvidia.com/vgpu, in share-devices
     shares: DeviceShares  # (device index, milli)
+    # An ordinary init container: it runs to completion before the next container
+    # starts, and the containers after it take its devices again.
+    init: bool = False
 
     @property
     def milli(self) -> int:
@@ -162,41 +168,74 @@ def _bind_time(status: Mapping[str, object]) -> float:
 
 
 def split_assignment(
-    shares: DeviceShares, requests: Sequence[tuple[str, int]], unit: int
+    shares: DeviceShares,
+    requests: Sequence[tuple[str, int]],
+    unit: int,
+    init: Sequence[tuple[str, int, bool]] = (),
 ) -> tuple[ContainerPart, ...]:
-    """The containers' pieces of a pod's assignment (module docstring); ValueError
-    says why it does not split."""
-    wanted = sum(request for _, request in requests) * unit
+    """The containers' pieces of a pod's assignment (module docstring), init containers
+    first, in the order the kubelet allocates them; ValueError says why it does not
+    split. `init`: the init containers asking for the resource, (name, request,
+    sidecar) in spec order; a sidecar (restartPolicy Always) keeps running beside what
+    follows, an ordinary one runs alone beside the sidecars started before it.
+
+    The layout follows kube-scheduler's sum (cache.pod.pod_requests): sidecars and then
+    the app containers take consecutive pieces of the tape; an ordinary init container
+    takes the piece right after the sidecars started before it, which the containers
+    after it take again (the kubelet hands an init container's devices on to them:
+    its device manager's devicesToReuse), so the pod needs the larger of the two."""
+    pieces: list[tuple[str, int, int, bool]] = []  # name, request, offset, ordinary init
+    running = 0  # share-devices taken by the sidecars so far, then by the app containers
+    peak = 0
+    for name, request, sidecar in init:
+        pieces.append((name, request, running, not sidecar))
+        if sidecar:
+            running += request
+            peak = max(peak, running)
+        else:
+            peak = max(peak, running + request)
+    for name, request in requests:
+        pieces.append((name, request, running, False))
+        running += request
+    wanted = max(running, peak) * unit
     total = sum(milli for _, milli in shares)
     if wanted != total:
+        asks = " + ".join(str(r * unit) for _, r in requests)
+        if init:
+            asks = f"the larger of the init containers' peak and {asks or '0'}"
         return _refuse(
             f"{ASSIGNMENT_ANNOTATION} gives {total} milli in all, but the containers ask "
-            f"for {wanted} ({' + '.join(str(r * unit) for _, r in requests)})"
+            f"for {wanted} ({asks})"
         )
-    tape = [[index, milli] for index, milli in shares]
-    position = 0
     parts = []
-    for name, request in requests:
-        need = request * unit
-        taken: list[tuple[int, int]] = []
-        while need > 0:
-            index, left = tape[position]
-            piece = min(left, need)
-            taken.append((index, piece))
-            need -= piece
-            tape[position][1] -= piece
-            if tape[position][1] == 0:
-                position += 1
+    for name, request, offset, ordinary in pieces:
+        taken = _tape_piece(shares, offset * unit, request * unit)
         whole = request * unit >= MILLI_PER_GPU
         if (len(taken) > 1 or whole) and any(milli != MILLI_PER_GPU for _, milli in taken):
             return _refuse(
                 f"container {name}'s {request * unit} milli do not fall on "
                 + ("whole GPUs" if whole else "one GPU")
                 + f" of {ASSIGNMENT_ANNOTATION}={format_assignment(shares)} "
-                "(the vgpu containers take the assignment in spec order)"
+                "(the containers take the assignment in the kubelet's order)"
             )
-        parts.append(ContainerPart(name, request, tuple(taken)))
+        parts.append(ContainerPart(name, request, taken, ordinary))
     return tuple(parts)
+
+
+def _tape_piece(shares: DeviceShares, start: int, need: int) -> DeviceShares:
+    """The `need` milli of the tape laid over the assigned devices (index order) that
+    begin `start` milli into it."""
+    taken: list[tuple[int, int]] = []
+    for index, milli in shares:
+        skip = min(start, milli)
+        start -= skip
+        piece = min(milli - skip, need)
+        if piece > 0:
+            taken.append((index, piece))
+            need -= piece
+        if need == 0:
+            break
+    return tuple(taken)
 
 
 def _refuse(reason: str) -> tuple[ContainerPart, ...]:
@@ -232,22 +271,20 @@ def read_pod(
             (str(mapping(c).get("name") or ""), _device_request(mapping(c), resource))
             for c in (containers if isinstance(containers, list) else ())
         ]
-        init_vgpu = [
-            str(mapping(c).get("name") or "")
+        init_requests = [
+            (
+                str(mapping(c).get("name") or ""),
+                _device_request(mapping(c), resource),
+                mapping(c).get("restartPolicy") == "Always",
+            )
             for c in (init if isinstance(init, list) else ())
-            if _device_request(mapping(c), resource)
         ]
     except ValueError as error:
         return Refused(key, str(error))
     requests = [(name, request) for name, request in requests if request > 0]
-    if not requests and not init_vgpu:
+    init_requests = [entry for entry in init_requests if entry[1] > 0]
+    if not requests and not init_requests:
         return None
-    if init_vgpu:
-        return Refused(
-            key,
-            f"init container {init_vgpu[0]} asks for {resource}; the device plugin serves "
-            "it to regular containers only",
-        )
     trusted = set(schedulers)
     scheduler = str(spec.get("schedulerName") or DEFAULT_SCHEDULER)
     if scheduler not in trusted:
@@ -261,7 +298,7 @@ def read_pod(
     if not isinstance(text, str):
         return Refused(key, f"no {ASSIGNMENT_ANNOTATION} assignment")
     try:
-        parts = split_assignment(parse_assignment(text), requests, unit)
+        parts = split_assignment(parse_assignment(text), requests, unit, init_requests)
     except ValueError as error:
         return Refused(key, str(error))
     marked = annotations.get(ALLOCATED_ANNOTATION)

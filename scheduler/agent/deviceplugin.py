@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -160,9 +160,9 @@ class NodeReader(Protocol):
 async def serves_whole_gpus(nodes: NodeReader, node: str, mode: str) -> bool:
     """Whether the agent serves `nvidia.com/gpu` on this node: `--whole-gpus on`, or
     `label` and the node carries WHOLE_GPUS_LABEL=true when the agent starts (a label
-    changed later takes effect when the agent's pod restarts: docs/device-plugin.md,
-    the hand-over). A node that cannot be read is taken as not opted in, said once:
-    serving nvidia.com/gpu beside NVIDIA's plugin would have two plugins for it."""
+    changed later is followed by WholeGpuSwitch: docs/device-plugin.md, the hand-over).
+    A node that cannot be read is taken as not opted in, said once: serving
+    nvidia.com/gpu beside NVIDIA's plugin would have two plugins for it."""
     if mode != "label":
         return mode == "on"
     for attempt in range(ALLOCATE_ATTEMPTS):
@@ -176,8 +176,7 @@ async def serves_whole_gpus(nodes: NodeReader, node: str, mode: str) -> bool:
             if isinstance(error, ApiError) and not is_transient(error):
                 break
             continue
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        opted = str(labels.get(WHOLE_GPUS_LABEL, "")).lower() == "true"
+        opted = opted_in(obj)
         if opted:
             log.info("node %s has %s=true: serving %s too", node, WHOLE_GPUS_LABEL, WHOLE_GPU)
         return opted
@@ -188,6 +187,75 @@ async def serves_whole_gpus(nodes: NodeReader, node: str, mode: str) -> bool:
         WHOLE_GPUS_LABEL,
     )
     return False
+
+
+def opted_in(node: JsonObject) -> bool:
+    """Whether the Node carries WHOLE_GPUS_LABEL=true."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(WHOLE_GPUS_LABEL, "")).lower() == "true"
+
+
+@dataclass
+class WholeGpuSwitch:
+    """`--whole-gpus label`: the whole-GPU plugin runs while the Node carries
+    WHOLE_GPUS_LABEL=true, following the label at run time (docs/device-plugin.md, the
+    hand-over). `follow` is given the Node at every publisher pass (it reads it anyway).
+
+    Stopping the plugin is what the kubelet is built for: its socket goes and its
+    ListAndWatch streams end, so the kubelet marks `nvidia.com/gpu` devices unhealthy
+    (allocatable 0, the resource dropped after its grace period), running containers
+    keep their devices, and a plugin that registers the resource later (NVIDIA's, back
+    on the node) takes over with the same device IDs (GPU UUIDs)."""
+
+    make: Callable[[], DevicePlugin]
+    wanted: bool
+    plugin: DevicePlugin | None = None
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def follow(self, node: JsonObject) -> None:
+        wanted = opted_in(node)
+        if wanted != self.wanted:
+            log.info(
+                "node %s: %s %s: %s %s",
+                (node.get("metadata") or {}).get("name"),
+                WHOLE_GPUS_LABEL,
+                "set" if wanted else "removed",
+                "serving" if wanted else "no longer serving",
+                WHOLE_GPU,
+            )
+            self.wanted = wanted
+            self._changed.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._changed.set()
+
+    def running(self) -> list[DevicePlugin]:
+        return [self.plugin] if self.plugin is not None else []
+
+    async def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self._changed.clear()
+                if self.wanted and self.plugin is None:
+                    self.plugin = self.make()
+                    self._task = asyncio.create_task(self.plugin.run())
+                elif not self.wanted and self.plugin is not None:
+                    await self._end_plugin()
+                await self._changed.wait()
+        finally:
+            await self._end_plugin()
+
+    async def _end_plugin(self) -> None:
+        plugin, task, self.plugin, self._task = self.plugin, self._task, None, None
+        if plugin is None or task is None:
+            return
+        plugin.stop()
+        await task
+        with suppress(FileNotFoundError):
+            plugin.socket_path.unlink()  # gone at once, whatever gRPC leaves behind
 
 
 class Refusal(Exception):

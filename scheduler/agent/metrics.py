@@ -11,6 +11,7 @@ attributed to the pods and containers holding it (docs/node-agent.md, "Metrics")
 - Every series also carries DCGM's labels: gpu, UUID, pci_bus_id, device, modelName,
   Hostname, and pod, namespace, container (empty when no pod holds the GPU; one series
   per holding container when several share it, as DCGM's exporter does).
+- The agent's own process (`process_*`, `python_*`): agent_registry().
 """
 
 from __future__ import annotations
@@ -19,11 +20,20 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from prometheus_client import (
+    GC_COLLECTOR,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from cache.jsonobj import mapping
 from cache.pod import GANG_LABEL
-from scheduler.agent.allocation import Candidate, read_pod
+from cache.resources import MILLI_PER_GPU, WHOLE_GPU
+from scheduler.agent.allocation import ALLOCATED_ANNOTATION, Candidate, read_pod
 from scheduler.agent.discovery import NVML_LOCK, normalize_bus_id
 from scheduler.agent.health import HealthBook
 from scheduler.agent.nvml import Handle, NvmlBackend, NvmlError
@@ -44,6 +54,20 @@ DCGM_LABELS = (
 )
 
 
+def agent_registry() -> CollectorRegistry:
+    """The registry the agent serves: prometheus_client's process and platform
+    collectors, which only its global registry has by default, so that a scrape shows
+    whether the agent leaks or burns CPU on the node (as the scheduler's registry does,
+    scheduler/metrics.py). Their labels (`generation`, the interpreter's version) name
+    no tenant; the GPU collector is registered beside them."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    if GC_COLLECTOR is not None:  # absent on interpreters without gc.get_stats
+        GCCollector(registry=registry)
+    return registry
+
+
 # --- who holds what ----------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Holding:
@@ -57,25 +81,73 @@ class Holding:
     gang: str
 
 
+# No report from the kubelet (holdings).
+EMPTY_KUBELET: Mapping[tuple[str, str], Mapping[str, Sequence[int]]] = {}
+
+
 def holdings(
-    pods: Iterable[Mapping[str, object]], node: str, unit: int, schedulers: Iterable[str]
+    pods: Iterable[Mapping[str, object]],
+    node: str,
+    unit: int,
+    schedulers: Iterable[str],
+    kubelet: Mapping[tuple[str, str], Mapping[str, Sequence[int]]] = EMPTY_KUBELET,
 ) -> list[Holding]:
-    """The shares of the node's running vgpu pods, by container. Pods the device plugin
-    would refuse (no or malformed assignment, another scheduler) hold nothing here,
-    since it gives them no GPU either."""
+    """Who holds which GPU of the node, by container:
+
+    - `nvidia.com/vgpu` shares: the pod's assignment, split as the device plugin hands
+      it out. Pods it would refuse (no or malformed assignment, another scheduler)
+      hold nothing here, since it gives them no GPU either.
+    - whole GPUs (`nvidia.com/gpu`) a container was served by this agent's plugin (its
+      name in the pod's gpu-allocated mark): its assigned GPUs, which the plugin handed
+      out whatever IDs the kubelet recorded.
+    - other `nvidia.com/gpu` containers (NVIDIA's plugin served them): the GPUs the
+      kubelet's pod-resources API names (`kubelet`: (namespace, pod) -> container ->
+      GPU indices, podresources.container_gpus), whatever the assignment says.
+
+    Init containers that run to completion are left out: the containers after them
+    hold the same GPUs once they ran."""
     found: list[Holding] = []
     trusted = tuple(schedulers)
     for obj in pods:
+        meta = mapping(obj.get("metadata"))
+        labels = mapping(meta.get("labels"))
+        gang = str(labels.get(GANG_LABEL) or "")
         read = read_pod(obj, node, unit, trusted)
-        if not isinstance(read, Candidate):
-            continue
-        meta = obj.get("metadata")
-        labels = meta.get("labels") if isinstance(meta, Mapping) else None
-        gang = str(labels.get(GANG_LABEL) or "") if isinstance(labels, Mapping) else ""
-        for part in read.containers:
-            for index, milli in part.shares:
-                found.append(Holding(index, milli, read.namespace, read.name, part.name, gang))
+        if isinstance(read, Candidate):
+            for part in read.containers:
+                if part.init:
+                    continue  # ran before the containers that hold its GPUs now
+                for index, milli in part.shares:
+                    found.append(Holding(index, milli, read.namespace, read.name, part.name, gang))
+        whole = read_pod(obj, node, MILLI_PER_GPU, trusted, resource=WHOLE_GPU)
+        served: frozenset[str] = frozenset()
+        if isinstance(whole, Candidate):
+            served = whole.allocated
+            for part in whole.containers:
+                if part.init or part.name not in served:
+                    continue
+                for index, milli in part.shares:
+                    found.append(
+                        Holding(index, milli, whole.namespace, whole.name, part.name, gang)
+                    )
+        if whole is None or not kubelet:
+            continue  # no whole-GPU container (or not running here), or no report
+        namespace = str(meta.get("namespace") or "default")
+        name = str(meta.get("name") or "")
+        marked = served or _marked(meta)
+        for container, indices in kubelet.get((namespace, name), {}).items():
+            if container in marked:
+                continue  # the agent's plugin served it: its assignment, above
+            for index in indices:
+                found.append(Holding(index, MILLI_PER_GPU, namespace, name, container, gang))
     return found
+
+
+def _marked(meta: Mapping[str, object]) -> frozenset[str]:
+    """The containers named in the pod's gpu-allocated mark."""
+    text = mapping(meta.get("annotations")).get(ALLOCATED_ANNOTATION)
+    names = text.split(",") if isinstance(text, str) else ()
+    return frozenset(n.strip() for n in names if n.strip())
 
 
 # --- one reading of the GPUs -------------------------------------------------------------------

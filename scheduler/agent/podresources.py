@@ -130,6 +130,37 @@ def _held(held: set[int], index: int | None) -> bool:
     return True
 
 
+# (namespace, pod) -> container -> the GPU indices the kubelet gave it.
+ContainerGpus = dict[tuple[str, str], dict[str, tuple[int, ...]]]
+
+
+def container_gpus(
+    listed: Iterable[api.PodResources],
+    indices: Mapping[str, int],
+    resources: Sequence[str] = (WHOLE_GPU,),
+) -> ContainerGpus:
+    """What the kubelet's answer says each container holds, as GPU indices of this
+    node (IDs that name no GPU here are left out): the metrics' attribution of pods
+    NVIDIA's plugin served (metrics.holdings)."""
+    wanted = frozenset(resources)
+    count = len(indices)
+    found: ContainerGpus = {}
+    for pod in listed:
+        for container in pod.containers:
+            held = {
+                index
+                for devices in container.devices
+                if devices.resource in wanted
+                for device_id in devices.ids
+                if (index := gpu_index(device_id, indices, count)) is not None
+            }
+            if held:
+                found.setdefault((pod.namespace, pod.name), {})[container.name] = tuple(
+                    sorted(held)
+                )
+    return found
+
+
 # --- the kubelet's side ------------------------------------------------------------------------
 class PodResourcesLister(Protocol):
     async def list(self) -> list[api.PodResources]: ...
@@ -141,9 +172,14 @@ class KubeletPodResources:
     afresh instead of waiting out gRPC's reconnect backoff (up to two minutes) after a
     kubelet restart."""
 
+    # gRPC shares subchannels between channels to the same target by default: a fresh
+    # channel would inherit the old one's failed connection and its backoff. A pool of
+    # its own per channel makes "connect afresh" mean it.
+    OPTIONS = (("grpc.use_local_subchannel_pool", 1),)
+
     def __init__(self, socket: Path) -> None:
         self.target = f"unix://{socket}"
-        self.channel = grpc.aio.insecure_channel(self.target)
+        self.channel = grpc.aio.insecure_channel(self.target, options=self.OPTIONS)
 
     async def close(self) -> None:
         await self.channel.close()
@@ -159,7 +195,7 @@ class KubeletPodResources:
         except grpc.aio.AioRpcError as error:
             if error.code() == grpc.StatusCode.UNAVAILABLE:
                 await self.channel.close()
-                self.channel = grpc.aio.insecure_channel(self.target)
+                self.channel = grpc.aio.insecure_channel(self.target, options=self.OPTIONS)
             raise
         return result
 
@@ -217,6 +253,9 @@ class KubeletDeviceReporter:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     written: str | None = None  # the annotation's value on the Node, once known
     reports: int = 0  # passes that reached the kubelet, for the tests
+    # The last answer, per container (a new object at every pass that reached the
+    # kubelet): the metrics attribute NVIDIA's plugin's pods from it.
+    containers: ContainerGpus = field(default_factory=dict)
     _last_note: str = field(default="", init=False)
 
     def stop(self) -> None:
@@ -249,6 +288,7 @@ class KubeletDeviceReporter:
             )
             return False
         self.reports += 1
+        self.containers = container_gpus(listed, indices, self.config.resources)
         try:
             pods = await self.kube.list_pods(node)
             report = kubelet_devices(listed, pods, node, indices, self.config.resources)

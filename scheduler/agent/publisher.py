@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -45,13 +44,21 @@ from cache.gpu import TOPOLOGY_ANNOTATION, GpuInventory, parse_topology
 from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
 from scheduler.agent.discovery import Discovery, discover
 from scheduler.agent.health import EventWatcher, HealthBook
-from scheduler.agent.metrics import GpuCollector
+from scheduler.agent.metrics import GpuCollector, agent_registry
 from scheduler.agent.nvml import NvmlBackend, PynvmlBackend
-from scheduler.agent.server import AgentStatus, Attribution, bound_port, make_app, start_server
+from scheduler.agent.server import (
+    AgentStatus,
+    Attribution,
+    KubeletView,
+    bound_port,
+    make_app,
+    start_server,
+)
 from scheduler.kube.client import ApiError, KubeClient, create_client
 
 if TYPE_CHECKING:
     from scheduler.agent.deviceplugin import DevicePluginConfig
+    from scheduler.agent.podresources import KubeletDeviceReporter
 
 log = logging.getLogger("gang_scheduler.node_agent")
 
@@ -191,6 +198,8 @@ class NodeAgent:
     _last_state: tuple[str, ...] = field(default=(), init=False)
     _fault: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     metrics_port: int | None = None  # the port /metrics is served on, once bound
+    # Given the Node read at each pass (the whole-GPU switch follows its label).
+    node_seen: Callable[[JsonObject], None] | None = None
 
     async def run(self) -> int:
         """Pass after pass until stopped (or one pass with `once`); with `once`, 0 when
@@ -238,6 +247,8 @@ class NodeAgent:
             return True
         try:
             node = await self._call(self._read_node)
+            if self.node_seen is not None and node:
+                self.node_seen(node)
             patch = node_patch(node, discovery)
             if self.options.dry_run:
                 self._print_patch(patch)
@@ -383,21 +394,45 @@ async def serve(
     plugin_tasks: list[asyncio.Task[None]] = []
     stoppers = [agent.stop]
     plugins: list[Any] = []
+    switched: list[Any] = []  # WholeGpuSwitch: the whole-GPU plugin while the label says so
     if device_plugin is not None and client is not None and node_name is not None:
         # Imported here: gRPC is needed by the device plugin only.
         from dataclasses import replace
 
-        from scheduler.agent.deviceplugin import DevicePlugin, KubePodApi, serves_whole_gpus
+        from scheduler.agent.deviceplugin import (
+            DevicePlugin,
+            KubePodApi,
+            WholeGpuSwitch,
+            serves_whole_gpus,
+        )
 
         config = replace(device_plugin, node_name=device_plugin.node_name or node_name)
         configs = [config]
-        if await serves_whole_gpus(KubeNodeApi(client), node_name, config.whole_gpus):
+        opted = await serves_whole_gpus(KubeNodeApi(client), node_name, config.whole_gpus)
+        if config.whole_gpus == "label":
+            # The whole-GPU plugin follows the node's label at every pass.
+            whole = config.whole_gpus_config()
+            switch = WholeGpuSwitch(
+                partial(DevicePlugin, nvml, whole, KubePodApi(client), health=book), opted
+            )
+            agent.node_seen = switch.follow
+            switched.append(switch)
+            plugin_tasks.append(asyncio.create_task(switch.run()))
+            stoppers.append(switch.stop)
+        elif opted:
             configs.append(config.whole_gpus_config())
         for each in configs:
             plugin = DevicePlugin(nvml, each, KubePodApi(client), health=book)
             plugins.append(plugin)
             plugin_tasks.append(asyncio.create_task(plugin.run()))
             stoppers.append(plugin.stop)
+    reporter: KubeletDeviceReporter | None = None
+
+    def kubelet_view() -> KubeletView:
+        """What the kubelet says each container holds, for the metrics (nothing without
+        the pod-resources report)."""
+        return reporter.containers if reporter is not None else {}
+
     if (
         client is not None
         and node_name is not None
@@ -412,10 +447,13 @@ async def serve(
     http: web.AppRunner | None = None
     attribution_task: asyncio.Task[None] | None = None
     if options.metrics_port is not None and not (options.once or options.dry_run):
-        registry = CollectorRegistry()
+        registry = agent_registry()
         status = AgentStatus(
             options.interval,
-            plugin_ready=lambda: all(not p.devices or p.registrations > 0 for p in plugins),
+            plugin_ready=lambda: all(
+                not p.devices or p.registrations > 0
+                for p in [*plugins, *(p for s in switched for p in s.running())]
+            ),
         )
         agent.status = status
         attribution: Attribution | None = None
@@ -426,6 +464,7 @@ async def serve(
                 device_plugin.unit if device_plugin is not None else 1,
                 device_plugin.schedulers if device_plugin is not None else DEFAULT_SCHEDULER_NAMES,
                 options.attribution_interval,
+                kubelet=kubelet_view,
             )
             attribution_task = asyncio.create_task(attribution.run())
             stoppers.append(attribution.stop)
@@ -438,7 +477,7 @@ async def serve(
             GpuCollector(
                 nvml,
                 node_name or "",
-                holders=(lambda: attribution.current) if attribution is not None else lambda: (),
+                holders=attribution.holders if attribution is not None else lambda: (),
                 book=book,
                 healthy=published,
             )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,10 +98,17 @@ def bound_port(runner: web.AppRunner) -> int:
     raise RuntimeError("the metrics server is not listening")
 
 
+# What the kubelet says each container holds: (namespace, pod) -> container -> GPUs.
+KubeletView = Mapping[tuple[str, str], Mapping[str, Sequence[int]]]
+
+
 @dataclass
 class Attribution:
-    """The node's pods' GPU shares, refreshed every `interval` seconds from a LIST of the
-    node's pods (served from the API server's watch cache: resourceVersion=0)."""
+    """Who holds which GPU (metrics.holdings), from a LIST of the node's pods every
+    `interval` seconds (served from the API server's watch cache: resourceVersion=0)
+    and the latest answer of the kubelet's pod-resources API (`kubelet`: the reporter's,
+    podresources.py, every --pod-resources-interval), so that a 1 s scrape costs the
+    API server and the kubelet nothing."""
 
     client: KubeClient
     node: str
@@ -110,7 +117,19 @@ class Attribution:
     interval: float
     current: Sequence[Holding] = ()
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    kubelet: Callable[[], KubeletView] = lambda: {}
     _last_error: str = field(default="", init=False)
+    _pods: list[dict[str, Any]] = field(default_factory=list, init=False)
+    _kubelet_seen: KubeletView | None = field(default=None, init=False)
+
+    def holders(self) -> Sequence[Holding]:
+        """The latest attribution; recomputed (no I/O) when the kubelet's report is a
+        new one, so that it follows the report without waiting for the next LIST."""
+        view = self.kubelet()
+        if view is not self._kubelet_seen:
+            self._kubelet_seen = view
+            self.current = holdings(self._pods, self.node, self.unit, self.schedulers, view)
+        return self.current
 
     async def refresh(self) -> None:
         try:
@@ -125,7 +144,9 @@ class Attribution:
                 log.warning("%s (the metrics keep the previous attribution)", message)
             return
         self._last_error = ""
-        self.current = holdings(listed.items, self.node, self.unit, self.schedulers)
+        self._pods = listed.items
+        view = self._kubelet_seen = self.kubelet()
+        self.current = holdings(listed.items, self.node, self.unit, self.schedulers, view)
 
     async def run(self) -> None:
         while not self.stopping.is_set():

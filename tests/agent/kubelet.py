@@ -3,7 +3,7 @@ on `kubelet.sock` (grpcio, a real unix socket) and a client for the plugin's soc
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,19 +122,22 @@ class PluginClient:
         await call(ids, timeout=5)
 
     async def admit(
-        self, available: list[str], size: int
+        self, available: list[str], size: int, reusable: Sequence[str] = ()
     ) -> tuple[list[str], api.ContainerAllocation]:
         """One container's admission as the kubelet's device manager runs it (its
-        devicesToAllocate, without a topology manager hint and without reusable init
-        devices): GetPreferredAllocation over the free devices when it has more than it
-        needs, the preferred ones it still has free, topped up from the rest in its own
-        order; then Allocate with those. Returns the IDs it picked and the answer."""
-        picked: list[str] = []
-        if size < len(available):
+        devicesToAllocate, without a topology manager hint): first the devices the
+        pod's init containers held (`reusable`), then, when it still needs some and has
+        more free ones than that, GetPreferredAllocation over the free ones and those
+        it took (which the answer must include), the preferred ones it still has free,
+        topped up from the rest in its own order; then Allocate with those. Returns
+        the IDs it picked and the answer."""
+        picked = list(reusable)[:size]
+        free = [i for i in available if i not in picked]
+        if len(picked) < size and size - len(picked) < len(free):
             [preferred] = await self.preferred(
-                api.ContainerPreferredRequest(tuple(available), (), size)
+                api.ContainerPreferredRequest(tuple(free + picked), tuple(picked), size)
             )
-            picked = [i for i in preferred if i in available][:size]
-        picked += [i for i in available if i not in picked][: size - len(picked)]
+            picked += [i for i in preferred if i in free][: size - len(picked)]
+        picked += [i for i in free if i not in picked][: size - len(picked)]
         [answer] = await self.allocate(picked)
         return picked, answer

@@ -149,13 +149,53 @@ def test_malformed_values_are_a_refusal_not_an_exception() -> None:
     assert isinstance(read(obj), Candidate)
 
 
-def test_init_containers_asking_for_vgpu_are_refused() -> None:
-    obj = pod()
-    obj["spec"]["initContainers"] = [
-        {"name": "warmup", "resources": {"limits": {"nvidia.com/vgpu": "100"}}}
+def test_init_containers_take_their_gpus_from_the_start_of_the_assignment() -> None:
+    """The kubelet allocates init containers first, in spec order, then the app
+    containers, which reuse the init containers' devices first (its device manager's
+    devicesToReuse). So an ordinary init container, which runs alone (beside the sidecars
+    started before it), takes its piece from the start of the tape, after those
+    sidecars; sidecars (restartPolicy Always) and app containers take consecutive
+    pieces, as kube-scheduler sums them."""
+    two = ((0, 1000), (1, 1000))
+    split = split_assignment(two, (("main", 2000),), 1, (("warmup", 1000, False),))
+    assert [(p.name, p.shares, p.init) for p in split] == [
+        ("warmup", ((0, 1000),), True),
+        ("main", ((0, 1000), (1, 1000)), False),
     ]
-    refused = read(obj)
-    assert isinstance(refused, Refused) and "init container warmup" in refused.reason
+    # A sidecar of 300 runs beside the init container of 700 and the app container of
+    # 700: the pod needs max(300 + 700, 300 + 700) = 1000 milli.
+    split = split_assignment(
+        ((4, 1000),), (("main", 700),), 1, (("log", 300, True), ("warm", 700, False))
+    )
+    assert [(p.name, p.shares, p.init) for p in split] == [
+        ("log", ((4, 300),), False),
+        ("warm", ((4, 700),), True),
+        ("main", ((4, 700),), False),
+    ]
+    # The init peak is larger than the app containers' sum: the assignment covers it.
+    split = split_assignment(two, (("main", 1000),), 1, (("big", 2000, False),))
+    assert [p.shares for p in split] == [((0, 1000), (1, 1000)), ((0, 1000),)]
+    with pytest.raises(ValueError, match=r"in all, but the containers ask for 2000"):
+        split_assignment(((0, 1000),), (("main", 1000),), 1, (("big", 2000, False),))
+
+
+def test_a_pod_with_gpu_init_containers_is_served_init_first() -> None:
+    obj = pod(milli=1000, assignment="0:1000,1:1000")
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/vgpu": "2000"}}
+    obj["spec"]["initContainers"] = [
+        {"name": "warmup", "resources": {"limits": {"nvidia.com/vgpu": "1000"}}},
+        {"name": "cpu-only", "resources": {}},
+    ]
+    candidate = read(obj)
+    assert isinstance(candidate, Candidate)
+    assert [p.name for p in candidate.containers] == ["warmup", "main"]
+    first = choose([obj], NODE, 1000, 1, SCHEDULERS)
+    assert isinstance(first, Match) and first.container.name == "warmup"
+    assert first.container.shares == ((0, 1000),)
+    obj["metadata"]["annotations"][ALLOCATED_ANNOTATION] = "warmup"
+    second = choose([obj], NODE, 2000, 1, SCHEDULERS)
+    assert isinstance(second, Match) and second.container.name == "main"
+    assert second.container.shares == ((0, 1000), (1, 1000))
 
 
 # --- choosing ----------------------------------------------------------------------------------

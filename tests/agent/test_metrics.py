@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +16,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cache.gpu import ASSIGNMENT_ANNOTATION
+from scheduler.agent import podresources_api
+from scheduler.agent.allocation import ALLOCATED_ANNOTATION
 from scheduler.agent.health import HealthBook
-from scheduler.agent.metrics import DCGM_FIELDS, GpuCollector, Holding, holdings
+from scheduler.agent.metrics import DCGM_FIELDS, GpuCollector, Holding, agent_registry, holdings
 from scheduler.agent.nvml import NOT_SUPPORTED
+from scheduler.agent.podresources import container_gpus
 from scheduler.agent.publisher import AgentOptions, serve
 from scheduler.agent.server import AgentStatus
 from tests.agent import PCIE_BOX, FakeNvml
+from tests.agent.podresources_server import FakePodResources, holding
 from tests.factories import pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.waiting import eventually, free_port
@@ -78,6 +84,75 @@ def test_shares_are_attributed_per_container_as_the_device_plugin_hands_them_out
         Holding(0, 1000, "default", "train", "a", "t"),
         Holding(1, 1000, "default", "train", "b", "t"),
     ]
+
+
+def gpu_pod(name: str, gpus: int, assignment: str, **kw: Any) -> Any:
+    return pod_obj(
+        name,
+        gpus=gpus,
+        node_name=NODE,
+        annotations={ASSIGNMENT_ANNOTATION: assignment, **kw.pop("annotations", {})},
+        phase="Running",
+        **kw,
+    )
+
+
+def test_whole_gpus_are_attributed_where_they_really_are() -> None:
+    """Served by the agent's own plugin (the container's mark): the assigned GPUs, which
+    the plugin handed out whatever IDs the kubelet recorded. Served by NVIDIA's plugin
+    (no mark): the GPUs the kubelet's pod-resources API names, not the assignment."""
+    ours = gpu_pod(
+        "ours", 2, "1:1000,3:1000", gang="g1", annotations={ALLOCATED_ANNOTATION: "init,main"}
+    )
+    ours["spec"]["initContainers"] = [
+        {"name": "init", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    ]
+    theirs = gpu_pod("theirs", 1, "0:1000", namespace="ml", gang="g2")
+    other = pod_obj("other", gpus=1, node_name=NODE, phase="Running", scheduler="default-scheduler")
+    done = {**gpu_pod("done", 1, "0:1000"), "status": {"phase": "Succeeded"}}
+    kubelet = {
+        # The kubelet's record of our plugin's pod differs (it did not take the
+        # preference): the container runs on the assigned GPUs all the same.
+        ("default", "ours"): {"main": (0, 1), "init": (0,)},
+        ("ml", "theirs"): {"main": (2,)},
+        ("default", "other"): {"main": (0,)},
+        ("default", "done"): {"main": (0,)},
+    }
+    found = holdings([ours, theirs, other, done], NODE, 1, ("gang-scheduler",), kubelet)
+    assert sorted(found, key=lambda h: (h.pod, h.index)) == [
+        Holding(0, 1000, "default", "other", "main", ""),
+        Holding(1, 1000, "default", "ours", "main", "g1"),
+        Holding(3, 1000, "default", "ours", "main", "g1"),
+        Holding(2, 1000, "ml", "theirs", "main", "g2"),
+    ]
+    # Without the kubelet's report, only what the agent's plugin served is known.
+    alone = holdings([ours, theirs, other], NODE, 1, ("gang-scheduler",))
+    assert {(h.pod, h.index) for h in alone} == {("ours", 1), ("ours", 3)}
+
+
+def test_the_kubelet_report_names_each_container_s_gpus() -> None:
+    listed = [
+        podresources_api.PodResources(
+            "ml",
+            "p",
+            (
+                podresources_api.ContainerResources(
+                    "a",
+                    (
+                        podresources_api.Devices("nvidia.com/gpu", (PCIE_BOX.gpus[2].uuid, "1")),
+                        podresources_api.Devices(
+                            "nvidia.com/vgpu", (PCIE_BOX.gpus[0].uuid + "::0",)
+                        ),
+                    ),
+                ),
+                podresources_api.ContainerResources(
+                    "b", (podresources_api.Devices("nvidia.com/gpu", ("MIG-x",)),)
+                ),
+            ),
+        )
+    ]
+    indices = {gpu.uuid: i for i, gpu in enumerate(PCIE_BOX.gpus)}
+    assert container_gpus(listed, indices) == {("ml", "p"): {"a": (1, 2)}}
 
 
 # --- the collector -----------------------------------------------------------------------------
@@ -221,6 +296,7 @@ async def test_the_agent_serves_metrics_attributed_from_the_api_and_its_probes(
                 assert held and held[0][1]["namespace"] == "ml" and held[0][2] == 2048
                 assert held[0][1]["container"] == "main" and held[0][1]["Hostname"] == NODE
                 assert len(series(samples, "DCGM_FI_DEV_FB_USED")) == 4
+                assert series(samples, "process_resident_memory_bytes")  # the agent's own
                 lists = [
                     r for r in emulator.request_log if r.verb == "list" and r.resource == "pods"
                 ]
@@ -251,3 +327,95 @@ async def test_a_metrics_port_in_use_is_a_deployment_error(tmp_path: Path) -> No
         finally:
             taken.close()
             await taken.wait_closed()
+
+
+# --- the agent's own process ---------------------------------------------------------------------
+# Label names the process and Python collectors may carry: none names a tenant (the GPU
+# series above do, as DCGM's do; these describe the agent's own process).
+PROCESS_LABELS = frozenset(
+    {"generation", "implementation", "major", "minor", "patchlevel", "version"}
+)
+
+
+def test_the_agent_registry_carries_process_and_python_collectors_without_tenant_labels() -> None:
+    registry = agent_registry()
+    registry.register(GpuCollector(FakeNvml(PCIE_BOX), NODE))
+    samples = parse(generate_latest(registry).decode())
+    names = {name for name, _, _ in samples}
+    for wanted in (
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+        "python_info",
+        "python_gc_collections_total",
+    ):
+        assert wanted in names, wanted
+    own = [s for s in samples if s[0].startswith(("process_", "python_"))]
+    assert own and all(set(labels) <= PROCESS_LABELS for _, labels, _ in own)
+    assert series(samples, "DCGM_FI_DEV_GPU_TEMP", gpu="0")  # the GPUs beside them
+
+
+@pytest.mark.asyncio
+async def test_whole_gpu_pods_are_attributed_from_the_mark_and_the_kubelet_report(
+    tmp_path: Path,
+) -> None:
+    """End to end: the agent's /metrics attribute a whole-GPU pod its own plugin served to
+    its assigned GPUs, and one NVIDIA's plugin served to the GPU the kubelet's
+    pod-resources API (a test server) names, not the one it was assigned."""
+    socket_dir = Path(tempfile.mkdtemp(prefix="am", dir="/tmp"))
+    kubelet = FakePodResources(socket_dir / "kubelet.sock")
+    await kubelet.start()
+    try:
+        async with KubeApiEmulator() as emulator:
+            emulator.put_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+            emulator.put_pod(
+                gpu_pod("ours", 1, "1:1000", gang="g1", annotations={ALLOCATED_ANNOTATION: "main"})
+            )
+            emulator.put_pod(gpu_pod("theirs", 1, "0:1000", namespace="ml", gang="g2"))
+            kubelet.pods = [holding("ml", "theirs", "nvidia.com/gpu", PCIE_BOX.gpus[2].uuid)]
+            port = free_port()
+            options = AgentOptions(
+                node_name=NODE,
+                kubeconfig=str(write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")),
+                interval=3600,
+                metrics_port=port,
+                metrics_address="127.0.0.1",
+                attribution_interval=3600,  # one LIST: the report alone must refresh it
+                pod_resources_socket=str(socket_dir / "kubelet.sock"),
+                pod_resources_interval=0.05,
+            )
+            agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX)))
+            samples: list[Sample] = []
+            try:
+                async with aiohttp.ClientSession() as http:
+
+                    async def attributed() -> bool:
+                        nonlocal samples
+                        try:
+                            async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
+                                samples = parse(await response.text())
+                        except aiohttp.ClientConnectionError:
+                            return False
+                        return bool(series(samples, "DCGM_FI_DEV_GPU_TEMP", pod="theirs"))
+
+                    for _ in range(500):
+                        if await attributed():
+                            break
+                        await asyncio.sleep(0.02)
+            finally:
+                agent.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await agent
+    finally:
+        await kubelet.stop()
+        shutil.rmtree(socket_dir, ignore_errors=True)
+    held = {
+        (s[1]["gpu"], s[1]["namespace"], s[1]["pod"], s[1]["container"], s[1]["gang"], s[2])
+        for s in series(samples, "gang_scheduler_node_agent_gpu_share_milli")
+    }
+    assert held == {
+        ("1", "default", "ours", "main", "g1", 1000),
+        ("2", "ml", "theirs", "main", "g2", 1000),
+    }
+    assert [s[1]["pod"] for s in series(samples, "DCGM_FI_DEV_GPU_TEMP", gpu="0")] == [""]

@@ -217,6 +217,34 @@ async def test_pods_it_cannot_serve_are_refused_with_the_reason(plugin_dir: Path
         assert "notebook" not in details
 
 
+@pytest.mark.asyncio
+async def test_an_init_container_gets_the_first_assigned_gpus_and_the_app_all_of_them(
+    plugin_dir: Path,
+) -> None:
+    """The kubelet allocates the init container first, then the app container, which
+    reuses the init container's GPU and asks for the rest: both get what the scheduler
+    assigned, and the kubelet's records name those GPUs."""
+    async with running(plugin_dir) as setup:
+        obj = gpu_pod("train", 2, "1:1000,3:1000")
+        obj["spec"]["initContainers"] = [
+            {"name": "warmup", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        ]
+        setup.emulator.put_pod(obj)
+        client = setup.client()
+        try:
+            init_ids, init = await client.admit(list(UUIDS), 1)
+            app_ids, app = await client.admit(list(UUIDS), 2, reusable=init_ids)
+        finally:
+            await client.close()
+        assert init_ids == [UUIDS[1]] and init.envs[VISIBLE_DEVICES_ENV] == UUIDS[1]
+        assert init.envs[CONTAINER_ENV] == "default/train/warmup"
+        assert sorted(app_ids) == sorted([UUIDS[1], UUIDS[3]])
+        assert app.envs[VISIBLE_DEVICES_ENV] == f"{UUIDS[1]},{UUIDS[3]}"
+        assert app.envs[CONTAINER_ENV] == "default/train/main"
+        annotations = setup.pod("train")["metadata"]["annotations"]
+        assert annotations[ALLOCATED_ANNOTATION] == "main,warmup"
+
+
 # --- opting in -------------------------------------------------------------------------------
 async def registered_resources(
     tmp_path: Path, plugin_dir: Path, *, label: str | None, mode: str, expected: int
@@ -269,6 +297,70 @@ async def test_a_node_labelled_whole_gpus_gets_nvidia_com_gpu_too(
         assert registered == resources, (label, mode)
         assert not (plugin_dir / WHOLE_SOCKET_NAME).exists()  # removed at exit
     assert SOCKET_NAME != WHOLE_SOCKET_NAME
+
+
+@pytest.mark.asyncio
+async def test_the_agent_follows_the_whole_gpus_label_at_run_time(
+    tmp_path: Path, plugin_dir: Path
+) -> None:
+    """Labelling a running node makes the agent serve and register nvidia.com/gpu at its
+    next pass; removing the label stops that plugin (its socket goes, its ListAndWatch
+    streams end: the kubelet marks the resource's devices unhealthy and running pods
+    keep theirs), while the share plugin serves on; labelling again registers again."""
+    async with KubeApiEmulator() as emulator:
+        node = node_obj(NODE, gpus=4)
+        emulator.put_node(node)
+        kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
+        kubelet = FakeKubelet(plugin_dir)
+        await kubelet.start()
+        options = AgentOptions(
+            node_name=NODE, kubeconfig=str(kubeconfig), interval=0.05, metrics_port=None
+        )
+        config = DevicePluginConfig(
+            node_name="", directory=plugin_dir, health_interval=0.05, watch_interval=0.02
+        )
+        agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), config))
+
+        def resources() -> list[str]:
+            return [r.resource_name for r in kubelet.registrations]
+
+        def label(value: str | None) -> None:
+            current = emulator.get_node(NODE)
+            assert current is not None
+            labels = current["metadata"].setdefault("labels", {})
+            if value is None:
+                labels.pop(WHOLE_GPUS_LABEL, None)
+            else:
+                labels[WHOLE_GPUS_LABEL] = value
+            emulator.put_node(current)
+
+        whole_socket = plugin_dir / WHOLE_SOCKET_NAME
+        try:
+            await eventually(lambda: resources() == ["nvidia.com/vgpu"], "shares registered")
+            assert not whole_socket.exists()
+            label("true")
+            await eventually(lambda: "nvidia.com/gpu" in resources(), "whole GPUs registered")
+            client = PluginClient(whole_socket)
+            try:
+                stream = client.list_and_watch()
+                assert len(await anext(stream)) == 4
+                label(None)
+                # The stream ends (the kubelet's endpoint stops) and the socket goes.
+                async for _ in stream:
+                    pass
+            finally:
+                await client.close()
+            await eventually(lambda: not whole_socket.exists(), "whole-GPU socket removed")
+            assert (plugin_dir / SOCKET_NAME).exists()  # the shares are still served
+            label("true")
+            await eventually(lambda: resources().count("nvidia.com/gpu") == 2, "registered again")
+            assert resources().count("nvidia.com/vgpu") == 1
+        finally:
+            agent.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await agent
+            await kubelet.stop()
+        assert not whole_socket.exists()
 
 
 def test_a_bad_whole_gpus_mode_is_a_deployment_mistake() -> None:
