@@ -45,7 +45,7 @@ from scheduler.isolation import (
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.preemption import Preempter, Preemption
 from scheduler.queue import ClusterChange, GangQueue
-from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
+from scheduler.quotas import BorrowerOrder, refuse_before_planning, within_quota, would_borrow
 from scheduler.starvation import StarvationGuard
 
 DEFAULT_SCHEDULER_NAME = "gang-scheduler"
@@ -135,6 +135,8 @@ class SchedulingCore:
         # `is not None`: an empty queue is falsy (it has a length).
         self.cache = cache if cache is not None else ClusterCache()
         self.queue = queue if queue is not None else GangQueue()
+        # Borrowing gangs ordered by their namespace's dominant share (docs/quotas.md).
+        self.borrower_order = BorrowerOrder()
         self.planner = Planner(profile, explain=explain_failures)
         # Gang problems name the keys the cache reads pods with.
         self.index = GangIndex(scheduler_name, self.cache.gang_keys)
@@ -452,7 +454,8 @@ class SchedulingCore:
             else:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
-            self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas))
+            self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas), gang.namespace)
+        self.borrower_order.update(self.queue, self.cache.quotas)
 
     def waiting(self) -> list[tuple[Gang, str]]:
         """Gangs that are not ready, with the message their pods should carry. Asked
