@@ -23,7 +23,10 @@ Invariants, and why:
   gone and its quota admits the plan: never preempt for a gang that would still wait;
 - while a decision is outstanding (victims still hold pods) the gang makes no new
   one: it keeps its hold and waits; when the victims are gone the hold is released
-  just before the gang is planned again, in the same cycle, so the room goes to it.
+  just before the gang is planned again, in the same cycle, so the room goes to it;
+- a gang whose members mount volume claims is planned in the what-if as on the core's
+  own path (scheduler/claim_planning.py: its claims resolved, the victims no longer
+  using theirs), and the static PVs that plan chose are held with its room.
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ from dataclasses import dataclass, field
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
+from cache.volumes import VolumeCache
 from policies.guarantees import may_take
 from policies.preemption import FEWEST_GPUS, FEWEST_VICTIMS, Candidate, Rank, choose_victims
 from policies.profile import Profile
+from scheduler.claim_planning import plan_with_claims
 from scheduler.gang import Gang
 from scheduler.isolation import FATAL
 from scheduler.planner import Plan, Planner, Unschedulable
@@ -81,6 +86,9 @@ class Preemption:
     # PRIORITY (victims of lower priority) or RECLAIM (victims borrowing beyond their
     # quota's min, taken back for a gang within its own min).
     reason: str = PRIORITY
+    # (PV, claim key): the static PVs the preemptor's plan chose for its claims, held
+    # with its room so that no other claim is given them while the victims terminate.
+    volumes: tuple[tuple[str, str], ...] = ()
 
     @property
     def victim_uids(self) -> frozenset[str]:
@@ -105,6 +113,8 @@ class Preempter:
     # victim gang key -> the gangs that evicted it: a gang never evicts one of those
     # (no A-evicts-B-evicts-A); forgotten when neither gang has a pod left.
     evicted_by: dict[str, set[str]] = field(default_factory=dict)
+    # The core's claims and PVs: a preemptor's claims are resolved in the what-if too.
+    volumes: VolumeCache = field(default_factory=VolumeCache)
 
     # --- the core's hooks ---------------------------------------------------------------
     def release(self, gang_key: str) -> None:
@@ -116,6 +126,8 @@ class Preempter:
         for placement in decision.placements:
             if self.cache.reservation(placement.pod_uid) == Reservation.NOMINATED:
                 self.cache.forget(placement.pod_uid)
+        for volume, claim in decision.volumes:
+            self.volumes.release(volume, claim)
 
     def planned(self, gang_key: str) -> None:
         """The gang was placed: its decision is over."""
@@ -174,11 +186,7 @@ class Preempter:
 
     # --- rules --------------------------------------------------------------------------
     def may_preempt(self, gang: Gang) -> bool:
-        if not gang.pending or any(p.preemption_policy == NEVER for p in gang.pending):
-            return False
-        # Claims are resolved against volumes by the core's planning path only; a
-        # what-if without them could promise room the real plan would not get.
-        return not any(pod.claims for pod in gang.pending)
+        return bool(gang.pending) and all(p.preemption_policy != NEVER for p in gang.pending)
 
     def candidates(self, gang: Gang, now: float) -> dict[str, VictimGang]:
         """Running gangs of ours whose every member has a lower priority than `gang`,
@@ -203,6 +211,7 @@ class Preempter:
         evicted it."""
         for key, decision in list(self.decisions.items()):
             if not any(self.cache.pod(p.pod_uid) for p in decision.placements):
+                self.release(key)
                 del self.decisions[key]  # the preemptor's pods are gone: so is its claim
         taken = set().union(*(d.victim_uids for d in self.decisions.values()))
         members: dict[str, list[PodInfo]] = {}
@@ -242,7 +251,9 @@ class Preempter:
             f"gang {gang.key} (priority {gang.priority}) preempts {len(picked)} "
             f"lower-priority gang(s) to fit: {names}"
         )
-        return Preemption(gang.key, gang.priority, picked, tuple(plan.placements), message)
+        return Preemption(
+            gang.key, gang.priority, picked, tuple(plan.placements), message, PRIORITY, held(plan)
+        )
 
     def _reclaim(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
         book = self.cache.quotas
@@ -265,7 +276,9 @@ class Preempter:
             f"gang {gang.key} reclaims the min guaranteed to quota {gang.namespace}: "
             f"evicts {len(picked)} gang(s) borrowing beyond their quota's min: {names}"
         )
-        return Preemption(gang.key, gang.priority, picked, tuple(plan.placements), message, RECLAIM)
+        return Preemption(
+            gang.key, gang.priority, picked, tuple(plan.placements), message, RECLAIM, held(plan)
+        )
 
     def _search(
         self,
@@ -282,8 +295,10 @@ class Preempter:
         planner = Planner(self.profile, explain=False)
 
         def plan_without(keys: Iterable[str]) -> Plan | None:
-            view = what_if.without(p for k in keys for p in victims[k].pods)
-            result = planner.plan(gang, view)
+            gone = [p for k in keys for p in victims[k].pods]
+            view = what_if.without(gone)
+            uids = frozenset(p.uid for p in gone)
+            result = plan_with_claims(planner, gang, view, self.volumes, self.cache, uids)
             if not isinstance(result, Plan):
                 return None
             admitted = within_quota(gang, result, self.cache.quotas, self.cache.pod)
@@ -322,6 +337,19 @@ class Preempter:
             # A member was deleted or bound meanwhile: the decision no longer holds.
             log.info("gang %s: its nomination cannot be held: %s", decision.preemptor, error)
             self.decisions.pop(decision.preemptor, None)
+            return
+        for volume, claim in decision.volumes:
+            self.volumes.hold(volume, claim)
+
+
+def held(plan: Plan) -> tuple[tuple[str, str], ...]:
+    """The static PVs the plan chose, with the claim each is for."""
+    return tuple(
+        (choice.volume, choice.claim.key)
+        for choices in plan.volumes.values()
+        for choice in choices
+        if choice.volume
+    )
 
 
 class WhatIf:
