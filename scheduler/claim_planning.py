@@ -1,6 +1,7 @@
 """Planning a gang whose members mount volume claims: the claims resolved against the
-volumes before the planner runs (docs/kubernetes.md, "Volumes"), on the core's planning path and on
-the what-if views of the victim search alike (docs/quotas.md, "Priority preemption").
+volumes before the planner runs (docs/kubernetes.md, "Volumes"), on the core's
+planning path and on the what-if views of the victim search alike (docs/quotas.md,
+"Priority preemption").
 
 A what-if names the pods it takes away (`gone`): they no longer use their
 ReadWriteOncePod claims nor count against their nodes' volume attach limits, as they
