@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import scheduler.quotas as quotas_module
 from cache.cluster import EventType
 from cache.quota import GPU, WEIGHT_ANNOTATION, QuotaBook
 from policies.fair_share import beyond_min, dominant_share
@@ -220,3 +222,42 @@ def test_two_borrowers_share_the_pool_by_weight_whatever_the_arrival_order(
             core.apply_pod(DELETED, pod, now)
         _settle(core, now)
         check()
+
+
+# --- the cost: what a cycle does not redo ----------------------------------------------------
+
+
+def test_a_cycle_recomputes_the_shares_of_the_namespaces_that_changed_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """200 borrowing gangs of one namespace and 20 other namespaces with a quota: a
+    cycle that places one gang recomputes one share, and moving that namespace in the
+    queue re-inserts one group, not its 200 gangs."""
+    computed: list[str] = []
+    original = quotas_module.dominant_share
+
+    def counting(book: QuotaBook, namespace: str) -> float:
+        computed.append(namespace)
+        return original(book, namespace)
+
+    monkeypatch.setattr(quotas_module, "dominant_share", counting)
+    core = SchedulingCore(build_profile())
+    core.apply_node(ADDED, node_obj("n0", gpus=8), 0)
+    core.apply_elasticquota(ADDED, _quota("lender", 8, 1), 0)
+    for i in range(20):
+        core.apply_elasticquota(ADDED, _quota(f"team-{i}", 0, 1), 0)
+        running = pod_obj("r", namespace=f"team-{i}", cpu="1", node_name="n0", phase="Running")
+        core.apply_pod(ADDED, running, 0)
+    for i in range(200):
+        core.apply_pod(ADDED, pod_obj(f"g{i}", namespace="team-0", gpus=1), 0)
+    core.schedule_next(0)  # the first cycle: every namespace in use gets its share
+    computed.clear()
+    moved: list[object] = []
+    heads = GangQueue._head
+    monkeypatch.setattr(GangQueue, "_head", lambda self, g: moved.append(g) or heads(self, g))
+    attempt = core.schedule_next(0)  # team-0's first gang was assumed: its share moved
+    assert attempt is not None and isinstance(attempt.result, Plan)
+    assert attempt.gang.namespace == "team-0" and core.queue.share("team-0") > 0
+    assert computed == ["team-0"]
+    # One group out and back in at set_share; the popped head out, the next one in.
+    assert len(moved) == 4, moved
