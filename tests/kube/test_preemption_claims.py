@@ -29,24 +29,25 @@ async def test_a_gang_with_a_local_volume_evicts_the_gang_on_its_node_and_gets_t
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
             for name in ("n0", "n1"):
-                api.put_node(node_obj(name, gpus=8))
-            # low is the cheaper victim, but on the node the volume cannot reach.
-            for name, node, priority in [("low", "n0", 1), ("mid", "n1", 5)]:
-                api.put_pod(
-                    pod_obj(
-                        f"{name}-0",
-                        gang=name,
-                        min_member=1,
-                        gpus=8,
-                        priority=priority,
-                        node_name=node,
-                        phase="Running",
-                    )
-                )
+                api.put_node(node_obj(name, gpus=8, labels={"pool": name}))
             api.put(STORAGE_CLASSES, storage_class_obj("local"))
             api.put(PERSISTENT_VOLUMES, pv_obj("disk-n1", node="n1"))
             api.put(PERSISTENT_VOLUME_CLAIMS, pvc_obj("data"))
             async with running(api, tmp_path):
+                # Bound by the scheduler first (only its own binds are evicted); low is
+                # the cheaper victim, but on the node the volume cannot reach.
+                for name, node, priority in [("low", "n0", 1), ("mid", "n1", 5)]:
+                    api.put_pod(
+                        pod_obj(
+                            f"{name}-0",
+                            gang=name,
+                            min_member=1,
+                            gpus=8,
+                            priority=priority,
+                            node_selector={"pool": node},
+                        )
+                    )
+                await eventually(lambda: len(bound(api, "low-") | bound(api, "mid-")) == 2, "bound")
                 high = pod_obj("high-0", gang="high", min_member=1, gpus=8, priority=10)
                 api.put_pod(with_claims(high, "data"))
                 await eventually(lambda: len(bound(api, "high-")) == 1, "high bound")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from cache.cluster import EventType, Reservation
+from scheduler.core import SchedulingCore
 from scheduler.planner import Plan, Unschedulable
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
@@ -16,8 +17,10 @@ ADDED = EventType.ADDED
 
 
 def pod(
-    name: str, priority: int, node: str = "", namespace: str = "default", gpus: int = 8
+    name: str, priority: int, pool: str = "", namespace: str = "default", gpus: int = 8
 ) -> dict[str, Any]:
+    """A one-pod gang; with `pool`, held to the node of that name (placed by the core
+    in `bind_first`: victims are gangs this scheduler bound)."""
     return pod_obj(
         name,
         namespace=namespace,
@@ -25,12 +28,25 @@ def pod(
         min_member=1,
         gpus=gpus,
         priority=priority,
-        node_name=node,
-        phase="Running" if node else "Pending",
+        node_selector={"pool": pool} if pool else None,
     )
 
 
-def add_volumes(core: Any, *objects: tuple[str, dict[str, Any]]) -> None:
+def nodes(*names: str) -> list[dict[str, Any]]:
+    return [node_obj(name, gpus=8, labels={"pool": name}) for name in names]
+
+
+def bind_first(core: SchedulingCore, *pods: dict[str, Any]) -> None:
+    """The pods added, planned and bound by the core itself."""
+    for obj in pods:
+        core.apply_pod(ADDED, obj, 0.0)
+    for attempt in run(core, 0.5):
+        assert isinstance(attempt.result, Plan)
+        for placement in attempt.result.placements:
+            core.bound(placement)
+
+
+def add_volumes(core: SchedulingCore, *objects: tuple[str, dict[str, Any]]) -> None:
     for kind, obj in objects:
         core.apply_volume_object(kind, ADDED, obj, 0.0)
 
@@ -41,7 +57,8 @@ def test_a_preemptor_with_a_local_volume_evicts_the_gang_on_its_volumes_node() -
     the room, and the gang is placed there with it once mid is gone."""
     low, mid = pod("low", 1, "n0"), pod("mid", 5, "n1")
     high = with_claims(pod("high", 10), "data")
-    core = core_with([node_obj("n0", gpus=8), node_obj("n1", gpus=8)], [low, mid])
+    core = core_with(nodes("n0", "n1"), [])
+    bind_first(core, low, mid)
     add_volumes(
         core,
         ("classes", storage_class_obj("local")),
@@ -67,8 +84,8 @@ def test_a_preemptor_with_a_local_volume_evicts_the_gang_on_its_volumes_node() -
 def test_no_eviction_when_the_claims_volume_is_where_no_victim_may_be_taken() -> None:
     """Room-wise, evicting low would let the gang fit; its volume is on n1, held by a
     gang of higher priority: nothing is evicted."""
-    low, top = pod("low", 1, "n0"), pod("top", 20, "n1")
-    core = core_with([node_obj("n0", gpus=8), node_obj("n1", gpus=8)], [low, top])
+    core = core_with(nodes("n0", "n1"), [])
+    bind_first(core, pod("low", 1, "n0"), pod("top", 20, "n1"))
     add_volumes(
         core,
         ("classes", storage_class_obj("local")),
@@ -86,13 +103,14 @@ def test_a_read_write_once_pod_claim_of_a_victim_is_free_once_it_is_gone() -> No
     without it, the claim is free, so the victim is chosen and the preemptor placed."""
     modes = ("ReadWriteOncePod",)
     low = with_claims(pod("low", 1, "n0"), "shared")
-    core = core_with([node_obj("n0", gpus=8)], [low])
+    core = core_with(nodes("n0"), [])
     add_volumes(
         core,
         ("classes", storage_class_obj("local")),
         ("volumes", pv_obj("pv-x", modes=modes, claim=("default", "shared"), phase="Bound")),
         ("claims", pvc_obj("shared", modes=modes, volume_name="pv-x")),
     )
+    bind_first(core, low)
     high = with_claims(pod("high", 10), "shared")
     core.apply_pod(ADDED, high, 0.0)
     [attempt] = run(core)
@@ -106,8 +124,8 @@ def test_a_read_write_once_pod_claim_of_a_victim_is_free_once_it_is_gone() -> No
 
 
 def test_a_dropped_decision_releases_the_volumes_it_held() -> None:
-    low = pod("low", 1, "n1")
-    core = core_with([node_obj("n1", gpus=8)], [low])
+    core = core_with(nodes("n1"), [])
+    bind_first(core, pod("low", 1, "n1"))
     add_volumes(
         core,
         ("classes", storage_class_obj("local")),
@@ -125,11 +143,10 @@ def test_a_dropped_decision_releases_the_volumes_it_held() -> None:
 def test_a_gang_within_its_min_with_a_claim_reclaims_borrowed_room() -> None:
     """Reclaim takes the same path: team a, within its min, evicts team b's borrowing
     gang on the node its volume is on."""
-    core = core_with([node_obj("n0", gpus=8), node_obj("n1", gpus=8)], [])
+    core = core_with(nodes("n0", "n1"), [])
     core.apply_elasticquota(ADDED, quota_obj("a", min_={"nvidia.com/gpu": 8}), 0.0)
     core.apply_elasticquota(ADDED, quota_obj("b", min_={"nvidia.com/gpu": 8}), 0.0)
-    for name, node in [("b0", "n0"), ("b1", "n1")]:
-        core.apply_pod(ADDED, pod(name, 50, node, namespace="b"), 0.0)
+    bind_first(core, pod("b0", 50, "n0", namespace="b"), pod("b1", 50, "n1", namespace="b"))
     add_volumes(
         core,
         ("classes", storage_class_obj("local")),
