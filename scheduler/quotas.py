@@ -140,6 +140,8 @@ class BorrowerOrder:
 
     def update(self, queue: GangQueue, book: QuotaBook) -> None:
         changed = book.ledger.take_changed()
+        if not book.governed() and not queue.shared_namespaces():
+            return  # no quota: no share (a quota added later changes the generation)
         if book.generation != self._generation:
             self._generation = book.generation
             changed.update(book.ledger.namespaces())
