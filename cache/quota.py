@@ -221,6 +221,9 @@ class QuotaLedger:
     def __init__(self) -> None:
         self._pods: dict[str, tuple[str, dict[str, int]]] = {}
         self._used: dict[str, dict[str, int]] = {}
+        # Namespaces whose usage changed since `take_changed` was last called: what the
+        # queue re-orders borrowers by is recomputed for those only.
+        self._changed: set[str] = set()
 
     def charge(self, uid: str, namespace: str, usage: Amounts) -> None:
         self.discharge(uid)
@@ -228,6 +231,7 @@ class QuotaLedger:
         self._pods[uid] = (namespace, kept)
         if kept:
             res.add(self._used.setdefault(namespace, {}), kept)
+            self._changed.add(namespace)
 
     def discharge(self, uid: str) -> None:
         entry = self._pods.pop(uid, None)
@@ -238,8 +242,14 @@ class QuotaLedger:
         if total is None:  # nothing charged there (usages of zero)
             return
         res.subtract(total, usage)
+        self._changed.add(namespace)
         if not total:
             del self._used[namespace]
+
+    def take_changed(self) -> set[str]:
+        """The namespaces whose usage changed since the last call (then forgotten)."""
+        changed, self._changed = self._changed, set()
+        return changed
 
     def used(self, namespace: str) -> Amounts:
         return self._used.get(namespace, {})
@@ -261,6 +271,7 @@ class QuotaBook:
         self._quotas: dict[str, QuotaInfo] = {}  # namespace/name -> quota
         self._governing: dict[str, QuotaInfo] = {}  # namespace -> quota
         self.generation = 0  # bumped on every change of a governing quota
+        self._guaranteed: tuple[int, dict[str, int]] = (0, {})  # (generation, total)
 
     def apply(self, event: str, obj: Mapping[str, Any]) -> QuotaInfo | None:
         """Apply a watch event; the stored record (None once deleted)."""
@@ -303,6 +314,15 @@ class QuotaBook:
     def governed(self) -> Mapping[str, QuotaInfo]:
         """namespace -> the quota that governs it."""
         return self._governing
+
+    def guaranteed(self) -> Amounts:
+        """The sum of the governing quotas' mins: in each dimension, the most that can
+        ever be borrowed (kept until a quota changes)."""
+        generation, total = self._guaranteed
+        if generation != self.generation:
+            total = res.total_of(q.min for q in self._governing.values())
+            self._guaranteed = (self.generation, total)
+        return total
 
     def problems(self, quota: QuotaInfo) -> tuple[str, ...]:
         """The quota's own problems, and whether another one governs its namespace."""

@@ -13,7 +13,11 @@ Pure. Judged per dimension a namespace's own quota guarantees (GPU, cpu, memory 
   weights. A namespace may borrow up to its weighted share of the pool in every
   dimension: its dominant share (the largest fraction of the pool it holds in any one
   dimension) may not pass its weight's fraction. Alone, a borrower may take the whole
-  pool (work-conserving); reclaiming what it took when others come is planned.
+  pool (work-conserving); what it took is reclaimed when a lender needs it back
+  (scheduler/reclaim.py).
+- Order: among gangs that would borrow, the namespace with the smallest dominant share
+  per weight goes first (`dominant_share`), so idle capacity is divided over time by
+  share, not by arrival.
 """
 
 from __future__ import annotations
@@ -121,3 +125,18 @@ def borrow_room(
             net += other.min[dim] - held  # idle guarantees less what others borrow
         rooms[dim] = BorrowRoom(pool, net, int(pool * quota.weight / weights))
     return rooms
+
+
+def dominant_share(book: QuotaBook, namespace: str) -> float:
+    """What the namespace borrows now, as DRF weighs it: in each dimension its min sets,
+    what it holds beyond its min as a fraction of all quotas' mins there (the most that
+    can ever be borrowed: a denominator that does not move with usage, so one
+    namespace's pods never change another's share); the largest of those fractions,
+    divided by its weight. 0 when it borrows nothing (or has no quota)."""
+    quota = book.governing(namespace)
+    if quota is None or not quota.min:
+        return 0.0
+    total = book.guaranteed()
+    held = beyond_min(quota, book.ledger.used(namespace))
+    fractions = [amount / total[dim] for dim, amount in held.items() if total.get(dim, 0) > 0]
+    return max(fractions, default=0.0) / quota.weight

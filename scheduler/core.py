@@ -29,10 +29,9 @@ from cache.podgroup import PodGroupInfo
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.capacity import copies_that_fit
-from policies.filters.node_volume_limits import attached_volumes, pod_csi_volumes
-from policies.filters.volume_binding import claim_users, claims_with_single_user, resolve_members
 from policies.profile import Profile
 from policies.scores.fragmentation import OnlineWorkload
+from scheduler.claim_planning import plan_with_claims
 from scheduler.gang import Gang, GangIndex, Problem
 from scheduler.isolation import (
     FATAL,
@@ -45,7 +44,7 @@ from scheduler.isolation import (
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.preemption import Preempter, Preemption
 from scheduler.queue import ClusterChange, GangQueue
-from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
+from scheduler.quotas import BorrowerOrder, refuse_before_planning, within_quota, would_borrow
 from scheduler.requeue import has_required_anti_affinity, lifts_a_term_of_any
 from scheduler.starvation import StarvationGuard
 
@@ -136,6 +135,8 @@ class SchedulingCore:
         # `is not None`: an empty queue is falsy (it has a length).
         self.cache = cache if cache is not None else ClusterCache()
         self.queue = queue if queue is not None else GangQueue()
+        # Borrowing gangs ordered by their namespace's dominant share (docs/quotas.md).
+        self.borrower_order = BorrowerOrder()
         self.planner = Planner(profile, explain=explain_failures)
         # Gang problems name the keys the cache reads pods with.
         self.index = GangIndex(scheduler_name, self.cache.gang_keys)
@@ -164,7 +165,7 @@ class SchedulingCore:
         # PodGroups of Volcano and of Kubernetes' own gang API (cache/gang_groups.py).
         self.gang_groups = GangGroupStore()
         # Priority preemption: decisions outstanding and the room held for them.
-        self.preempter = Preempter(self.cache, profile, scheduler_name)
+        self.preempter = Preempter(self.cache, profile, scheduler_name, volumes=self.volumes)
         # The starvation guard: room reserved for a gang that waited too long.
         self.starvation = StarvationGuard(
             self.cache, profile, scheduler_name, self.preempter.decisions
@@ -460,7 +461,8 @@ class SchedulingCore:
             else:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
-            self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas))
+            self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas), gang.namespace)
+        self.borrower_order.update(self.queue, self.cache.quotas)
 
     def waiting(self) -> list[tuple[Gang, str]]:
         """Gangs that are not ready, with the message their pods should carry. Asked
@@ -542,26 +544,7 @@ class SchedulingCore:
 
     def _plan(self, gang: Gang) -> Plan | Unschedulable:
         """Plan the gang with its members' claims resolved against the volumes."""
-        if not any(pod.claims for pod in gang.pending):
-            return self.planner.plan(gang, self.snapshot)
-        keys = claims_with_single_user(gang.pending, self.volumes)
-        users = claim_users(self._placed_pods(), keys) if keys else {}
-        limits = None
-        if self.volumes.csinodes:
-            drivers = {
-                d for pod in gang.pending for d in pod_csi_volumes(pod, self.volumes).values()
-            }
-            if drivers:
-                limits = attached_volumes(drivers, self.volumes, self.cache.pods_on)
-        members, volumes = resolve_members(gang.pending, self.volumes, users, limits)
-        view = dataclasses.replace(gang, pending=members)
-        return self.planner.plan(view, self.snapshot, volumes)
-
-    def _placed_pods(self) -> Iterable[PodInfo]:
-        """Pods on a node or planned onto one, not finished: those holding a claim."""
-        for pod in self.cache.pods():
-            if pod.consumes_resources or self.cache.is_assumed(pod.uid):
-                yield pod
+        return plan_with_claims(self.planner, gang, self.snapshot, self.volumes, self.cache)
 
     def _hold_volumes(self, plan: Plan) -> None:
         """Hold the static PVs the plan chose until their events show them bound (or

@@ -23,7 +23,10 @@ Invariants, and why:
   gone and its quota admits the plan: never preempt for a gang that would still wait;
 - while a decision is outstanding (victims still hold pods) the gang makes no new
   one: it keeps its hold and waits; when the victims are gone the hold is released
-  just before the gang is planned again, in the same cycle, so the room goes to it.
+  just before the gang is planned again, in the same cycle, so the room goes to it;
+- a gang whose members mount volume claims is planned in the what-if as on the core's
+  own path (scheduler/claim_planning.py: its claims resolved, the victims no longer
+  using theirs), and the static PVs that plan chose are held with its room.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
+from cache.volumes import VolumeCache
 from policies.guarantees import may_take
 from policies.preemption import FEWEST_GPUS, FEWEST_VICTIMS, Candidate, Rank, choose_victims
 from policies.profile import Profile
@@ -83,6 +87,9 @@ class Preemption:
     # PRIORITY (victims of lower priority) or RECLAIM (victims borrowing beyond their
     # quota's min, taken back for a gang within its own min).
     reason: str = PRIORITY
+    # (PV, claim key): the static PVs the preemptor's plan chose for its claims, held
+    # with its room so that no other claim is given them while the victims terminate.
+    volumes: tuple[tuple[str, str], ...] = ()
 
     @property
     def victim_uids(self) -> frozenset[str]:
@@ -110,6 +117,8 @@ class Preempter:
     # The what-if copy of the snapshot the victim search plans on, kept between
     # searches (made at the first one: a second copy of every node).
     _what_if: WhatIfSnapshot | None = None
+    # The core's claims and PVs: a preemptor's claims are resolved in the what-if too.
+    volumes: VolumeCache = field(default_factory=VolumeCache)
 
     # --- the core's hooks ---------------------------------------------------------------
     def release(self, gang_key: str) -> None:
@@ -121,6 +130,8 @@ class Preempter:
         for placement in decision.placements:
             if self.cache.reservation(placement.pod_uid) == Reservation.NOMINATED:
                 self.cache.forget(placement.pod_uid)
+        for volume, claim in decision.volumes:
+            self.volumes.release(volume, claim)
 
     def planned(self, gang_key: str) -> None:
         """The gang was placed: its decision is over."""
@@ -179,11 +190,7 @@ class Preempter:
 
     # --- rules --------------------------------------------------------------------------
     def may_preempt(self, gang: Gang) -> bool:
-        if not gang.pending or any(p.preemption_policy == NEVER for p in gang.pending):
-            return False
-        # Claims are resolved against volumes by the core's planning path only; a
-        # what-if without them could promise room the real plan would not get.
-        return not any(pod.claims for pod in gang.pending)
+        return bool(gang.pending) and all(p.preemption_policy != NEVER for p in gang.pending)
 
     def candidates(self, gang: Gang, now: float) -> dict[str, VictimGang]:
         """Running gangs of ours whose every member has a lower priority than `gang` and
@@ -209,6 +216,7 @@ class Preempter:
         evicted it."""
         for key, decision in list(self.decisions.items()):
             if not any(self.cache.pod(p.pod_uid) for p in decision.placements):
+                self.release(key)
                 del self.decisions[key]  # the preemptor's pods are gone: so is its claim
         taken = set().union(*(d.victim_uids for d in self.decisions.values()))
         members: dict[str, list[PodInfo]] = {}
@@ -252,7 +260,9 @@ class Preempter:
             f"gang {gang.key} (priority {gang.priority}) preempts {len(picked)} "
             f"lower-priority gang(s) to fit: {names}"
         )
-        return Preemption(gang.key, gang.priority, picked, tuple(plan.placements), message)
+        return Preemption(
+            gang.key, gang.priority, picked, tuple(plan.placements), message, PRIORITY, held(plan)
+        )
 
     def _reclaim(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
         book = self.cache.quotas
@@ -275,7 +285,9 @@ class Preempter:
             f"gang {gang.key} reclaims the min guaranteed to quota {gang.namespace}: "
             f"evicts {len(picked)} gang(s) borrowing beyond their quota's min: {names}"
         )
-        return Preemption(gang.key, gang.priority, picked, tuple(plan.placements), message, RECLAIM)
+        return Preemption(
+            gang.key, gang.priority, picked, tuple(plan.placements), message, RECLAIM, held(plan)
+        )
 
     def _search(
         self,
@@ -314,7 +326,7 @@ class Preempter:
         pods = {key: victim.pods for key, victim in victims.items()}
         bound = RoomBound(gang, snapshot, self.profile)
         gpus = {candidate.key: candidate.gpu_milli for candidate in pool}
-        return VictimFit(gang, pods, self._what_if, self.cache, bound, gpus)
+        return VictimFit(gang, pods, self._what_if, self.cache, bound, gpus, self.volumes)
 
     def _victims_remain(self, decision: Preemption) -> bool:
         for uid in decision.victim_uids:
@@ -330,6 +342,19 @@ class Preempter:
             # A member was deleted or bound meanwhile: the decision no longer holds.
             log.info("gang %s: its nomination cannot be held: %s", decision.preemptor, error)
             self.decisions.pop(decision.preemptor, None)
+            return
+        for volume, claim in decision.volumes:
+            self.volumes.hold(volume, claim)
+
+
+def held(plan: Plan) -> tuple[tuple[str, str], ...]:
+    """The static PVs the plan chose, with the claim each is for."""
+    return tuple(
+        (choice.volume, choice.claim.key)
+        for choices in plan.volumes.values()
+        for choice in choices
+        if choice.volume
+    )
 
 
 def _candidate(key: str, victim: VictimGang, now: float) -> Candidate:

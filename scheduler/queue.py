@@ -5,8 +5,11 @@ no I/O, no threads. The caller feeds it gang keys and cluster changes.
 
 States of a gang:
 
-- ``active``: ready to try. Popped in order: higher priority first, then older
-  `created`, then key.
+- ``active``: ready to try. Popped in order: gangs within their quota's min before
+  gangs that would borrow beyond it; then higher priority first; among borrowing
+  gangs of one priority, the namespace with the smallest dominant share per weight
+  first (`set_share`, docs/quotas.md "Borrowers ordered by dominant share"); then
+  older `created`, then key.
 - ``in_flight``: popped and being placed or bound, until `done` or `failed`.
 - ``unschedulable``: failed; waits for a cluster change that could help, or at most
   `max_unschedulable_seconds` (default 300, as kube-scheduler's
@@ -18,6 +21,12 @@ API:
 
 - `add_or_update(key, priority, created, now)`: a new gang becomes active; a known one
   keeps its state (and attempts) and takes the new priority and created.
+- `set_borrowing(key, borrowing, namespace)`: whether the gang would borrow beyond its
+  quota's min, and its namespace (whose share orders it among borrowers).
+- `set_share(namespace, share)`: the namespace's dominant share per weight changed
+  (the caller says so when its usage or a quota changed): its borrowing gangs move,
+  at the cost of one re-insertion per priority the namespace has active borrowers at,
+  however many gangs it has waiting.
 - `remove(key)`: forget the gang, whatever its state (its pods went away).
 - `pop(now) -> str | None`: the next active gang, now in flight; None when none is
   active. Before choosing it moves expired backoffs to active and does `flush(now)`.
@@ -103,9 +112,14 @@ class _Entry:
     changed_in_flight: bool = False
     # It would borrow beyond its namespace's quota min: guaranteed gangs go first.
     borrowing: bool = False
+    namespace: str = ""
 
-    def order(self) -> tuple[bool, int, float, str]:
-        return (self.borrowing, -self.priority, self.created, self.key)
+    def order(self) -> tuple[int, float, str]:
+        return (-self.priority, self.created, self.key)
+
+    def group(self) -> tuple[int, str]:
+        """Its borrowers' group: gangs of one namespace at one priority."""
+        return (self.priority, self.namespace)
 
 
 class GangQueue:
@@ -129,7 +143,16 @@ class GangQueue:
         self.max_backoff_seconds = max_backoff_seconds
         self.max_unschedulable_seconds = max_unschedulable_seconds
         self._entries: dict[str, _Entry] = {}
-        self._active = SortedList()  # (borrowing, -priority, created, key)
+        # Active gangs within their min: (-priority, created, key).
+        self._active = SortedList()
+        # Active borrowing gangs, grouped by (priority, namespace), each group in age
+        # order (created, key); the groups ordered by their head: (-priority, share of
+        # the namespace, created, key). A namespace's share moves its groups only, never
+        # its gangs one by one: the queue stays cheap however many gangs wait.
+        self._groups: dict[tuple[int, str], SortedList] = {}
+        self._heads = SortedList()
+        self._shares: dict[str, float] = {}  # namespace -> dominant share per weight
+        self._priorities: dict[str, set[int]] = {}  # namespace -> its groups' priorities
         self._backoff = SortedList()  # (retry_at, key)
         self._unschedulable = SortedList()  # (unschedulable_since, key)
         self._in_flight: set[str] = set()
@@ -143,29 +166,54 @@ class GangQueue:
         if entry is None:
             entry = _Entry(key=key, priority=priority, created=created, added_at=now)
             self._entries[key] = entry
-            self._active.add(entry.order())
+            self._enter(entry)
             return
         if entry.priority == priority and entry.created == created:
             return
         if entry.state == "active":
-            self._active.remove(entry.order())
+            self._leave(entry)
             entry.priority, entry.created = priority, created
-            self._active.add(entry.order())
+            self._enter(entry)
         else:
             entry.priority, entry.created = priority, created
 
-    def set_borrowing(self, key: str, borrowing: bool) -> None:
-        """Whether the gang would borrow beyond its quota's min (docs/quotas.md): a
-        gang within its min is handed out before every borrowing gang."""
+    def set_borrowing(self, key: str, borrowing: bool, namespace: str = "") -> None:
+        """Whether the gang would borrow beyond its quota's min, and its namespace
+        (docs/quotas.md): a gang within its min is handed out before every borrowing
+        gang; borrowing gangs of one priority by their namespace's share."""
         entry = self._entries.get(key)
-        if entry is None or entry.borrowing == borrowing:
+        if entry is None or (entry.borrowing, entry.namespace) == (borrowing, namespace):
             return
         if entry.state == "active":
-            self._active.remove(entry.order())
-            entry.borrowing = borrowing
-            self._active.add(entry.order())
+            self._leave(entry)
+            entry.borrowing, entry.namespace = borrowing, namespace
+            self._enter(entry)
         else:
-            entry.borrowing = borrowing
+            entry.borrowing, entry.namespace = borrowing, namespace
+
+    def set_share(self, namespace: str, share: float) -> None:
+        """The namespace's dominant share per weight (policies/fair_share.py) changed:
+        its active borrowing gangs are ordered by the new one."""
+        share = share if not math.isnan(share) else math.inf
+        if self._shares.get(namespace, 0.0) == share:
+            return
+        groups = [(p, namespace) for p in self._priorities.get(namespace, ())]
+        for group in groups:
+            self._heads.remove(self._head(group))
+        if share:
+            self._shares[namespace] = share
+        else:
+            self._shares.pop(namespace, None)
+        for group in groups:
+            self._heads.add(self._head(group))
+
+    def share(self, namespace: str) -> float:
+        """The share the queue orders the namespace's borrowing gangs by."""
+        return self._shares.get(namespace, 0.0)
+
+    def shared_namespaces(self) -> list[str]:
+        """The namespaces with a share above 0."""
+        return list(self._shares)
 
     def remove(self, key: str) -> None:
         entry = self._entries.pop(key, None)
@@ -208,10 +256,14 @@ class GangQueue:
     def pop(self, now: float) -> str | None:
         self._release_backoffs(now)
         self.flush(now)
-        if not self._active:
+        if self._active:
+            key: str = self._active[0][-1]
+        elif self._heads:
+            key = self._heads[0][-1]
+        else:
             return None
-        key: str = self._active.pop(0)[-1]
         entry = self._entries[key]
+        self._leave(entry)
         entry.state = "in_flight"
         self._in_flight.add(key)
         entry.changed_in_flight = False
@@ -249,7 +301,7 @@ class GangQueue:
                 self._to_active(entry)
 
     def next_wakeup(self, now: float) -> float | None:
-        if self._active:
+        if self._active or self._heads:
             return now
         times: list[float] = []
         if self._backoff:
@@ -298,9 +350,16 @@ class GangQueue:
         """Every gang: in flight, then active in pop order, then backoff by expiry,
         then unschedulable by how long they have waited."""
         in_flight = sorted(self._in_flight)
+        # Borrowers in the order they would pop were no share to change meanwhile.
+        borrowers = sorted(
+            (-e.priority, self.share(e.namespace), e.created, e.key)
+            for group in self._groups.values()
+            for e in (self._entries[key] for _, key in group)
+        )
         keys = (
             in_flight
             + [key for *_, key in self._active]
+            + [key for *_, key in borrowers]
             + [key for _, key in self._backoff]
             + [key for _, key in self._unschedulable]
         )
@@ -311,7 +370,7 @@ class GangQueue:
     def _detach(self, entry: _Entry) -> None:
         """Take the entry out of its state's index (the entry itself stays)."""
         if entry.state == "active":
-            self._active.remove(entry.order())
+            self._leave(entry)
         elif entry.state == "in_flight":
             self._in_flight.discard(entry.key)
         elif entry.state == "backoff":
@@ -330,7 +389,53 @@ class GangQueue:
     def _to_active(self, entry: _Entry) -> None:
         entry.state = "active"
         entry.unschedulable_since = None
-        self._active.add(entry.order())
+        self._enter(entry)
+
+    # --- the active index: guaranteed gangs, and borrowers grouped by namespace ---------
+
+    def _enter(self, entry: _Entry) -> None:
+        if not entry.borrowing:
+            self._active.add(entry.order())
+            return
+        group = entry.group()
+        members = self._groups.get(group)
+        if members is None:
+            members = self._groups[group] = SortedList()
+            self._priorities.setdefault(entry.namespace, set()).add(entry.priority)
+        elif (entry.created, entry.key) > members[0]:
+            members.add((entry.created, entry.key))
+            return  # the head stays
+        else:
+            self._heads.remove(self._head(group))
+        members.add((entry.created, entry.key))
+        self._heads.add(self._head(group))
+
+    def _leave(self, entry: _Entry) -> None:
+        if not entry.borrowing:
+            self._active.remove(entry.order())
+            return
+        group = entry.group()
+        members = self._groups[group]
+        if members[0] != (entry.created, entry.key):
+            members.remove((entry.created, entry.key))
+            return  # the head stays
+        self._heads.remove(self._head(group))
+        members.pop(0)
+        if members:
+            self._heads.add(self._head(group))
+            return
+        del self._groups[group]
+        priorities = self._priorities[entry.namespace]
+        priorities.discard(entry.priority)
+        if not priorities:
+            del self._priorities[entry.namespace]
+
+    def _head(self, group: tuple[int, str]) -> tuple[int, float, float, str]:
+        """The group's place among borrowers: its priority, its namespace's share,
+        then its oldest gang."""
+        priority, namespace = group
+        created, key = self._groups[group][0]
+        return (-priority, self.share(namespace), created, key)
 
     def _release_backoffs(self, now: float) -> None:
         while self._backoff and self._backoff[0][0] <= now:

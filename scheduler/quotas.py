@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterable, Mapping
 from cache import resources as res
 from cache.pod import PodInfo
 from cache.quota import DIMENSIONS, QuotaBook, excess, usage_of
-from policies.fair_share import borrowing, refuse_borrowing
+from policies.fair_share import borrowing, dominant_share, refuse_borrowing
 from scheduler.gang import Gang
 from scheduler.planner import Plan, Unschedulable
+from scheduler.queue import GangQueue
 
 
 def _usage(pod: PodInfo) -> dict[str, int]:
@@ -125,3 +126,25 @@ def _trimmed(plan: Plan, left_out: Mapping[str, str]) -> Plan:
 def needed_usage(gang: Gang) -> dict[str, int]:
     """What the gang's cheapest needed members would count against its quota."""
     return _cheapest_needed(gang)
+
+
+class BorrowerOrder:
+    """Keeps the queue's order of borrowing gangs by their namespace's dominant share
+    (docs/quotas.md, "Borrowers ordered by dominant share") up to date at a cost that
+    does not grow with the gangs waiting: each cycle, only the namespaces whose usage
+    changed since the last are recomputed (the ledger says which); every namespace in
+    use, when a quota changed (its min moves every share's denominator)."""
+
+    def __init__(self) -> None:
+        self._generation = -1
+
+    def update(self, queue: GangQueue, book: QuotaBook) -> None:
+        changed = book.ledger.take_changed()
+        if not book.governed() and not queue.shared_namespaces():
+            return  # no quota: no share (a quota added later changes the generation)
+        if book.generation != self._generation:
+            self._generation = book.generation
+            changed.update(book.ledger.namespaces())
+            changed.update(queue.shared_namespaces())
+        for namespace in changed:
+            queue.set_share(namespace, dominant_share(book, namespace))

@@ -45,9 +45,11 @@ from cache.cluster import ClusterCache
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
+from cache.volumes import VolumeCache
 from policies.filters.gpu_fit import GpuFit
 from policies.filters.resource_fit import DEFAULT_MAX_PODS, ResourceFit
 from policies.profile import Profile
+from scheduler.claim_planning import plan_with_claims
 from scheduler.gang import Gang
 from scheduler.planner import Plan, Planner
 from scheduler.quotas import within_quota
@@ -257,6 +259,9 @@ class VictimFit:
     cache: ClusterCache
     bound: RoomBound
     gpus: Mapping[str, int]  # candidate gang key -> GPU milli its members hold
+    # The core's claims and PVs: the preemptor's claims are resolved as on its own
+    # planning path (scheduler/claim_planning.py), with the victims' claims freed.
+    volumes: VolumeCache
     plans: dict[frozenset[str], Plan | None] = field(default_factory=dict)
     _freed: dict[str, dict[str, _Freed]] = field(default_factory=dict)  # per gang
 
@@ -275,8 +280,12 @@ class VictimFit:
         """The gang's plan with `keys` gone (None: not placed or not admitted)."""
         if keys in self.plans:  # planned, or refused by the bound: both exact
             return self.plans[keys]
-        view = self.what_if.without(p for key in keys for p in self.victims[key])
-        result = self.what_if.planner.plan(self.gang, view)
+        gone = [p for key in keys for p in self.victims[key]]
+        view = self.what_if.without(gone)
+        uids = frozenset(p.uid for p in gone)
+        result = plan_with_claims(
+            self.what_if.planner, self.gang, view, self.volumes, self.cache, uids
+        )
         plan: Plan | None = None
         if isinstance(result, Plan):
             admitted = within_quota(self.gang, result, self.cache.quotas, self.cache.pod)
