@@ -421,7 +421,14 @@ class _GangPlanning:
         needed = self.gang.needed
         if len(self.members) < needed:
             return self._refuse(needed)
+        single = self._lone_member()
+        if single is not None:
+            plan = self._plan_lone_member(single)
+            if plan is not None:
+                return plan
         for shape in self.shapes.values():
+            if shape is single:
+                continue  # its candidates were collected by _plan_lone_member
             if self.planner.exhaustive:
                 shape.ranking = self.planner.ranking(shape.pod, self.snapshot)
                 shape.candidates = list(shape.ranking.keys)
@@ -503,6 +510,77 @@ class _GangPlanning:
             # first, so that room runs out, if it does, on members beyond the minimums.
             order = _roles_first(self.gang, by_size)
             yield self._greedy("required-roles-first", order, None, self._best_scored)
+
+    # --- one member: candidates and choice in one pass ----------------------------------
+    def _lone_member(self) -> _Shape | None:
+        """The shape of a gang with one plain member to place (a one-pod gang, or the
+        last member of a partly bound one), when `_plan_lone_member` applies: bounded
+        mode with kept choices, no inter-pod constraint or score, no volumes, no role
+        minimum and no refused member (whose reason the general path words)."""
+        if len(self.members) != 1 or self.refused or self.volumes:
+            return None
+        if self.constrained or self.scored or self.gang.role_needed:
+            return None
+        if self.planner.exhaustive or not self.profile.candidate_limit:
+            return None
+        shape = next(iter(self.shapes.values()))
+        shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
+        return shape if shape.kept is not None else None
+
+    def _plan_lone_member(self, shape: _Shape) -> Plan | None:
+        """What `_collect_candidates` and then the "best-score" attempt decide for a
+        lone member, in one walk of the capacity index: the same candidates (the first
+        `candidate_limit` nodes passing the filters), the same kept choices, the same
+        winner (best weighted score, then lower rank, then the earlier candidate). A
+        one-pod gang pays this walk on every cycle, so it is written for speed; the
+        general path stays the reference (tests/test_planner_lone_member.py compares
+        them). None when no candidate fits: the general path then explains why, with
+        the candidates collected here."""
+        pod = shape.pod
+        kept = shape.kept
+        assert kept is not None
+        limit = max(self.profile.candidate_limit, 2)
+        models = allowed_models(pod)
+        nodes = self.snapshot.nodes
+        memo = self.memo.for_shape(pod.node_signature(), pod, nodes.keys())
+        candidates = shape.candidates
+        ranks = self.profile.node_rank
+        best_name = ""
+        best_choice: _Choice | None = None
+        best_key = (float("inf"), 0)
+        for name in self.snapshot.candidates(
+            pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), self.profile.prefers_tight
+        ):
+            node = nodes[name]
+            if models is not None and node.labels.get(PRODUCT_LABEL) not in models:
+                continue
+            generation = node.generation
+            entry = kept.get(name)
+            if entry is not None and generation and entry[0] == generation:
+                # Kept choices are only ever stored for nodes that passed the filters at
+                # that generation (candidates): no need to ask the memo again.
+                choice = entry[1]
+            else:
+                if memo.first_failure(node) is not None:
+                    continue
+                choice = evaluate_choice(self.profile, pod, node, 0)
+                kept[name] = (generation, choice)
+            candidates.append(name)
+            if choice.feasible:
+                key = (-choice.score, ranks.get(name, 0) if ranks is not None else 0)
+                if key < best_key:
+                    best_name, best_choice, best_key = name, choice, key
+            if len(candidates) >= limit:
+                break
+        if best_choice is None:
+            return None
+        placement = Placement(pod.uid, best_name, best_choice.shares)
+        return Plan(
+            gang_key=self.gang.key,
+            placements=(placement,),
+            score=0.0 + best_choice.score,
+            attempt="best-score",
+        )
 
     # --- candidates -------------------------------------------------------------------
     def _collect_candidates(self, shape: _Shape) -> None:
