@@ -177,6 +177,60 @@ class _Ranking:
         self.generation = -1
 
 
+# A node's place in the tight capacity walk, and a window entry's place by merit.
+_WalkKey = tuple[int, str]
+_BestKey = tuple[float, int, _WalkKey]
+
+
+class _Window:
+    """For one shape planned as a lone member, the first `limit` nodes of the tight
+    capacity walk that pass its filters (what `_collect_candidates` gathers), with
+    their choices, ordered best first: kept across planning calls and brought up to
+    date from the snapshot's change log, so that a stream of one-pod gangs of one
+    template pays for the nodes that changed, not for the whole window every time.
+
+    What makes the update exact: a node whose generation did not move keeps its walk
+    key, its filter answer and its choice. So after a change, the window's nodes that
+    did not change are still in (in walk order), the unchanged nodes before its last
+    key are still out, and only the changed nodes, and the walk past the old last key
+    when the window came up short, need looking at."""
+
+    __slots__ = ("best", "complete", "entries", "generation", "keys")
+
+    def __init__(self) -> None:
+        self.keys = SortedList()  # walk keys (free amount, name) of the window's nodes
+        # (-score, rank, walk key) of those whose choice fits: the first is the pick
+        # (best score, then lower rank, then the earlier in the walk, as in the walk).
+        self.best = SortedList()
+        # name -> (walk key, choice, its key in `best` or None)
+        self.entries: dict[str, tuple[_WalkKey, _Choice, _BestKey | None]] = {}
+        # The walk reached the end of the index: every node passing the filters is in.
+        self.complete = False
+        # The snapshot generation it is up to date with; -1: to be built.
+        self.generation = -1
+
+    def reset(self) -> None:
+        self.keys.clear()
+        self.best.clear()
+        self.entries.clear()
+        self.complete = False
+        self.generation = -1
+
+    def add(self, key: _WalkKey, choice: _Choice, rank: int) -> None:
+        ranked = (-choice.score, rank, key) if choice.feasible else None
+        self.keys.add(key)
+        if ranked is not None:
+            self.best.add(ranked)
+        self.entries[key[1]] = (key, choice, ranked)
+
+    def drop(self, name: str) -> None:
+        entry = self.entries.pop(name, None)
+        if entry is not None:
+            self.keys.remove(entry[0])
+            if entry[2] is not None:
+                self.best.remove(entry[2])
+
+
 class Planner:
     """Plans gangs one at a time. Between calls it keeps filter answers for unchanged
     nodes (FilterMemo), which makes a diagnosis over every node affordable, and in
@@ -206,6 +260,9 @@ class Planner:
         # them was planned (kube-scheduler 1.35 batches identical pods for this).
         self._kept: OrderedDict[Hashable, dict[str, tuple[int, _Choice]]] = OrderedDict()
         self._kept_snapshot: Snapshot | None = None
+        # Lone members' windows per shape (_Window), against `_windows_snapshot`.
+        self._windows: OrderedDict[Hashable, _Window] = OrderedDict()
+        self._windows_snapshot: Snapshot | None = None
 
     def plan(
         self, gang: PlannableGang, snapshot: Snapshot, volumes: GangVolumes | None = None
@@ -245,6 +302,22 @@ class Planner:
                 # entries of nodes long changed are never read again. Start over.
                 kept.clear()
         return kept
+
+    def window(self, pod: PodInfo, snapshot: Snapshot) -> _Window:
+        """The lone-member window of `pod`'s shape on `snapshot` (new and empty the
+        first time: its generation then says it must be built)."""
+        if snapshot is not self._windows_snapshot:
+            self._windows.clear()
+            self._windows_snapshot = snapshot
+        signature = pod.node_signature()
+        window = self._windows.get(signature)
+        if window is None:
+            window = self._windows[signature] = _Window()
+            if len(self._windows) > KEPT_SHAPES:
+                self._windows.popitem(last=False)
+        else:
+            self._windows.move_to_end(signature)
+        return window
 
     def rank(self, name: str) -> int:
         ranks = self.profile.node_rank
@@ -536,6 +609,22 @@ class _GangPlanning:
         general path stays the reference (tests/test_planner_lone_member.py compares
         them). None when no candidate fits: the general path then explains why, with
         the candidates collected here."""
+        if self.profile.prefers_tight and self.snapshot.generation > 0:
+            found = self._lone_from_window(shape)
+        else:
+            found = self._lone_by_walk(shape)
+        if found is None:
+            return None
+        name, choice = found
+        return Plan(
+            gang_key=self.gang.key,
+            placements=(Placement(shape.pod.uid, name, choice.shares),),
+            score=0.0 + choice.score,
+            attempt="best-score",
+        )
+
+    def _lone_by_walk(self, shape: _Shape) -> tuple[str, _Choice] | None:
+        """The lone member's candidates and best choice from a walk of the index."""
         pod = shape.pod
         kept = shape.kept
         assert kept is not None
@@ -572,15 +661,76 @@ class _GangPlanning:
                     best_name, best_choice, best_key = name, choice, key
             if len(candidates) >= limit:
                 break
-        if best_choice is None:
-            return None
-        placement = Placement(pod.uid, best_name, best_choice.shares)
-        return Plan(
-            gang_key=self.gang.key,
-            placements=(placement,),
-            score=0.0 + best_choice.score,
-            attempt="best-score",
+        return None if best_choice is None else (best_name, best_choice)
+
+    def _lone_from_window(self, shape: _Shape) -> tuple[str, _Choice] | None:
+        """The lone member's best choice from its shape's window (see _Window), built
+        on first use and then caught up with the nodes changed since."""
+        pod = shape.pod
+        kept = shape.kept
+        assert kept is not None
+        snapshot = self.snapshot
+        window = self.planner.window(pod, snapshot)
+        limit = max(self.profile.candidate_limit, 2)
+        request = (pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0))
+        nodes = snapshot.nodes
+        models = allowed_models(pod)
+        memo = self.memo.for_shape(pod.node_signature(), pod, nodes.keys())
+        ranks = self.profile.node_rank
+
+        trusted = True
+
+        def admit(name: str, key: tuple[int, str]) -> bool:
+            """Whether the node passes; into the window with its choice if so."""
+            nonlocal trusted
+            node = nodes[name]
+            if not node.generation:
+                # Never through a cache: its changes are not logged, so the window
+                # cannot be caught up past this call.
+                trusted = False
+            if models is not None and node.labels.get(PRODUCT_LABEL) not in models:
+                return False
+            if memo.first_failure(node) is not None:
+                return False
+            choice = self._kept_choice(kept, pod, node)
+            window.add(key, choice, ranks.get(name, 0) if ranks is not None else 0)
+            return True
+
+        changed = (
+            snapshot.changed_since(window.generation)
+            if window.generation >= 0 and snapshot.remembers(window.generation)
+            else None
         )
+        walk_from: tuple[int, str] | None = None
+        if changed is None or len(changed) > limit:
+            window.reset()  # start over: one fresh walk
+            walking = True
+        else:
+            last = None if window.complete else window.keys[-1]
+            for name in changed:
+                window.drop(name)
+                key = snapshot.walk_key(name, *request)
+                # A changed node past the old last key is met by the walk below, if
+                # the window comes up short.
+                if key is not None and (last is None or key <= last):
+                    admit(name, key)
+            while len(window.keys) > limit:
+                window.drop(window.keys[-1][1])
+                window.complete = False
+            walking = len(window.keys) < limit and not window.complete
+            walk_from = last
+        if walking:
+            window.complete = True
+            for key in snapshot.tight_walk(*request, walk_from):
+                if admit(key[1], key) and len(window.keys) >= limit:
+                    window.complete = False
+                    break
+        window.generation = snapshot.generation if trusted else -1
+        if not window.best:
+            shape.candidates = [name for _, name in window.keys]
+            return None
+        _, _, (_, name) = window.best[0]
+        return name, window.entries[name][1]
 
     # --- candidates -------------------------------------------------------------------
     def _collect_candidates(self, shape: _Shape) -> None:

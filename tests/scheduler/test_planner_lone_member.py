@@ -19,10 +19,11 @@ from cache.snapshot import Snapshot
 from policies.profile import Profile, build_profile
 from scheduler.gang import Gang, assemble_gangs
 from scheduler.planner import Plan, Planner, PlanResult
-from tests.factories import dgx_links, node_obj, pod_obj
+from tests.factories import dgx_links, make_node, node_obj, pod_obj
 
 SCHED = "gang-scheduler"
 TAINT = {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}
+EVEN = {"most-allocated": 1.0, "least-allocated": 1.0}
 
 
 def _node(draw: Callable[[st.SearchStrategy[Any]], Any], name: str) -> dict[str, Any]:
@@ -72,12 +73,15 @@ def _same(fast: PlanResult, slow: PlanResult) -> None:
         assert fast == slow
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_lone_member_path_decides_as_the_general_path(data: st.DataObject) -> None:
-    policy = data.draw(st.sampled_from(["binpack", "spread"]))
+    policy = data.draw(st.sampled_from(["binpack", "spread", "even"]))
     limit = data.draw(st.integers(1, 5))
-    profile: Profile = build_profile(policy, candidate_limit=limit)
+    # "even": packing and spreading weigh alike, so totals tie often and the rank or
+    # the walk order decides: any node of the window may win, not only the first.
+    weights = EVEN if policy == "even" else None
+    profile: Profile = build_profile(policy, weights=weights, candidate_limit=limit)
     cache = ClusterCache()
     names = [f"n{i}" for i in range(data.draw(st.integers(1, 8)))]
     for name in names:
@@ -90,7 +94,7 @@ def test_lone_member_path_decides_as_the_general_path(data: st.DataObject) -> No
     fast_planner, fast_snapshot = Planner(profile), Snapshot()
     slow_planner, slow_snapshot = Planner(profile), Snapshot()
     planned = 0
-    for step in range(data.draw(st.integers(1, 12))):
+    for step in range(data.draw(st.integers(1, 20))):
         change = data.draw(st.sampled_from(["pod", "pod", "pod", "other", "relabel", "delete"]))
         if change == "other":
             # Another scheduler's pod lands on a node: that node's kept choices go stale.
@@ -154,3 +158,75 @@ def test_lone_member_path_is_taken_for_a_one_pod_gang(monkeypatch: pytest.Monkey
     monkeypatch.setattr(planner_module._GangPlanning, "_attempts", no_attempts)
     result = Planner(build_profile()).plan(gang, cache.snapshot())
     assert isinstance(result, Plan) and result.attempt == "best-score"
+
+
+# --- the window's edge cases, one by one ----------------------------------------------
+def _even_profile(limit: int, ranks: dict[str, int]) -> Profile:
+    """Totals tie on every node, so the rank decides: the test picks the winner."""
+    profile = build_profile("even", weights=EVEN, candidate_limit=limit)
+    return dataclasses.replace(profile, node_rank=ranks)
+
+
+def _plan_both(planner: Planner, snapshot: Snapshot, cache: ClusterCache, name: str) -> str:
+    """Plan a fresh one-GPU one-pod gang with the kept planner; check it against a
+    planner that keeps nothing; the node it goes to."""
+    cache.apply_pod(EventType.ADDED, pod_obj(name, gpus=1))
+    gang = assemble_gangs([p for p in cache.pods() if p.name == name], {}, SCHED).gangs[
+        f"default/pod:{name}"
+    ]
+    cache.update_snapshot(snapshot)
+    kept = planner.plan(gang, snapshot)
+    _same(kept, _reference(Planner(planner.profile), gang, cache.snapshot()))
+    assert isinstance(kept, Plan)
+    return kept.placements[0].node
+
+
+def test_a_change_to_the_windows_last_node_keeps_it_in() -> None:
+    """The window's last node changes without moving in the walk (another pod's CPU):
+    it stays a candidate, and the best."""
+    cache = ClusterCache()
+    for name in ("n0", "n1", "n2"):
+        cache.apply_node(EventType.ADDED, node_obj(name, gpus=8))
+    planner, snapshot = Planner(_even_profile(2, {"n0": 1, "n1": 0, "n2": 1})), Snapshot()
+    assert _plan_both(planner, snapshot, cache, "p0") == "n1"  # window n0, n1
+    other = pod_obj("cpu", cpu="2", node_name="n1", phase="Running", scheduler="other")
+    cache.apply_pod(EventType.ADDED, other)
+    assert _plan_both(planner, snapshot, cache, "p1") == "n1"
+
+
+def test_a_window_cut_back_to_its_limit_is_not_complete() -> None:
+    """A complete window (every passing node in) that grows past the limit and is cut
+    back no longer holds every passing node: when one of its nodes goes, the walk
+    must resume and find the node cut off."""
+    cache = ClusterCache()
+    cache.apply_node(EventType.ADDED, node_obj("n0", gpus=8))
+    for name in ("n1", "n2"):
+        cache.apply_node(EventType.ADDED, node_obj(name, gpus=8, taints=[TAINT]))
+    planner, snapshot = Planner(_even_profile(2, {"n0": 1, "n1": 1, "n2": 0})), Snapshot()
+    assert _plan_both(planner, snapshot, cache, "p0") == "n0"  # only n0 passes: complete
+    for name in ("n1", "n2"):
+        cache.apply_node(EventType.MODIFIED, node_obj(name, gpus=8, resource_version="2"))
+    assert _plan_both(planner, snapshot, cache, "p1") == "n0"  # n2 cut off by the limit
+    tainted = node_obj("n0", gpus=8, taints=[TAINT], resource_version="2")
+    cache.apply_node(EventType.MODIFIED, tainted)
+    assert _plan_both(planner, snapshot, cache, "p2") == "n2"
+
+
+def test_a_node_never_through_a_cache_is_read_afresh() -> None:
+    """A node put straight into the snapshot has generation 0: its changes are not in
+    the snapshot's log, so a window that saw it is built again next time."""
+    cache = ClusterCache()
+    cache.apply_node(EventType.ADDED, node_obj("n0", gpus=8))
+    planner, snapshot = Planner(_even_profile(4, {"n0": 1, "manual": 0})), Snapshot()
+    cache.update_snapshot(snapshot)
+    snapshot.put(make_node("manual", gpus=8))
+    cache.apply_pod(EventType.ADDED, pod_obj("p0", gpus=1))
+    gangs = assemble_gangs(cache.pods(), {}, SCHED).gangs
+    first = planner.plan(gangs["default/pod:p0"], snapshot)
+    assert isinstance(first, Plan) and first.placements[0].node == "manual"
+    # The same node without GPUs now, put again with generation 0 and nothing logged.
+    snapshot.put(make_node("manual"))
+    cache.apply_pod(EventType.ADDED, pod_obj("p1", gpus=1))
+    gangs = assemble_gangs(cache.pods(), {}, SCHED).gangs
+    second = planner.plan(gangs["default/pod:p1"], snapshot)
+    assert isinstance(second, Plan) and second.placements[0].node == "n0"
