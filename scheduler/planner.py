@@ -1073,29 +1073,40 @@ class _GangPlanning:
         the two tightest domains that can hold every member (by resources alone)."""
         nodes = self.snapshot.nodes
         keys = self.profile.topology_keys
+        # Shapes by position (their signatures are nested tuples, costly to hash per
+        # node); copies per shape and candidate are the same at every level: counted once.
+        shapes = list(self.shapes.values())
+        wanted = [len(shape.members) for shape in shapes]
+        copies_of: list[dict[str, int]] = [{} for _ in shapes]
         for level in reversed(range(len(keys))):
             key = keys[level]
             if (self.constrained or self.scored) and self.constraints.one_domain_unwanted(
                 self.members, keys[level + 1 :]
             ):
                 continue
-            capacity: dict[str, Counter[Hashable]] = {}
+            capacity: dict[str, list[int]] = {}
             members_of: dict[str, set[str]] = {}
-            for signature, shape in self.shapes.items():
+            for position, shape in enumerate(shapes):
+                counted = copies_of[position]
                 for name in shape.candidates:
                     domain = nodes[name].labels.get(key)
                     if domain is None:
                         continue
-                    copies = copies_that_fit(shape.pod, nodes[name])
-                    capacity.setdefault(domain, Counter())[signature] += copies
+                    copies = counted.get(name)
+                    if copies is None:
+                        copies = counted[name] = copies_that_fit(shape.pod, nodes[name])
+                    counts = capacity.get(domain)
+                    if counts is None:
+                        counts = capacity[domain] = [0] * len(shapes)
+                    counts[position] += copies
                     members_of.setdefault(domain, set()).add(name)
             fitting = [
                 domain
                 for domain, counts in capacity.items()
-                if all(counts[sig] >= len(s.members) for sig, s in self.shapes.items())
+                if all(have >= need for have, need in zip(counts, wanted, strict=True))
             ]
             preference = self._preferred_domains(order[0], fitting, members_of)
-            fitting.sort(key=lambda d: (-preference.get(d, 0), sum(capacity[d].values()), d))
+            fitting.sort(key=lambda d: (-preference.get(d, 0), sum(capacity[d]), d))
             for domain in fitting[:2]:
                 attempt = self._greedy(
                     "domain", order, frozenset(members_of[domain]), self._best_scored
