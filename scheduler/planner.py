@@ -606,9 +606,9 @@ class _GangPlanning:
         `candidate_limit` nodes passing the filters), the same kept choices, the same
         winner (best weighted score, then lower rank, then the earlier candidate). A
         one-pod gang pays this walk on every cycle, so it is written for speed; the
-        general path stays the reference (tests/test_planner_lone_member.py compares
-        them). None when no candidate fits: the general path then explains why, with
-        the candidates collected here."""
+        general path stays the reference (tests/scheduler/test_planner_lone_member.py
+        compares them). None when no candidate fits: the general path then explains
+        why, with the candidates collected here."""
         if self.profile.prefers_tight and self.snapshot.generation > 0:
             found = self._lone_from_window(shape)
         else:
