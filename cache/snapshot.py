@@ -132,14 +132,43 @@ class Snapshot:
     ) -> Iterator[str]:
         """Names of nodes that may have room, from the tightest fit up (tight) or from
         the roomiest down. Only the indexed dimension is checked: filters still run."""
-        if gpu_count and gpu_milli >= res.MILLI_PER_GPU:
-            index, floor = self._by_whole, gpu_count
-        elif gpu_count:
-            index, floor = self._by_share, gpu_milli
-        else:
-            index, floor = self._by_cpu, cpu_milli
+        index, floor, _ = self._index_for(gpu_count, gpu_milli, cpu_milli)
         for _, name in index.irange((floor, ""), None, reverse=not tight):
             yield name
+
+    def _index_for(
+        self, gpu_count: int, gpu_milli: int, cpu_milli: int
+    ) -> tuple[SortedList, int, int]:
+        """The index a request is looked up in, its floor, and the position of that
+        index's amount in a node's key (`_keys`)."""
+        if gpu_count and gpu_milli >= res.MILLI_PER_GPU:
+            return self._by_whole, gpu_count, 0
+        if gpu_count:
+            return self._by_share, gpu_milli, 1
+        return self._by_cpu, cpu_milli, 2
+
+    def tight_walk(
+        self, gpu_count: int, gpu_milli: int, cpu_milli: int, after: tuple[int, str] | None
+    ) -> Iterator[tuple[int, str]]:
+        """`candidates(..., tight=True)` as (free amount, name) walk keys, resumed past
+        the key `after` (None: from the start)."""
+        index, floor, _ = self._index_for(gpu_count, gpu_milli, cpu_milli)
+        if after is None:
+            return iter(index.irange((floor, ""), None))
+        return iter(index.irange(after, None, inclusive=(False, True)))
+
+    def walk_key(
+        self, name: str, gpu_count: int, gpu_milli: int, cpu_milli: int
+    ) -> tuple[int, str] | None:
+        """The node's key in the walk of `tight_walk`; None when the walk never reaches
+        it (no such node, or less free than the request's floor)."""
+        known = self._keys.get(name)
+        if known is None:
+            return None
+        _, floor, position = self._index_for(gpu_count, gpu_milli, cpu_milli)
+        whole, share, cpu, _ = known[0]
+        amount = (whole, share, cpu)[position]
+        return (amount, name) if amount >= floor else None
 
 
 class PlanningView:

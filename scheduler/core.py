@@ -121,6 +121,11 @@ class Reconciliation:
         self.remove_missing(self.listed, now)
 
 
+# Rebuilt gang keys kept for `waiting_changes` beyond the gangs there are, before the
+# core stops keeping them (a caller that never asks).
+_REBUILT_KEPT = 4096
+
+
 class SchedulingCore:
     def __init__(
         self,
@@ -145,6 +150,9 @@ class SchedulingCore:
         # Partial gangs with no pending member (GangSet.partial), for the partial-gang rule.
         self.partial_gangs: Mapping[str, Gang] = {}
         self._waiting_messages: dict[str, tuple[Gang, str | None]] = {}
+        # Gang keys rebuilt since `waiting_changes` last answered; None: look at every
+        # gang (never asked yet, or more changes than worth keeping).
+        self._rebuilt_unseen: set[str] | None = None
         # Gangs with required pod affinity or DoNotSchedule spread, with those members:
         # a pod their terms select that starts running (or is relabelled) may let them
         # fit (kube-scheduler's queueing hints for these plugins do the same).
@@ -435,6 +443,10 @@ class SchedulingCore:
     def refresh(self, now: float) -> None:
         """Bring gangs and the queue up to date with the events applied so far."""
         gang_set, changed = self.index.assemble()
+        if self._rebuilt_unseen is not None and changed:
+            self._rebuilt_unseen |= changed
+            if len(self._rebuilt_unseen) > len(gang_set.gangs) + _REBUILT_KEPT:
+                self._rebuilt_unseen = None  # nobody asks (the simulator): stop keeping
         self.gangs = gang_set.gangs
         self.partial_gangs = gang_set.partial
         self.problems = gang_set.problems
@@ -480,6 +492,28 @@ class SchedulingCore:
                 waiting.append((gang, entry[1]))
         self._waiting_messages = messages
         return waiting
+
+    def waiting_changes(self) -> tuple[list[tuple[Gang, str]], list[str]] | None:
+        """`waiting` for the gangs rebuilt since the last call only (a gang not rebuilt
+        is the same Gang object, so it waits with the same message): those that wait,
+        with their message, and the keys of those that no longer wait or are gone.
+        None when every gang must be looked at (the first call, or too many changes
+        since): then ask `waiting`. A stream of one-pod gangs changes a few gangs per
+        cycle; the loop asks every cycle."""
+        keys = self._rebuilt_unseen
+        self._rebuilt_unseen = set()
+        if keys is None:
+            return None
+        waiting: list[tuple[Gang, str]] = []
+        done: list[str] = []
+        for key in sorted(keys):
+            gang = self.gangs.get(key)
+            message = gang.waiting_message if gang is not None else None
+            if gang is None or message is None:
+                done.append(key)
+            else:
+                waiting.append((gang, message))
+        return waiting, done
 
     def schedule_next(self, now: float) -> Attempt | None:
         """Plan the next ready gang; None when no gang is due (see queue.next_wakeup)."""

@@ -177,6 +177,60 @@ class _Ranking:
         self.generation = -1
 
 
+# A node's place in the tight capacity walk, and a window entry's place by merit.
+_WalkKey = tuple[int, str]
+_BestKey = tuple[float, int, _WalkKey]
+
+
+class _Window:
+    """For one shape planned as a lone member, the first `limit` nodes of the tight
+    capacity walk that pass its filters (what `_collect_candidates` gathers), with
+    their choices, ordered best first: kept across planning calls and brought up to
+    date from the snapshot's change log, so that a stream of one-pod gangs of one
+    template pays for the nodes that changed, not for the whole window every time.
+
+    What makes the update exact: a node whose generation did not move keeps its walk
+    key, its filter answer and its choice. So after a change, the window's nodes that
+    did not change are still in (in walk order), the unchanged nodes before its last
+    key are still out, and only the changed nodes, and the walk past the old last key
+    when the window came up short, need looking at."""
+
+    __slots__ = ("best", "complete", "entries", "generation", "keys")
+
+    def __init__(self) -> None:
+        self.keys = SortedList()  # walk keys (free amount, name) of the window's nodes
+        # (-score, rank, walk key) of those whose choice fits: the first is the pick
+        # (best score, then lower rank, then the earlier in the walk, as in the walk).
+        self.best = SortedList()
+        # name -> (walk key, choice, its key in `best` or None)
+        self.entries: dict[str, tuple[_WalkKey, _Choice, _BestKey | None]] = {}
+        # The walk reached the end of the index: every node passing the filters is in.
+        self.complete = False
+        # The snapshot generation it is up to date with; -1: to be built.
+        self.generation = -1
+
+    def reset(self) -> None:
+        self.keys.clear()
+        self.best.clear()
+        self.entries.clear()
+        self.complete = False
+        self.generation = -1
+
+    def add(self, key: _WalkKey, choice: _Choice, rank: int) -> None:
+        ranked = (-choice.score, rank, key) if choice.feasible else None
+        self.keys.add(key)
+        if ranked is not None:
+            self.best.add(ranked)
+        self.entries[key[1]] = (key, choice, ranked)
+
+    def drop(self, name: str) -> None:
+        entry = self.entries.pop(name, None)
+        if entry is not None:
+            self.keys.remove(entry[0])
+            if entry[2] is not None:
+                self.best.remove(entry[2])
+
+
 class Planner:
     """Plans gangs one at a time. Between calls it keeps filter answers for unchanged
     nodes (FilterMemo), which makes a diagnosis over every node affordable, and in
@@ -206,6 +260,9 @@ class Planner:
         # them was planned (kube-scheduler 1.35 batches identical pods for this).
         self._kept: OrderedDict[Hashable, dict[str, tuple[int, _Choice]]] = OrderedDict()
         self._kept_snapshot: Snapshot | None = None
+        # Lone members' windows per shape (_Window), against `_windows_snapshot`.
+        self._windows: OrderedDict[Hashable, _Window] = OrderedDict()
+        self._windows_snapshot: Snapshot | None = None
 
     def plan(
         self, gang: PlannableGang, snapshot: Snapshot, volumes: GangVolumes | None = None
@@ -245,6 +302,22 @@ class Planner:
                 # entries of nodes long changed are never read again. Start over.
                 kept.clear()
         return kept
+
+    def window(self, pod: PodInfo, snapshot: Snapshot) -> _Window:
+        """The lone-member window of `pod`'s shape on `snapshot` (new and empty the
+        first time: its generation then says it must be built)."""
+        if snapshot is not self._windows_snapshot:
+            self._windows.clear()
+            self._windows_snapshot = snapshot
+        signature = pod.node_signature()
+        window = self._windows.get(signature)
+        if window is None:
+            window = self._windows[signature] = _Window()
+            if len(self._windows) > KEPT_SHAPES:
+                self._windows.popitem(last=False)
+        else:
+            self._windows.move_to_end(signature)
+        return window
 
     def rank(self, name: str) -> int:
         ranks = self.profile.node_rank
@@ -421,7 +494,14 @@ class _GangPlanning:
         needed = self.gang.needed
         if len(self.members) < needed:
             return self._refuse(needed)
+        single = self._lone_member()
+        if single is not None:
+            plan = self._plan_lone_member(single)
+            if plan is not None:
+                return plan
         for shape in self.shapes.values():
+            if shape is single:
+                continue  # its candidates were collected by _plan_lone_member
             if self.planner.exhaustive:
                 shape.ranking = self.planner.ranking(shape.pod, self.snapshot)
                 shape.candidates = list(shape.ranking.keys)
@@ -503,6 +583,154 @@ class _GangPlanning:
             # first, so that room runs out, if it does, on members beyond the minimums.
             order = _roles_first(self.gang, by_size)
             yield self._greedy("required-roles-first", order, None, self._best_scored)
+
+    # --- one member: candidates and choice in one pass ----------------------------------
+    def _lone_member(self) -> _Shape | None:
+        """The shape of a gang with one plain member to place (a one-pod gang, or the
+        last member of a partly bound one), when `_plan_lone_member` applies: bounded
+        mode with kept choices, no inter-pod constraint or score, no volumes, no role
+        minimum and no refused member (whose reason the general path words)."""
+        if len(self.members) != 1 or self.refused or self.volumes:
+            return None
+        if self.constrained or self.scored or self.gang.role_needed:
+            return None
+        if self.planner.exhaustive or not self.profile.candidate_limit:
+            return None
+        shape = next(iter(self.shapes.values()))
+        shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
+        return shape if shape.kept is not None else None
+
+    def _plan_lone_member(self, shape: _Shape) -> Plan | None:
+        """What `_collect_candidates` and then the "best-score" attempt decide for a
+        lone member, in one walk of the capacity index: the same candidates (the first
+        `candidate_limit` nodes passing the filters), the same kept choices, the same
+        winner (best weighted score, then lower rank, then the earlier candidate). A
+        one-pod gang pays this walk on every cycle, so it is written for speed; the
+        general path stays the reference (tests/scheduler/test_planner_lone_member.py
+        compares them). None when no candidate fits: the general path then explains
+        why, with the candidates collected here."""
+        if self.profile.prefers_tight and self.snapshot.generation > 0:
+            found = self._lone_from_window(shape)
+        else:
+            found = self._lone_by_walk(shape)
+        if found is None:
+            return None
+        name, choice = found
+        return Plan(
+            gang_key=self.gang.key,
+            placements=(Placement(shape.pod.uid, name, choice.shares),),
+            score=0.0 + choice.score,
+            attempt="best-score",
+        )
+
+    def _lone_by_walk(self, shape: _Shape) -> tuple[str, _Choice] | None:
+        """The lone member's candidates and best choice from a walk of the index."""
+        pod = shape.pod
+        kept = shape.kept
+        assert kept is not None
+        limit = max(self.profile.candidate_limit, 2)
+        models = allowed_models(pod)
+        nodes = self.snapshot.nodes
+        memo = self.memo.for_shape(pod.node_signature(), pod, nodes.keys())
+        candidates = shape.candidates
+        ranks = self.profile.node_rank
+        best_name = ""
+        best_choice: _Choice | None = None
+        best_key = (float("inf"), 0)
+        for name in self.snapshot.candidates(
+            pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), self.profile.prefers_tight
+        ):
+            node = nodes[name]
+            if models is not None and node.labels.get(PRODUCT_LABEL) not in models:
+                continue
+            generation = node.generation
+            entry = kept.get(name)
+            if entry is not None and generation and entry[0] == generation:
+                # Kept choices are only ever stored for nodes that passed the filters at
+                # that generation (candidates): no need to ask the memo again.
+                choice = entry[1]
+            else:
+                if memo.first_failure(node) is not None:
+                    continue
+                choice = evaluate_choice(self.profile, pod, node, 0)
+                kept[name] = (generation, choice)
+            candidates.append(name)
+            if choice.feasible:
+                key = (-choice.score, ranks.get(name, 0) if ranks is not None else 0)
+                if key < best_key:
+                    best_name, best_choice, best_key = name, choice, key
+            if len(candidates) >= limit:
+                break
+        return None if best_choice is None else (best_name, best_choice)
+
+    def _lone_from_window(self, shape: _Shape) -> tuple[str, _Choice] | None:
+        """The lone member's best choice from its shape's window (see _Window), built
+        on first use and then caught up with the nodes changed since."""
+        pod = shape.pod
+        kept = shape.kept
+        assert kept is not None
+        snapshot = self.snapshot
+        window = self.planner.window(pod, snapshot)
+        limit = max(self.profile.candidate_limit, 2)
+        request = (pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0))
+        nodes = snapshot.nodes
+        models = allowed_models(pod)
+        memo = self.memo.for_shape(pod.node_signature(), pod, nodes.keys())
+        ranks = self.profile.node_rank
+
+        trusted = True
+
+        def admit(name: str, key: tuple[int, str]) -> bool:
+            """Whether the node passes; into the window with its choice if so."""
+            nonlocal trusted
+            node = nodes[name]
+            if not node.generation:
+                # Never through a cache: its changes are not logged, so the window
+                # cannot be caught up past this call.
+                trusted = False
+            if models is not None and node.labels.get(PRODUCT_LABEL) not in models:
+                return False
+            if memo.first_failure(node) is not None:
+                return False
+            choice = self._kept_choice(kept, pod, node)
+            window.add(key, choice, ranks.get(name, 0) if ranks is not None else 0)
+            return True
+
+        changed = (
+            snapshot.changed_since(window.generation)
+            if window.generation >= 0 and snapshot.remembers(window.generation)
+            else None
+        )
+        walk_from: tuple[int, str] | None = None
+        if changed is None or len(changed) > limit:
+            window.reset()  # start over: one fresh walk
+            walking = True
+        else:
+            last = None if window.complete else window.keys[-1]
+            for name in changed:
+                window.drop(name)
+                key = snapshot.walk_key(name, *request)
+                # A changed node past the old last key is met by the walk below, if
+                # the window comes up short.
+                if key is not None and (last is None or key <= last):
+                    admit(name, key)
+            while len(window.keys) > limit:
+                window.drop(window.keys[-1][1])
+                window.complete = False
+            walking = len(window.keys) < limit and not window.complete
+            walk_from = last
+        if walking:
+            window.complete = True
+            for key in snapshot.tight_walk(*request, walk_from):
+                if admit(key[1], key) and len(window.keys) >= limit:
+                    window.complete = False
+                    break
+        window.generation = snapshot.generation if trusted else -1
+        if not window.best:
+            shape.candidates = [name for _, name in window.keys]
+            return None
+        _, _, (_, name) = window.best[0]
+        return name, window.entries[name][1]
 
     # --- candidates -------------------------------------------------------------------
     def _collect_candidates(self, shape: _Shape) -> None:
@@ -845,29 +1073,40 @@ class _GangPlanning:
         the two tightest domains that can hold every member (by resources alone)."""
         nodes = self.snapshot.nodes
         keys = self.profile.topology_keys
+        # Shapes by position (their signatures are nested tuples, costly to hash per
+        # node); copies per shape and candidate are the same at every level: counted once.
+        shapes = list(self.shapes.values())
+        wanted = [len(shape.members) for shape in shapes]
+        copies_of: list[dict[str, int]] = [{} for _ in shapes]
         for level in reversed(range(len(keys))):
             key = keys[level]
             if (self.constrained or self.scored) and self.constraints.one_domain_unwanted(
                 self.members, keys[level + 1 :]
             ):
                 continue
-            capacity: dict[str, Counter[Hashable]] = {}
+            capacity: dict[str, list[int]] = {}
             members_of: dict[str, set[str]] = {}
-            for signature, shape in self.shapes.items():
+            for position, shape in enumerate(shapes):
+                counted = copies_of[position]
                 for name in shape.candidates:
                     domain = nodes[name].labels.get(key)
                     if domain is None:
                         continue
-                    copies = copies_that_fit(shape.pod, nodes[name])
-                    capacity.setdefault(domain, Counter())[signature] += copies
+                    copies = counted.get(name)
+                    if copies is None:
+                        copies = counted[name] = copies_that_fit(shape.pod, nodes[name])
+                    counts = capacity.get(domain)
+                    if counts is None:
+                        counts = capacity[domain] = [0] * len(shapes)
+                    counts[position] += copies
                     members_of.setdefault(domain, set()).add(name)
             fitting = [
                 domain
                 for domain, counts in capacity.items()
-                if all(counts[sig] >= len(s.members) for sig, s in self.shapes.items())
+                if all(have >= need for have, need in zip(counts, wanted, strict=True))
             ]
             preference = self._preferred_domains(order[0], fitting, members_of)
-            fitting.sort(key=lambda d: (-preference.get(d, 0), sum(capacity[d].values()), d))
+            fitting.sort(key=lambda d: (-preference.get(d, 0), sum(capacity[d]), d))
             for domain in fitting[:2]:
                 attempt = self._greedy(
                     "domain", order, frozenset(members_of[domain]), self._best_scored

@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,15 +59,11 @@ from typing import Any, Literal
 import aiohttp
 from tenacity import (
     AsyncRetrying,
-    RetryCallState,
     retry_if_exception,
     retry_if_exception_type,
     stop_after_attempt,
-    stop_any,
-    wait_random,
     wait_random_exponential,
 )
-from tenacity.stop import stop_base
 
 from cache.cluster import Placement
 from cache.gpu import (
@@ -213,17 +210,6 @@ class UndoResult:
                 f"{key}: {why}" for key, why in list(self.errors.items())[:3]
             )
         return text
-
-
-class _StopAt(stop_base):
-    """Stop retrying once the member's time budget is spent."""
-
-    def __init__(self, deadline: float, clock: Callable[[], float]) -> None:
-        self.deadline = deadline
-        self.clock = clock
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.clock() >= self.deadline
 
 
 class _Refused(Exception):
@@ -386,19 +372,19 @@ class GangBinder:
     async def _bind_with_retry(
         self, pod: PodInfo, placement: Placement, deadline: float, counter: list[int]
     ) -> None:
-        retrying = AsyncRetrying(
-            stop=stop_any(
-                stop_after_attempt(2 if self.retry_transient else 1), _StopAt(deadline, self._clock)
-            ),
-            wait=wait_random(0, self.retry_jitter),
-            retry=retry_if_exception_type(_Transient),
-            reraise=True,
-        )
-        async for attempt in retrying:
-            with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    await self._recheck(pod, placement, deadline, counter)
-                await self._post_binding(pod, placement, deadline, counter)
+        """One POST of the binding and, after a transient failure (when retries are on
+        and time is left), one more after a jittered wait and a re-read of the pod. A
+        plain sequence rather than a retry library's loop: every bound pod passes here,
+        and the loop's set-up cost more than the request's own bookkeeping."""
+        try:
+            await self._post_binding(pod, placement, deadline, counter)
+            return
+        except _Transient:
+            if not self.retry_transient or self._clock() >= deadline:
+                raise
+        await asyncio.sleep(random.uniform(0, self.retry_jitter))
+        await self._recheck(pod, placement, deadline, counter)
+        await self._post_binding(pod, placement, deadline, counter)
 
     def _time_left(self, deadline: float) -> aiohttp.ClientTimeout:
         left = deadline - self._clock()

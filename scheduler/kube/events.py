@@ -485,6 +485,8 @@ class FeedbackRecorder:
                 del podgroups[key]
         for key in [k for k in self._native_status if not self.native_podgroup(k)]:
             del self._native_status[key]
+        if not self._conditions:
+            return  # the happy path: no condition written, no need to list every pod
         pending = {pod.uid for gang in gangs.values() for pod in gang.pending}
         for uid in [u for u in self._conditions if u not in pending]:
             del self._conditions[uid]

@@ -469,7 +469,23 @@ class SchedulerRun:
 
     def _publish_waiting(self, now: float) -> None:
         """Waiting messages, written when a gang's message or members change (the
-        recorder counts every call as an attempt)."""
+        recorder counts every call as an attempt). Only the gangs rebuilt since the
+        last cycle are looked at, when the core can say which."""
+        changes = self._core.waiting_changes()
+        if changes is not None:
+            waiting, done = changes
+            for key in done:
+                self._waiting_shown.pop(key, None)
+            for gang, message in waiting:
+                identity = (message, frozenset(pod.uid for pod in gang.pending))
+                if self._waiting_shown.get(gang.key) != identity:
+                    self._recorded(
+                        "recording waiting",
+                        gang.key,
+                        functools.partial(self.recorder.waiting, gang, message, now),
+                    )
+                self._waiting_shown[gang.key] = identity
+            return
         shown: dict[str, tuple[str, frozenset[str]]] = {}
         for gang, message in self._core.waiting():
             identity = (message, frozenset(pod.uid for pod in gang.pending))

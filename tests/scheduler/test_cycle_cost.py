@@ -123,3 +123,29 @@ def test_kept_choices_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         sizes.append(len(kept))
     # Each plan evaluated all 10 nodes, past the bound of 4: the next ask starts over.
     assert sizes == [0, 0, 0]
+
+
+def test_waiting_changes_name_only_the_gangs_rebuilt() -> None:
+    """The loop publishes waiting messages every cycle: after the first full look it is
+    told only the gangs rebuilt since, not every gang of a long queue."""
+    from scheduler.core import SchedulingCore
+    from tests.factories import pod_obj as member
+
+    core = SchedulingCore(build_profile())
+    for name in ("a", "b", "c"):
+        # Each gang waits for a second member that does not exist yet.
+        core.apply_pod(EventType.ADDED, member(f"{name}-0", gang=name, min_member=2), 0)
+    core.refresh(0)
+    assert core.waiting_changes() is None  # the first time: look at every gang
+    assert {gang.key for gang, _ in core.waiting()} == {"default/a", "default/b", "default/c"}
+    core.refresh(0)
+    assert core.waiting_changes() == ([], [])  # nothing rebuilt since
+    core.apply_pod(EventType.ADDED, member("b-1", gang="b", min_member=2), 0)  # b is ready
+    core.apply_pod(EventType.ADDED, member("c-1", gang="c", min_member=3), 0)  # c waits on
+    core.refresh(0)
+    changes = core.waiting_changes()
+    assert changes is not None
+    waiting, done = changes
+    assert [gang.key for gang, _ in waiting] == ["default/c"]
+    assert "waiting for" in waiting[0][1]
+    assert done == ["default/b"]
