@@ -168,6 +168,7 @@ class SchedulingCore:
         self.starvation = StarvationGuard(
             self.cache, profile, scheduler_name, self.preempter.decisions
         )
+        self.starvation.ready_since_of = self.queue.ready_since
 
     # --- events -----------------------------------------------------------------------
     @_isolated("Node")

@@ -12,7 +12,10 @@ The model:
   gang of strictly higher priority takes it over. Not for a gang its quota refuses
   (room would not help), one waiting on a preemption (its victims' room is held
   already), or one with volume claims (claims are resolved on the core's planning
-  path only).
+  path only). Every record is of one stay in the queue: a gang deleted and recreated
+  under its name (or no longer ready, then ready again) waits anew and loses its
+  reservation; one that would not fit even drained is searched again only a guard
+  period later.
 - **Where: the nodes it would fit on soonest.** Run times are unknown, so "soonest" is
   "the least running work to wait for": nodes are ranked by the GPUs (then the pods)
   of this scheduler's running pods on them, and the planner plans the gang on a
@@ -67,6 +70,9 @@ class Held:
     priority: int
     placements: tuple[Placement, ...]
     since: float  # when it was planned
+    # When the gang entered the queue: a gang deleted and recreated under its name (or
+    # that stopped being ready) enters again later and is another gang to the guard.
+    ready_since: float | None = None
 
     @property
     def nodes(self) -> frozenset[str]:
@@ -82,10 +88,16 @@ class StarvationGuard:
     preempting: Mapping[str, object] = field(default_factory=dict)
     # 0: off (the simulator and the demo; the adapter sets starvation.guardSeconds).
     guard_seconds: float = 0.0
+    # When a gang entered the queue (the core's queue.ready_since), or None when it is not
+    # queued: every record below is of one stay in the queue, so that a gang deleted and
+    # recreated under its name starts its wait over (no old clock, no old reservation)
+    # and a gang gone leaves nothing behind.
+    ready_since_of: Callable[[str], float | None] = lambda key: None
     held: Held | None = None
-    # (when it starves, gang key) of gangs that failed before starving, earliest first.
-    _due: list[tuple[float, str]] = field(default_factory=list)
-    _noted: set[str] = field(default_factory=set)
+    # (when it starves, gang key, ready since) of gangs that failed before starving.
+    _due: list[tuple[float, str, float]] = field(default_factory=list)
+    # key -> when the gang noted entered the queue.
+    _noted: dict[str, float] = field(default_factory=dict)
     # Gangs that waited guard_seconds and were not placed since: key -> priority.
     _starving: dict[str, int] = field(default_factory=dict)
     # Gangs already told of a reservation (one `Reserved` event each), and the
@@ -127,10 +139,14 @@ class StarvationGuard:
         if self.guard_seconds <= 0:
             return
         while self._due and self._due[0][0] <= now:
-            _, key = heapq.heappop(self._due)
+            _, key, since = heapq.heappop(self._due)
+            if self._noted.get(key) != since:
+                continue  # an earlier stay of the gang, forgotten since
             gang = gangs.get(key)
-            if gang is not None and key in self._noted:
+            if gang is not None and self._same_stay(key, since):
                 self._starving[key] = gang.priority
+            else:
+                self._forget(key)
         if not self._starving:
             return
         held = self.held
@@ -150,6 +166,11 @@ class StarvationGuard:
         if held is None or not self._holds(held):
             return {}
         return {held.gang: held.nodes}
+
+    def remembered(self) -> frozenset[str]:
+        """The gangs the guard keeps a record of (for tests and /debug)."""
+        held = {self.held.gang} if self.held is not None else set()
+        return frozenset({*self._noted, *self._starving, *self._announced, *held})
 
     def announcements(self) -> list[tuple[str, frozenset[str]]]:
         """Reservations made for a gang for the first time since the last call (gang
@@ -182,23 +203,35 @@ class StarvationGuard:
         placed = isinstance(result, Plan) or preemption is not None
         if placed:  # placed, or a preemption holds its room now: not starving
             self._forget(gang.key)
+        noted = self._noted.get(gang.key)
+        if noted is not None and ready_since is not None and noted != ready_since:
+            self._forget(gang.key)  # another stay in the queue: its wait starts over
         held = self.held
         if held is not None and held.gang == gang.key:
             if placed:
                 self.held = None
+            elif not self._same_stay(gang.key, held.ready_since, ready_since):
+                self._release(held)
+                self.held = None
             elif not self._hold(held, now):  # a node or member gone: planned again
-                self._reserve(gang, snapshot, now)
-            return
+                self._reserve(gang, snapshot, now, ready_since)
+            if self.held is not None or placed:
+                return
+            held = None  # its reservation ended with its stay: noted anew below
         if lifted and held is not None:
             self._hold(held, now)
         if placed or self.guard_seconds <= 0 or ready_since is None:
             return
         if gang.key not in self._noted:
-            self._noted.add(gang.key)
-            heapq.heappush(self._due, (ready_since + self.guard_seconds, gang.key))
+            self._noted[gang.key] = ready_since
+            heapq.heappush(self._due, (ready_since + self.guard_seconds, gang.key, ready_since))
 
     def _choose(self, now: float, gangs: Mapping[str, Gang], snapshot: Snapshot) -> None:
-        for key in [k for k in self._starving if k not in gangs or k in self.preempting]:
+        for key in [
+            k
+            for k in self._starving
+            if k not in gangs or k in self.preempting or not self._same_stay(k, self._noted.get(k))
+        ]:
             self._forget(key)
         if not self._starving:
             return
@@ -207,24 +240,37 @@ class StarvationGuard:
         if held is not None:
             self._release(held)
             self.held = None
-        if not self._reserve(gangs[best], snapshot, now):
-            # It would not fit even drained (or its quota refuses): noted again on its
-            # next failure, not tried on every cycle.
+        stay = self._noted.get(best)
+        if not self._reserve(gangs[best], snapshot, now, stay):
+            # It would not fit even drained (or its quota refuses): looked at again only
+            # after another guard period of this stay, not on each retry (the search
+            # costs about 2 log2(nodes) plans, and a tenant may submit many such gangs).
             self._forget(best)
+            if stay is not None:
+                self._noted[best] = stay
+                heapq.heappush(self._due, (now + self.guard_seconds, best, stay))
             if held is not None and held.gang in gangs:
                 self._hold(held, now)
 
     def _forget(self, key: str) -> None:
         self._starving.pop(key, None)
-        self._noted.discard(key)
+        self._noted.pop(key, None)
 
-    def _reserve(self, gang: Gang, snapshot: Snapshot, now: float) -> bool:
+    def _same_stay(self, key: str, since: float | None, current: float | None = None) -> bool:
+        """Whether the gang is still in the stay in the queue that began at `since`
+        (unknown times count as the same: the simulator's tests drive the guard alone)."""
+        now_since = current if current is not None else self.ready_since_of(key)
+        return since is None or now_since is None or since == now_since
+
+    def _reserve(
+        self, gang: Gang, snapshot: Snapshot, now: float, ready_since: float | None
+    ) -> bool:
         """Make and hold a reservation for `gang` (told once per gang)."""
         self.cache.update_snapshot(snapshot)
         placements = self._soonest(gang, snapshot)
         if placements is None:
             return False
-        made = Held(gang.key, gang.priority, placements, now)
+        made = Held(gang.key, gang.priority, placements, now, ready_since)
         if not self._hold(made, now):
             return False
         if gang.key not in self._announced:
