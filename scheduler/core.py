@@ -26,6 +26,7 @@ from cache.gang_groups import GangGroupStore, GroupParser
 from cache.jsonobj import mapping, metadata, object_uid
 from cache.pod import DEFAULT_SCHEDULER, PodInfo
 from cache.podgroup import PodGroupInfo
+from cache.quota import quota_names
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.capacity import copies_that_fit
@@ -242,8 +243,8 @@ class SchedulingCore:
     def relist_elasticquotas(self) -> Reconciliation:
         def apply(obj: Mapping[str, Any], now: float) -> str:
             self.apply_elasticquota(EventType.MODIFIED, obj, now)
-            meta = metadata(obj)
-            return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+            namespace, name = quota_names(obj)
+            return f"{namespace}/{name}"
 
         def remove_missing(listed: set[str], now: float) -> None:
             generation = self.cache.quotas.generation
