@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from cache.gpu import COUNT_LABEL, MEMORY_LABEL, PRODUCT_LABEL, TOPOLOGY_ANNOTATION
+from cache.kubelet_devices import KUBELET_DEVICES_ANNOTATION
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION
 from tests.factories import node_obj, pod_obj, podgroup_obj
 
@@ -79,6 +80,18 @@ VALUES = st.one_of(
     # Deeper than Python's recursion limit: str() or repr() of it raises.
     st.integers(min_value=1100, max_value=1600).map(_nested),
     st.sampled_from(['{"version": 1, "devices": ' + "[" * 3000 + "]" * 3000 + "}"]),
+    # Kubelet reports naming the hostile pods' uids: shared, out of range, too many.
+    st.sampled_from(
+        [
+            '{"uid-default-h0":[0],"uid-default-h1":[0]}',
+            '{"uid-default-h0":[0,1,2,3,4,5,6,7]}',
+            '{"uid-default-h0":[4096]}',
+            '{"uid-default-h0":[-1]}',
+            '{"uid-default-h0":[true]}',
+            '{"uid-default-h0":[0,0]}',
+            '{"uid-default-well-formed-gang-0":[3]}',
+        ]
+    ),
 )
 
 POD_FIELDS: list[tuple[Any, ...]] = [
@@ -124,6 +137,8 @@ NODE_FIELDS: list[tuple[Any, ...]] = [
     ("metadata", "labels", PRODUCT_LABEL),
     ("metadata", "annotations"),
     ("metadata", "annotations", TOPOLOGY_ANNOTATION),
+    # The node agent's report of what the kubelet gave each pod (cache/kubelet_devices.py).
+    ("metadata", "annotations", KUBELET_DEVICES_ANNOTATION),
     ("spec",),
     ("spec", "taints"),
     ("spec", "unschedulable"),
