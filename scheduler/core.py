@@ -170,6 +170,7 @@ class SchedulingCore:
             self.cache, profile, scheduler_name, self.preempter.decisions
         )
         self.starvation.ready_since_of = self.queue.ready_since
+        self.queue.borrows_now = self._borrows_now
 
     # --- events -----------------------------------------------------------------------
     @_isolated("Node")
@@ -455,6 +456,10 @@ class SchedulingCore:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
             self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas))
+
+    def _borrows_now(self, key: str) -> bool:
+        gang = self.gangs.get(key)
+        return gang is not None and would_borrow(gang, self.cache.quotas)
 
     def waiting(self) -> list[tuple[Gang, str]]:
         """Gangs that are not ready, with the message their pods should carry. Asked

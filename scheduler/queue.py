@@ -133,6 +133,12 @@ class GangQueue:
         self._backoff = SortedList()  # (retry_at, key)
         self._unschedulable = SortedList()  # (unschedulable_since, key)
         self._in_flight: set[str] = set()
+        # Whether a gang would borrow now (the core sets it). A gang's borrowing is
+        # judged when it is queued or changes; its namespace's usage can rise after
+        # (other gangs of it placed), so a gang ordered as guaranteed is judged again
+        # when it reaches the head: otherwise a tenant queueing many gangs while under
+        # its min would pass every older borrowing gang of other namespaces with them.
+        self.borrows_now: Callable[[str], bool] | None = None
 
     # --- feeding the queue -------------------------------------------------------
 
@@ -208,6 +214,11 @@ class GangQueue:
     def pop(self, now: float) -> str | None:
         self._release_backoffs(now)
         self.flush(now)
+        while self._active and self.borrows_now is not None:
+            first = self._active[0]
+            if first[0] or not self.borrows_now(first[-1]):
+                break
+            self.set_borrowing(first[-1], True)  # goes behind; each flips once per pop
         if not self._active:
             return None
         key: str = self._active.pop(0)[-1]
