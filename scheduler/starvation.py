@@ -30,7 +30,9 @@ The model:
   the pods there now have left. Not counted against the gang's quota.
 - **Who is still placed there.** Gangs of strictly higher priority plan as if the
   reservation were not there (the guard is against starvation by equal or lower
-  work, not a priority inversion); every other gang only in the room left.
+  work, not a priority inversion), and so do gangs within their quota's min when the
+  reserved gang borrows (a guarantee beats priority: held back, they would wait for the
+  borrower to run and then reclaim from it); every other gang only in the room left.
 - **For how long.** Released just before the gang is planned (the room is its own),
   and held again when the attempt fails, on the same nodes: a reservation that moved
   would let new work onto the nodes it left and could starve the gang again. Planned
@@ -57,7 +59,8 @@ from scheduler.gang import Gang
 from scheduler.isolation import FATAL
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.preemption import Preemption, WhatIf
-from scheduler.quotas import refuse_before_planning, within_quota
+from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
+from scheduler.reclaim import reclaimed_resources
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,9 @@ class Held:
     # When the gang entered the queue: a gang deleted and recreated under its name (or
     # that stopped being ready) enters again later and is another gang to the guard.
     ready_since: float | None = None
+    # Whether the gang would borrow beyond its quota's min: then a gang within its own
+    # min passes the reservation (a guarantee beats priority, and so a reservation).
+    borrowing: bool = False
 
     @property
     def nodes(self) -> frozenset[str]:
@@ -111,7 +117,11 @@ class StarvationGuard:
         """Lift the hold while `gang` is planned: its own, or for a gang of strictly
         higher priority."""
         held = self.held
-        if held is not None and (held.gang == gang.key or gang.priority > held.priority):
+        if held is not None and (
+            held.gang == gang.key
+            or gang.priority > held.priority
+            or (held.borrowing and reclaimed_resources(gang, self.cache.quotas))
+        ):
             self._release(held)
             self._lifted = True
 
@@ -270,7 +280,8 @@ class StarvationGuard:
         placements = self._soonest(gang, snapshot)
         if placements is None:
             return False
-        made = Held(gang.key, gang.priority, placements, now, ready_since)
+        borrows = would_borrow(gang, self.cache.quotas)
+        made = Held(gang.key, gang.priority, placements, now, ready_since, borrows)
         if not self._hold(made, now):
             return False
         if gang.key not in self._announced:

@@ -133,3 +133,46 @@ def test_a_gang_that_never_fits_is_not_searched_for_a_reservation_on_every_retry
         assert not reserved(core, float(second))
     # One search per guard period at most (400 s, a guard of 100 s).
     assert searches <= 4, searches
+
+
+def test_a_reservation_for_a_borrowing_gang_does_not_hold_back_a_guaranteed_one() -> None:
+    """A guarantee beats priority (docs/quotas.md), and so a reservation: a tenant whose
+    gang borrows and waited past the guard must not keep another team from the `min` it
+    is guaranteed. (The guaranteed team would otherwise wait for the borrower to run,
+    then reclaim from it: the borrower's run is wasted and the guard starts over.)"""
+    from tests.cache.test_quota import quota_obj
+
+    core = core_with(2, GUARD)  # two nodes of 8 GPUs
+    for namespace, least in (("team", 16), ("borrower", 0)):
+        quota = quota_obj(namespace, {"nvidia.com/gpu": 16}, {"nvidia.com/gpu": least})
+        core.apply_elasticquota(ADDED, quota, 0.0)
+    # Work of a namespace outside the quotas holds 4 GPUs on each node.
+    for i in range(2):
+        pod = pod_obj(
+            f"other-{i}",
+            namespace="other",
+            gang=f"other{i}",
+            min_member=1,
+            gpus=4,
+            node_name=f"n{i}",
+            phase="Running",
+        )
+        core.apply_pod(ADDED, pod, 0.0)
+    run(core, 0.0)
+    # The borrower's 8-GPU gang does not fit until one node drains: it starves.
+    borrow = pod_obj("b-0", namespace="borrower", gang="b", min_member=1, gpus=8)
+    core.apply_pod(ADDED, borrow, 1.0)
+    run(core, 1.0)
+    assert reserved_for(core, "borrower/b")
+    # The team, within its min, asks for 8 GPUs: 4 free on each node.
+    for i in range(2):
+        pod = pod_obj(f"t-{i}", namespace="team", gang="t", min_member=2, gpus=4)
+        core.apply_pod(ADDED, pod, 110.0)
+    run(core, 110.0)
+    placed = [p.name for p in core.cache.pods() if p.namespace == "team" and p.node_name]
+    assert sorted(placed) == ["t-0", "t-1"], placed
+
+
+def reserved_for(core: Any, key: str) -> bool:
+    run(core, 102.0)
+    return key in core.starvation_reservations()
