@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from cache.cluster import EventType
+from scheduler.queue import ClusterChange
+from tests.cache.test_quota import quota_obj
 from tests.factories import pod_obj
 from tests.scheduler.test_starvation import core_with, run
 
@@ -114,8 +116,6 @@ def test_a_gang_that_never_fits_is_not_searched_for_a_reservation_on_every_retry
     selector) gets no reservation; the search that found so (about 2 log2(nodes)
     planning passes) is not repeated on each of its retries, or a tenant's impossible
     gangs would multiply the scheduler's work by that much."""
-    from scheduler.queue import ClusterChange
-
     core = core_with(4, GUARD)
     for pod in [pod_obj("huge-0", gang="huge", min_member=1, gpus=16)]:
         core.apply_pod(ADDED, pod, 0.0)
@@ -140,8 +140,6 @@ def test_a_reservation_for_a_borrowing_gang_does_not_hold_back_a_guaranteed_one(
     gang borrows and waited past the guard must not keep another team from the `min` it
     is guaranteed. (The guaranteed team would otherwise wait for the borrower to run,
     then reclaim from it: the borrower's run is wasted and the guard starts over.)"""
-    from tests.cache.test_quota import quota_obj
-
     core = core_with(2, GUARD)  # two nodes of 8 GPUs
     for namespace, least in (("team", 16), ("borrower", 0)):
         quota = quota_obj(namespace, {"nvidia.com/gpu": 16}, {"nvidia.com/gpu": least})
