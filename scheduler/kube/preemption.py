@@ -91,12 +91,32 @@ async def _evict(client: KubeClient, pod: PodInfo) -> None:
         await asyncio.sleep(EVICTION_RETRY_PAUSE * attempt)
 
 
+async def _delete(client: KubeClient, pod: PodInfo) -> None:
+    """Delete the pod we saw (uid precondition), with its own grace period."""
+    path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
+    await client.request_json("DELETE", path, body=body)
+
+
 async def evict_victims(client: KubeClient, decision: Preemption) -> Refusal | None:
-    """Evict every member of every victim gang; the first refusal stops it."""
+    """Evict every member of every victim gang; the first refusal stops it.
+
+    A reclaim is not stopped by a PodDisruptionBudget: the victims hold capacity on
+    loan from the reclaimer's guarantee, and a budget (which a tenant's `edit` Role may
+    create) would otherwise make the loan permanent. The eviction is still tried first,
+    so a budget that allows the disruption is honoured as usual; on its refusal the pod
+    is deleted, as kube-scheduler's own preemption treats budgets (best effort).
+    Priority preemption keeps to budgets."""
     for victim in decision.victims:
         for pod in victim.pods:
             try:
-                await _evict(client, pod)
+                try:
+                    await _evict(client, pod)
+                except ApiError as err:
+                    if err.status != 429 or decision.reason != RECLAIM:
+                        raise
+                    log.info("reclaim: %s is under a budget that refuses; deleted", pod.key)
+                    await _delete(client, pod)
             except ApiError as err:
                 if err.status in (404, 409):
                     continue  # gone already, or another pod under the name now
