@@ -34,6 +34,7 @@ from policies.filters.node_volume_limits import attached_volumes, pod_csi_volume
 from policies.filters.volume_binding import claim_users, claims_with_single_user, resolve_members
 from policies.profile import Profile
 from policies.scores.fragmentation import OnlineWorkload
+from scheduler.borrowing import BorrowingWatch
 from scheduler.gang import Gang, GangIndex, Problem
 from scheduler.isolation import (
     FATAL,
@@ -171,6 +172,7 @@ class SchedulingCore:
         )
         self.starvation.ready_since_of = self.queue.ready_since
         self.queue.borrows_now = self._borrows_now
+        self.borrowing_watch = BorrowingWatch(self.cache.quotas)
 
     # --- events -----------------------------------------------------------------------
     @_isolated("Node")
@@ -449,13 +451,19 @@ class SchedulingCore:
             if gang is None or not gang.ready:
                 if self.queue.state(key) != "in_flight":
                     self.queue.remove(key)
+                self.borrowing_watch.gone(key, key.partition("/")[0])
                 continue
+            self.borrowing_watch.queued(key, gang.namespace)
             if key not in self.queue:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
             else:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
             self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas))
+        for key in self.borrowing_watch.to_judge():
+            judged = self.gangs.get(key)
+            if judged is not None and key in self.queue:
+                self.queue.set_borrowing(key, would_borrow(judged, self.cache.quotas))
 
     def _borrows_now(self, key: str) -> bool:
         gang = self.gangs.get(key)
