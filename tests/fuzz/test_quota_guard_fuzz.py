@@ -75,6 +75,9 @@ OPERATIONS = st.one_of(
     st.tuples(st.just("refuse"), st.integers(0, 3), st.booleans()),
     st.tuples(st.just("well_formed"), st.integers(0, GANG_SIZE - 1), st.none()),
     st.tuples(st.just("relist_quotas"), st.none(), st.lists(hostile_quota(), max_size=3)),
+    # A relist (after 410 Gone) of pods or nodes while holds and decisions are out.
+    st.tuples(st.just("relist_pods"), st.none(), st.lists(hostile_tenant_pod(), max_size=3)),
+    st.tuples(st.just("relist_nodes"), st.none(), st.lists(hostile_node(), max_size=2)),
 )
 DECISIONS = frozenset({"schedule", "cycles", "bound", "bind_failed", "unknown", "evict", "refuse"})
 
