@@ -8,8 +8,9 @@ The model:
 
 - **Who.** A gang that failed and has waited `guard_seconds` since it became ready
   (entered the queue) starves; the first starving gang (highest priority, then oldest)
-  gets the reservation, one gang at a time, until it is placed or gone. A starving
-  gang of strictly higher priority takes it over. Not for a gang its quota refuses
+  gets the reservation, one gang at a time, until it is placed or gone (among gangs
+  of one priority, the namespace served least recently first). A starving gang of
+  strictly higher priority takes it over. Not for a gang its quota refuses
   (room would not help), one waiting on a preemption (its victims' room is held
   already), or one with volume claims (claims are resolved on the core's planning
   path only). Every record is of one stay in the queue: a gang deleted and recreated
@@ -111,6 +112,12 @@ class StarvationGuard:
     _announced: set[str] = field(default_factory=set)
     _news: list[tuple[str, frozenset[str]]] = field(default_factory=list)
     _lifted: bool = False  # the hold is lifted for the gang being planned
+    # namespace -> the ordinal of its latest reservation (0: never): among starving gangs
+    # of one priority the namespace served least recently goes first, so a tenant that
+    # keeps many large gangs waiting (and gives a reservation up by deleting its gang)
+    # cannot keep the reservation, and the nodes draining, to itself.
+    _turns: dict[str, int] = field(default_factory=dict)
+    _made: int = 0
 
     # --- the core's hooks ---------------------------------------------------------------
     def before_planning(self, gang: Gang) -> None:
@@ -245,7 +252,15 @@ class StarvationGuard:
             self._forget(key)
         if not self._starving:
             return
-        best = min(self._starving, key=lambda k: (-self._starving[k], gangs[k].created, k))
+        best = min(
+            self._starving,
+            key=lambda k: (
+                -self._starving[k],
+                self._turns.get(gangs[k].namespace, 0),
+                gangs[k].created,
+                k,
+            ),
+        )
         held = self.held
         if held is not None:
             self._release(held)
@@ -284,6 +299,11 @@ class StarvationGuard:
         made = Held(gang.key, gang.priority, placements, now, ready_since, borrows)
         if not self._hold(made, now):
             return False
+        self._made += 1
+        self._turns[gang.namespace] = self._made
+        if len(self._turns) > 4096:  # namespaces gone long ago: keep the recent ones
+            recent = sorted(self._turns.items(), key=lambda item: item[1])[-2048:]
+            self._turns = dict(recent)
         if gang.key not in self._announced:
             present = {pod.gang_key for pod in self.cache.pods()}
             self._announced = {key for key in self._announced if key in present}

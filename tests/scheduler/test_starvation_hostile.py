@@ -174,3 +174,32 @@ def test_a_reservation_for_a_borrowing_gang_does_not_hold_back_a_guaranteed_one(
 def reserved_for(core: Any, key: str) -> bool:
     run(core, 102.0)
     return key in core.starvation_reservations()
+
+
+def test_a_namespace_that_gives_up_its_reservation_does_not_get_the_next_one_first() -> None:
+    """A tenant that keeps several large gangs waiting, and deletes the reserved one
+    before it fits, must not hand the reservation to its next gang ahead of other
+    namespaces' starving gangs: nodes would drain for it without end. Among starving
+    gangs of one priority, namespaces take turns."""
+    core = blocked_core()
+    for namespace, name, created in (
+        ("t", "t1", "00:01"),
+        ("t", "t2", "00:02"),
+        ("u", "u1", "00:03"),
+    ):
+        pod = pod_obj(
+            f"{name}-0",
+            namespace=namespace,
+            gang=name,
+            min_member=1,
+            gpus=8,
+            created=f"2026-01-01T00:{created}:00Z",
+        )
+        core.apply_pod(ADDED, pod, 1.0)
+    run(core, 1.0)
+    run(core, 102.0)
+    assert set(core.starvation_reservations()) == {"t/t1"}
+    gone = pod_obj("t1-0", namespace="t", gang="t1", min_member=1, gpus=8)
+    core.apply_pod(DELETED, gone, 110.0)
+    run(core, 111.0)
+    assert set(core.starvation_reservations()) == {"u/u1"}, core.starvation_reservations()
