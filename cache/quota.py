@@ -97,12 +97,26 @@ def _amounts(raw: object, share_milli: int, where: str, problems: list[str]) -> 
     return amounts
 
 
+def quota_names(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """An ElasticQuota's namespace and name. Only text is read: str() of a value a broken
+    stream could carry (an integer of 5,000 digits, a list nested thousands deep) raises,
+    and a quota whose namespace is not text governs no namespace (""), so it limits and
+    guarantees nothing."""
+    meta = metadata(obj)
+    namespace, name = meta.get("namespace"), meta.get("name")
+    if not namespace:
+        namespace = "default"
+    return (
+        namespace if isinstance(namespace, str) else "",
+        name if isinstance(name, str) else "",
+    )
+
+
 def quota_from_api(obj: Mapping[str, Any], share_milli: int = 1) -> QuotaInfo:
     """Build a QuotaInfo; never raises (what cannot be read becomes a problem and is not
     enforced). A `min` above `max` guarantees only `max`."""
     meta = metadata(obj)
-    namespace = str(meta.get("namespace") or "default")
-    name = str(meta.get("name") or "")
+    namespace, name = quota_names(obj)
     problems: list[str] = []
     try:
         spec = mapping(mapping(obj).get("spec"))

@@ -26,11 +26,13 @@ from cache.gang_groups import GangGroupStore, GroupParser
 from cache.jsonobj import mapping, metadata, object_uid
 from cache.pod import DEFAULT_SCHEDULER, PodInfo
 from cache.podgroup import PodGroupInfo
+from cache.quota import quota_names
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.capacity import copies_that_fit
 from policies.profile import Profile
 from policies.scores.fragmentation import OnlineWorkload
+from scheduler.borrowing import BorrowingWatch
 from scheduler.claim_planning import plan_with_claims
 from scheduler.gang import Gang, GangIndex, Problem
 from scheduler.isolation import (
@@ -178,6 +180,9 @@ class SchedulingCore:
         self.starvation = StarvationGuard(
             self.cache, profile, scheduler_name, self.preempter.decisions
         )
+        self.starvation.ready_since_of = self.queue.ready_since
+        self.queue.borrows_now = self._borrows_now
+        self.borrowing_watch = BorrowingWatch(self.cache.quotas)
 
     # --- events -----------------------------------------------------------------------
     @_isolated("Node")
@@ -251,8 +256,8 @@ class SchedulingCore:
     def relist_elasticquotas(self) -> Reconciliation:
         def apply(obj: Mapping[str, Any], now: float) -> str:
             self.apply_elasticquota(EventType.MODIFIED, obj, now)
-            meta = metadata(obj)
-            return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+            namespace, name = quota_names(obj)
+            return f"{namespace}/{name}"
 
         def remove_missing(listed: set[str], now: float) -> None:
             generation = self.cache.quotas.generation
@@ -467,14 +472,25 @@ class SchedulingCore:
             if gang is None or not gang.ready:
                 if self.queue.state(key) != "in_flight":
                     self.queue.remove(key)
+                self.borrowing_watch.gone(key, key.partition("/")[0])
                 continue
+            self.borrowing_watch.queued(key, gang.namespace)
             if key not in self.queue:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
             else:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
             self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas), gang.namespace)
+        for key in self.borrowing_watch.to_judge():
+            judged = self.gangs.get(key)
+            if judged is not None and key in self.queue:
+                borrows = would_borrow(judged, self.cache.quotas)
+                self.queue.set_borrowing(key, borrows, judged.namespace)
         self.borrower_order.update(self.queue, self.cache.quotas)
+
+    def _borrows_now(self, key: str) -> bool:
+        gang = self.gangs.get(key)
+        return gang is not None and would_borrow(gang, self.cache.quotas)
 
     def waiting(self) -> list[tuple[Gang, str]]:
         """Gangs that are not ready, with the message their pods should carry. Asked

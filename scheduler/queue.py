@@ -156,6 +156,12 @@ class GangQueue:
         self._backoff = SortedList()  # (retry_at, key)
         self._unschedulable = SortedList()  # (unschedulable_since, key)
         self._in_flight: set[str] = set()
+        # Whether a gang would borrow now (the core sets it). A gang's borrowing is
+        # judged when it is queued or changes; its namespace's usage can rise after
+        # (other gangs of it placed), so a gang ordered as guaranteed is judged again
+        # when it reaches the head: otherwise a tenant queueing many gangs while under
+        # its min would pass every older borrowing gang of other namespaces with them.
+        self.borrows_now: Callable[[str], bool] | None = None
 
     # --- feeding the queue -------------------------------------------------------
 
@@ -256,6 +262,12 @@ class GangQueue:
     def pop(self, now: float) -> str | None:
         self._release_backoffs(now)
         self.flush(now)
+        while self._active and self.borrows_now is not None:
+            head: str = self._active[0][-1]
+            if not self.borrows_now(head):
+                break
+            # Goes among the borrowers; each gang flips once per pop.
+            self.set_borrowing(head, True, self._entries[head].namespace)
         if self._active:
             key: str = self._active[0][-1]
         elif self._heads:

@@ -8,11 +8,15 @@ The model:
 
 - **Who.** A gang that failed and has waited `guard_seconds` since it became ready
   (entered the queue) starves; the first starving gang (highest priority, then oldest)
-  gets the reservation, one gang at a time, until it is placed or gone. A starving
-  gang of strictly higher priority takes it over. Not for a gang its quota refuses
+  gets the reservation, one gang at a time, until it is placed or gone (among gangs
+  of one priority, the namespace served least recently first). A starving gang of
+  strictly higher priority takes it over. Not for a gang its quota refuses
   (room would not help), one waiting on a preemption (its victims' room is held
   already), or one with volume claims (claims are resolved on the core's planning
-  path only).
+  path only). Every record is of one stay in the queue: a gang deleted and recreated
+  under its name (or no longer ready, then ready again) waits anew and loses its
+  reservation; one that would not fit even drained is searched again only a guard
+  period later.
 - **Where: the nodes it would fit on soonest.** Run times are unknown, so "soonest" is
   "the least running work to wait for": nodes are ranked by the GPUs (then the pods)
   of this scheduler's running pods on them, and the planner plans the gang on a
@@ -27,7 +31,9 @@ The model:
   the pods there now have left. Not counted against the gang's quota.
 - **Who is still placed there.** Gangs of strictly higher priority plan as if the
   reservation were not there (the guard is against starvation by equal or lower
-  work, not a priority inversion); every other gang only in the room left.
+  work, not a priority inversion), and so do gangs within their quota's min when the
+  reserved gang borrows (a guarantee beats priority: held back, they would wait for the
+  borrower to run and then reclaim from it); every other gang only in the room left.
 - **For how long.** Released just before the gang is planned (the room is its own),
   and held again when the attempt fails, on the same nodes: a reservation that moved
   would let new work onto the nodes it left and could starve the gang again. Planned
@@ -54,7 +60,8 @@ from scheduler.gang import Gang
 from scheduler.isolation import FATAL
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.preemption import Preemption, WhatIf
-from scheduler.quotas import refuse_before_planning, within_quota
+from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
+from scheduler.reclaim import reclaimed_resources
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +74,12 @@ class Held:
     priority: int
     placements: tuple[Placement, ...]
     since: float  # when it was planned
+    # When the gang entered the queue: a gang deleted and recreated under its name (or
+    # that stopped being ready) enters again later and is another gang to the guard.
+    ready_since: float | None = None
+    # Whether the gang would borrow beyond its quota's min: then a gang within its own
+    # min passes the reservation (a guarantee beats priority, and so a reservation).
+    borrowing: bool = False
 
     @property
     def nodes(self) -> frozenset[str]:
@@ -82,10 +95,16 @@ class StarvationGuard:
     preempting: Mapping[str, object] = field(default_factory=dict)
     # 0: off (the simulator and the demo; the adapter sets starvation.guardSeconds).
     guard_seconds: float = 0.0
+    # When a gang entered the queue (the core's queue.ready_since), or None when it is not
+    # queued: every record below is of one stay in the queue, so that a gang deleted and
+    # recreated under its name starts its wait over (no old clock, no old reservation)
+    # and a gang gone leaves nothing behind.
+    ready_since_of: Callable[[str], float | None] = lambda key: None
     held: Held | None = None
-    # (when it starves, gang key) of gangs that failed before starving, earliest first.
-    _due: list[tuple[float, str]] = field(default_factory=list)
-    _noted: set[str] = field(default_factory=set)
+    # (when it starves, gang key, ready since) of gangs that failed before starving.
+    _due: list[tuple[float, str, float]] = field(default_factory=list)
+    # key -> when the gang noted entered the queue.
+    _noted: dict[str, float] = field(default_factory=dict)
     # Gangs that waited guard_seconds and were not placed since: key -> priority.
     _starving: dict[str, int] = field(default_factory=dict)
     # Gangs already told of a reservation (one `Reserved` event each), and the
@@ -93,13 +112,23 @@ class StarvationGuard:
     _announced: set[str] = field(default_factory=set)
     _news: list[tuple[str, frozenset[str]]] = field(default_factory=list)
     _lifted: bool = False  # the hold is lifted for the gang being planned
+    # namespace -> the ordinal of its latest reservation (0: never): among starving gangs
+    # of one priority the namespace served least recently goes first, so a tenant that
+    # keeps many large gangs waiting (and gives a reservation up by deleting its gang)
+    # cannot keep the reservation, and the nodes draining, to itself.
+    _turns: dict[str, int] = field(default_factory=dict)
+    _made: int = 0
 
     # --- the core's hooks ---------------------------------------------------------------
     def before_planning(self, gang: Gang) -> None:
         """Lift the hold while `gang` is planned: its own, or for a gang of strictly
         higher priority."""
         held = self.held
-        if held is not None and (held.gang == gang.key or gang.priority > held.priority):
+        if held is not None and (
+            held.gang == gang.key
+            or gang.priority > held.priority
+            or (held.borrowing and reclaimed_resources(gang, self.cache.quotas))
+        ):
             self._release(held)
             self._lifted = True
 
@@ -127,10 +156,14 @@ class StarvationGuard:
         if self.guard_seconds <= 0:
             return
         while self._due and self._due[0][0] <= now:
-            _, key = heapq.heappop(self._due)
+            _, key, since = heapq.heappop(self._due)
+            if self._noted.get(key) != since:
+                continue  # an earlier stay of the gang, forgotten since
             gang = gangs.get(key)
-            if gang is not None and key in self._noted:
+            if gang is not None and self._same_stay(key, since):
                 self._starving[key] = gang.priority
+            else:
+                self._forget(key)
         if not self._starving:
             return
         held = self.held
@@ -150,6 +183,11 @@ class StarvationGuard:
         if held is None or not self._holds(held):
             return {}
         return {held.gang: held.nodes}
+
+    def remembered(self) -> frozenset[str]:
+        """The gangs the guard keeps a record of (for tests and /debug)."""
+        held = {self.held.gang} if self.held is not None else set()
+        return frozenset({*self._noted, *self._starving, *self._announced, *held})
 
     def announcements(self) -> list[tuple[str, frozenset[str]]]:
         """Reservations made for a gang for the first time since the last call (gang
@@ -182,51 +220,90 @@ class StarvationGuard:
         placed = isinstance(result, Plan) or preemption is not None
         if placed:  # placed, or a preemption holds its room now: not starving
             self._forget(gang.key)
+        noted = self._noted.get(gang.key)
+        if noted is not None and ready_since is not None and noted != ready_since:
+            self._forget(gang.key)  # another stay in the queue: its wait starts over
         held = self.held
         if held is not None and held.gang == gang.key:
             if placed:
                 self.held = None
+            elif not self._same_stay(gang.key, held.ready_since, ready_since):
+                self._release(held)
+                self.held = None
             elif not self._hold(held, now):  # a node or member gone: planned again
-                self._reserve(gang, snapshot, now)
-            return
+                self._reserve(gang, snapshot, now, ready_since)
+            if self.held is not None or placed:
+                return
+            held = None  # its reservation ended with its stay: noted anew below
         if lifted and held is not None:
             self._hold(held, now)
         if placed or self.guard_seconds <= 0 or ready_since is None:
             return
         if gang.key not in self._noted:
-            self._noted.add(gang.key)
-            heapq.heappush(self._due, (ready_since + self.guard_seconds, gang.key))
+            self._noted[gang.key] = ready_since
+            heapq.heappush(self._due, (ready_since + self.guard_seconds, gang.key, ready_since))
 
     def _choose(self, now: float, gangs: Mapping[str, Gang], snapshot: Snapshot) -> None:
-        for key in [k for k in self._starving if k not in gangs or k in self.preempting]:
+        for key in [
+            k
+            for k in self._starving
+            if k not in gangs or k in self.preempting or not self._same_stay(k, self._noted.get(k))
+        ]:
             self._forget(key)
         if not self._starving:
             return
-        best = min(self._starving, key=lambda k: (-self._starving[k], gangs[k].created, k))
+        best = min(
+            self._starving,
+            key=lambda k: (
+                -self._starving[k],
+                self._turns.get(gangs[k].namespace, 0),
+                gangs[k].created,
+                k,
+            ),
+        )
         held = self.held
         if held is not None:
             self._release(held)
             self.held = None
-        if not self._reserve(gangs[best], snapshot, now):
-            # It would not fit even drained (or its quota refuses): noted again on its
-            # next failure, not tried on every cycle.
+        stay = self._noted.get(best)
+        if not self._reserve(gangs[best], snapshot, now, stay):
+            # It would not fit even drained (or its quota refuses): looked at again only
+            # after another guard period of this stay, not on each retry (the search
+            # costs about 2 log2(nodes) plans, and a tenant may submit many such gangs).
             self._forget(best)
+            if stay is not None:
+                self._noted[best] = stay
+                heapq.heappush(self._due, (now + self.guard_seconds, best, stay))
             if held is not None and held.gang in gangs:
                 self._hold(held, now)
 
     def _forget(self, key: str) -> None:
         self._starving.pop(key, None)
-        self._noted.discard(key)
+        self._noted.pop(key, None)
 
-    def _reserve(self, gang: Gang, snapshot: Snapshot, now: float) -> bool:
+    def _same_stay(self, key: str, since: float | None, current: float | None = None) -> bool:
+        """Whether the gang is still in the stay in the queue that began at `since`
+        (unknown times count as the same: the simulator's tests drive the guard alone)."""
+        now_since = current if current is not None else self.ready_since_of(key)
+        return since is None or now_since is None or since == now_since
+
+    def _reserve(
+        self, gang: Gang, snapshot: Snapshot, now: float, ready_since: float | None
+    ) -> bool:
         """Make and hold a reservation for `gang` (told once per gang)."""
         self.cache.update_snapshot(snapshot)
         placements = self._soonest(gang, snapshot)
         if placements is None:
             return False
-        made = Held(gang.key, gang.priority, placements, now)
+        borrows = would_borrow(gang, self.cache.quotas)
+        made = Held(gang.key, gang.priority, placements, now, ready_since, borrows)
         if not self._hold(made, now):
             return False
+        self._made += 1
+        self._turns[gang.namespace] = self._made
+        if len(self._turns) > 4096:  # namespaces gone long ago: keep the recent ones
+            recent = sorted(self._turns.items(), key=lambda item: item[1])[-2048:]
+            self._turns = dict(recent)
         if gang.key not in self._announced:
             present = {pod.gang_key for pod in self.cache.pods()}
             self._announced = {key for key in self._announced if key in present}

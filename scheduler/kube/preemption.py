@@ -20,6 +20,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import aiohttp
+
 from cache.pod import PodInfo
 from scheduler.core import SchedulingCore
 from scheduler.kube.client import ApiError, KubeClient
@@ -62,13 +64,56 @@ def _why(decision: Preemption, victim: VictimGang) -> str:
     )
 
 
+# An eviction whose answer is lost (the connection cut, a timeout, a 5xx from the API
+# server or a proxy after the write) may have been carried out. It is repeated, since
+# a repeat is safe: the uid precondition keeps it to the pod we saw, a pod already
+# terminating is evicted again with success (the API server's canIgnorePDB) and a pod
+# gone answers 404. Given up on instead, the victim's first members would be gone while
+# the next decision chose another gang: two gangs disrupted for one.
+EVICTION_ATTEMPTS = 3
+EVICTION_RETRY_PAUSE = 0.2  # seconds, times the attempt number
+
+
+async def _evict(client: KubeClient, pod: PodInfo) -> None:
+    """POST the pod's eviction, repeated while its outcome is unknown; ApiError (or the
+    transport's error) once it is known to have failed or the attempts ran out."""
+    path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction"
+    for attempt in range(1, EVICTION_ATTEMPTS + 1):
+        try:
+            await client.request_json("POST", path, body=eviction_body(pod))
+            return
+        except ApiError as err:
+            if err.status < 500 or attempt == EVICTION_ATTEMPTS:
+                raise
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            if attempt == EVICTION_ATTEMPTS:
+                raise
+        await asyncio.sleep(EVICTION_RETRY_PAUSE * attempt)
+
+
+async def _delete(client: KubeClient, pod: PodInfo) -> None:
+    """Delete the pod we saw (uid precondition), with its own grace period."""
+    path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
+    await client.request_json("DELETE", path, body=body)
+
+
 async def evict_victims(
     client: KubeClient, decision: Preemption, bound_by_us: Callable[[PodInfo], bool]
 ) -> Refusal | None:
-    """Evict every member of every victim gang; the first refusal stops it. Nothing is
-    evicted when any victim pod was not bound by this scheduler (`bound_by_us`, the
-    cache's word): the victim search picks only such gangs, and this is the last check
-    before the API, so that no path evicts a pod a tenant pinned or another actor bound."""
+    """Evict every member of every victim gang; the first refusal stops it.
+
+    Nothing is evicted when any victim pod was not bound by this scheduler
+    (`bound_by_us`, the cache's word): the victim search picks only such gangs, and this
+    is the last check before the API, so that no path evicts a pod a tenant pinned or
+    another actor bound.
+
+    A reclaim is not stopped by a PodDisruptionBudget: the victims hold capacity on
+    loan from the reclaimer's guarantee, and a budget (which a tenant's `edit` Role may
+    create) would otherwise make the loan permanent. The eviction is still tried first,
+    so a budget that allows the disruption is honoured as usual; on its refusal the pod
+    is deleted, as kube-scheduler's own preemption treats budgets (best effort).
+    Priority preemption keeps to budgets."""
     for victim in decision.victims:
         for pod in victim.pods:
             if not bound_by_us(pod):
@@ -76,9 +121,14 @@ async def evict_victims(
                 return Refusal(victim.key, why, refused=False)
     for victim in decision.victims:
         for pod in victim.pods:
-            path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction"
             try:
-                await client.request_json("POST", path, body=eviction_body(pod))
+                try:
+                    await _evict(client, pod)
+                except ApiError as err:
+                    if err.status != 429 or decision.reason != RECLAIM:
+                        raise
+                    log.info("reclaim: %s is under a budget that refuses; deleted", pod.key)
+                    await _delete(client, pod)
             except ApiError as err:
                 if err.status in (404, 409):
                     continue  # gone already, or another pod under the name now
@@ -121,9 +171,11 @@ class PreemptionActions:
         if refusal is not None:
             self.metrics.preemption("refused" if refusal.refused else "failed", 0)
             log.warning("gang %s: preemption dropped: %s", decision.preemptor, refusal.reason)
-            self.core.preempter.refuse(
-                decision.preemptor, refusal.victim or None, refusal.reason, self.clock()
-            )
+            # Only a budget's refusal spares the victim: after any other failure some of
+            # its members may be gone already, and sparing it would send the next
+            # decision to another gang.
+            spared = refusal.victim if refusal.refused and refusal.victim else None
+            self.core.preempter.refuse(decision.preemptor, spared, refusal.reason, self.clock())
             for placement in decision.placements:
                 member = self.core.cache.pod(placement.pod_uid)
                 if member is not None:

@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from cache.gpu import COUNT_LABEL, MEMORY_LABEL, PRODUCT_LABEL, TOPOLOGY_ANNOTATION
+from cache.kubelet_devices import KUBELET_DEVICES_ANNOTATION
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION
 from tests.factories import node_obj, pod_obj, podgroup_obj
 
@@ -79,6 +80,18 @@ VALUES = st.one_of(
     # Deeper than Python's recursion limit: str() or repr() of it raises.
     st.integers(min_value=1100, max_value=1600).map(_nested),
     st.sampled_from(['{"version": 1, "devices": ' + "[" * 3000 + "]" * 3000 + "}"]),
+    # Kubelet reports naming the hostile pods' uids: shared, out of range, too many.
+    st.sampled_from(
+        [
+            '{"uid-default-h0":[0],"uid-default-h1":[0]}',
+            '{"uid-default-h0":[0,1,2,3,4,5,6,7]}',
+            '{"uid-default-h0":[4096]}',
+            '{"uid-default-h0":[-1]}',
+            '{"uid-default-h0":[true]}',
+            '{"uid-default-h0":[0,0]}',
+            '{"uid-default-well-formed-gang-0":[3]}',
+        ]
+    ),
 )
 
 POD_FIELDS: list[tuple[Any, ...]] = [
@@ -124,6 +137,8 @@ NODE_FIELDS: list[tuple[Any, ...]] = [
     ("metadata", "labels", PRODUCT_LABEL),
     ("metadata", "annotations"),
     ("metadata", "annotations", TOPOLOGY_ANNOTATION),
+    # The node agent's report of what the kubelet gave each pod (cache/kubelet_devices.py).
+    ("metadata", "annotations", KUBELET_DEVICES_ANNOTATION),
     ("spec",),
     ("spec", "taints"),
     ("spec", "unschedulable"),
@@ -221,3 +236,112 @@ def hostile_podgroup(draw: st.DrawFn) -> Any:
 
 # Not a mapping at all, as a broken stream could deliver.
 NOT_OBJECTS = st.sampled_from([None, [], "pod", 7, [{"metadata": {"name": "x"}}]])
+
+
+# ElasticQuotas (docs/quotas.md): a tenant allowed to write its namespace's quota, or a
+# broken controller, can write any min and max. Namespaces: the well-formed gang's own
+# ("default") and two the hostile pods may be moved into.
+QUOTA_NAMESPACES = ["default", "team-a", "team-b"]
+QUOTA_FIELDS: list[tuple[Any, ...]] = [
+    ("metadata",),
+    ("metadata", "name"),
+    ("metadata", "namespace"),
+    ("metadata", "resourceVersion"),
+    ("metadata", "creationTimestamp"),
+    ("metadata", "annotations"),
+    ("metadata", "annotations", "gang-scheduler.io/quota-weight"),
+    ("spec",),
+    ("spec", "min"),
+    ("spec", "max"),
+    ("spec", "min", "nvidia.com/gpu"),
+    ("spec", "min", "nvidia.com/vgpu"),
+    ("spec", "min", "cpu"),
+    ("spec", "max", "nvidia.com/gpu"),
+    ("spec", "max", "memory"),
+]
+QUOTA_AMOUNTS = st.one_of(
+    st.sampled_from([0, 1, 2, 4, 8, 10**6, "1e18", "8Ei", "-1", "0.5", "1000m"]), NUMBERS
+)
+
+
+@st.composite
+def hostile_quota(draw: st.DrawFn) -> Any:
+    namespace = draw(st.sampled_from(QUOTA_NAMESPACES))
+    spec: dict[str, Any] = {}
+    for part in draw(st.sets(st.sampled_from(["min", "max"]))):
+        spec[part] = {"nvidia.com/gpu": draw(QUOTA_AMOUNTS)}
+    template = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {
+            "namespace": namespace,
+            "name": draw(st.sampled_from(["quota", "second"])),
+            "uid": f"{namespace}-quota",
+            "resourceVersion": str(draw(st.integers(1, 5))),
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": spec,
+    }
+    return corrupted(template, draw(_corruptions(QUOTA_FIELDS)))
+
+
+@st.composite
+def hostile_tenant_pod(draw: st.DrawFn) -> Any:
+    """A hostile pod moved into one of the quota namespaces, at some priority (so that
+    reclaim and priority preemption both have preemptors and victims)."""
+    pod = draw(hostile_pod())
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    if isinstance(meta, dict) and meta.get("namespace") == "default":
+        namespace = draw(st.sampled_from(QUOTA_NAMESPACES))
+        meta["namespace"] = namespace
+        if isinstance(meta.get("uid"), str) and isinstance(meta.get("name"), str):
+            meta["uid"] = f"uid-{namespace}-{meta['name']}"  # one uid, one namespace
+    spec = pod.get("spec") if isinstance(pod, dict) else None
+    if isinstance(spec, dict) and spec.get("priority") == 0:
+        spec["priority"] = draw(st.sampled_from([0, 10, 100]))
+    return pod
+
+
+@st.composite
+def tenant_gang(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A well-formed gang of a tenant (so that gangs contend: quotas borrow and reclaim,
+    priorities preempt, a large gang waits long enough for the guard)."""
+    namespace = draw(st.sampled_from(QUOTA_NAMESPACES))
+    name = draw(st.sampled_from(["tg0", "tg1", "tg2"]))
+    size = draw(st.integers(1, 3))
+    gpus = draw(st.integers(1, 4))
+    priority = draw(st.sampled_from([0, 10, 100]))
+    return [
+        pod_obj(
+            f"{name}-{i}",
+            namespace=namespace,
+            gang=name,
+            min_member=size,
+            gpus=gpus,
+            priority=priority,
+            resource_version=str(draw(st.integers(1, 5))),
+        )
+        for i in range(size)
+    ]
+
+
+@st.composite
+def tenant_quota(draw: st.DrawFn) -> dict[str, Any]:
+    """A readable ElasticQuota with small amounts (the hostile ones are mostly not
+    enforced at all)."""
+    namespace = draw(st.sampled_from(QUOTA_NAMESPACES))
+    spec: dict[str, Any] = {}
+    for part in draw(st.sets(st.sampled_from(["min", "max"]), min_size=1)):
+        spec[part] = {"nvidia.com/gpu": draw(st.integers(0, 10))}
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {
+            "namespace": namespace,
+            "name": "quota",
+            "uid": f"{namespace}-quota",
+            "resourceVersion": str(draw(st.integers(1, 5))),
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": spec,
+    }
