@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
-from policies.guarantees import may_take
+from policies.guarantees import Holding, may_take
 from policies.preemption import FEWEST_GPUS, FEWEST_VICTIMS, Candidate, Rank, choose_victims
 from policies.profile import Profile
 from scheduler.gang import Gang
@@ -69,6 +69,16 @@ class VictimGang:
     key: str
     priority: int
     pods: tuple[PodInfo, ...]  # every bound member: all of them are evicted
+    # Weighed once, when the gang is found running (one pass over its members): a
+    # search at 5,000 nodes weighs thousands of gangs, reclaim and priority alike.
+    holding: Holding = field(init=False, compare=False, repr=False)
+    gpu_milli: int = field(init=False, compare=False, repr=False)  # GPUs its members hold
+    started: float = field(init=False, compare=False, repr=False)  # its oldest member's
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "holding", holding(self.key, self.pods))
+        object.__setattr__(self, "gpu_milli", sum(pod.gpu.total_milli for pod in self.pods))
+        object.__setattr__(self, "started", min((p.created for p in self.pods), default=math.inf))
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,9 +162,18 @@ class Preempter:
             del self.decisions[gang.key]  # victims gone and still no fit: start over
         if not self.may_preempt(gang):
             return None
-        decision = self._reclaim(gang, snapshot, now) if self.reclaim else None
+        # Running gangs are grouped at most once per consideration (every running pod
+        # read), for reclaim and priority preemption alike, and only when one asks.
+        grouped: list[dict[str, VictimGang]] = []
+
+        def running() -> dict[str, VictimGang]:
+            if not grouped:
+                grouped.append(self._running(gang, now))
+            return grouped[0]
+
+        decision = self._reclaim(gang, snapshot, now, running) if self.reclaim else None
         if decision is None:
-            decision = self._by_priority(gang, snapshot, now)
+            decision = self._by_priority(gang, snapshot, now, running)
         if decision is not None:
             self.decisions[gang.key] = decision
             for victim in decision.victims:
@@ -185,22 +204,28 @@ class Preempter:
         # what-if without them could promise room the real plan would not get.
         return not any(pod.claims for pod in gang.pending)
 
-    def candidates(self, gang: Gang, now: float) -> dict[str, VictimGang]:
+    def candidates(
+        self,
+        gang: Gang,
+        now: float,
+        running: Callable[[], dict[str, VictimGang]] | None = None,
+    ) -> dict[str, VictimGang]:
         """Running gangs of ours whose every member has a lower priority than `gang` and
         was bound by this scheduler, not already being evicted for another gang, not
         recently refused, and not what another namespace's quota guarantees
-        (policies/guarantees.py)."""
+        (policies/guarantees.py). `running`: the running gangs, when already grouped."""
         if not any(pod.priority < gang.priority for pod in self.cache.pods()):
             # No pod at all ranks below the gang (often: one priority for every pod):
             # nothing to group, which is the costly part on a large cluster.
             return {}
         asked = needed_usage(gang).keys()
         book = self.cache.quotas
+        gangs = running() if running is not None else self._running(gang, now)
         return {
             key: victim
-            for key, victim in self._running(gang, now).items()
+            for key, victim in gangs.items()
             if victim.priority < gang.priority
-            and may_take(book, gang.namespace, asked, holding(key, victim.pods))
+            and may_take(book, gang.namespace, asked, victim.holding)
         }
 
     def _running(self, gang: Gang, now: float) -> dict[str, VictimGang]:
@@ -237,12 +262,18 @@ class Preempter:
         return found
 
     # --- the search -----------------------------------------------------------------------
-    def _by_priority(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
-        victims = self.candidates(gang, now)
+    def _by_priority(
+        self,
+        gang: Gang,
+        snapshot: Snapshot,
+        now: float,
+        running: Callable[[], dict[str, VictimGang]],
+    ) -> Preemption | None:
+        victims = self.candidates(gang, now, running)
         if not victims:
             return None
-        running = {key: victim.pods for key, victim in victims.items()}
-        admissible = floors_kept(gang, running, self.cache.quotas)
+        holdings = {key: victim.holding for key, victim in victims.items()}
+        admissible = floors_kept(gang, holdings, self.cache.quotas)
         found = self._search(gang, snapshot, now, victims, FEWEST_VICTIMS, admissible)
         if found is None:
             return None
@@ -254,18 +285,24 @@ class Preempter:
         )
         return Preemption(gang.key, gang.priority, picked, tuple(plan.placements), message)
 
-    def _reclaim(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
+    def _reclaim(
+        self,
+        gang: Gang,
+        snapshot: Snapshot,
+        now: float,
+        running: Callable[[], dict[str, VictimGang]],
+    ) -> Preemption | None:
         book = self.cache.quotas
         asked = reclaimed_resources(gang, book)
         if not asked or not anyone_borrows(book, gang.namespace, asked):
             return None  # checked per quota before looking at every running pod
-        running = self._running(gang, now)
-        pods = {key: victim.pods for key, victim in running.items()}
-        keys = reclaimable(gang, asked, pods, book)
+        gangs = running()
+        holdings = {key: victim.holding for key, victim in gangs.items()}
+        keys = reclaimable(gang, asked, holdings, book)
         if not keys:
             return None
-        victims = {key: running[key] for key in keys}
-        admissible = floors_kept(gang, pods, book)
+        victims = {key: gangs[key] for key in keys}
+        admissible = floors_kept(gang, holdings, book)
         found = self._search(gang, snapshot, now, victims, FEWEST_GPUS, admissible)
         if found is None:
             return None
@@ -290,7 +327,14 @@ class Preempter:
         once they are gone (placed and admitted by its quota), or None."""
         pool = [_candidate(key, victim, now) for key, victim in victims.items()]
         fit = self._victim_fit(gang, victims, snapshot, pool)
-        chosen = choose_victims(pool, fit.fits, rank=rank, admissible=admissible)
+        chosen = choose_victims(
+            pool,
+            fit.fits,
+            rank=rank,
+            admissible=admissible,
+            refuses=fit.refuses,
+            gpu_floor=fit.bound.gpu_floor,
+        )
         if chosen is None:
             return None
         plan = fit.plan(chosen.keys)
@@ -334,14 +378,8 @@ class Preempter:
 
 def _candidate(key: str, victim: VictimGang, now: float) -> Candidate:
     """The victim as the search weighs it: GPUs its members hold, and how long it has
-    run (since its oldest member was created). One pass over its members: a search at
-    5,000 nodes weighs thousands of gangs."""
-    gpu_milli = 0
-    started = math.inf
-    for pod in victim.pods:
-        gpu_milli += pod.gpu.total_milli
-        started = min(started, pod.created)
-    return Candidate(key, victim.priority, gpu_milli, max(0.0, now - started))
+    run (since its oldest member was created)."""
+    return Candidate(key, victim.priority, victim.gpu_milli, max(0.0, now - victim.started))
 
 
 class WhatIf:

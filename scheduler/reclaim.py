@@ -21,7 +21,7 @@ adapters carry a reclaim out as any other `Preemption`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 from cache import resources as res
 from cache.pod import PodInfo
@@ -53,13 +53,12 @@ def holding(key: str, pods: Iterable[PodInfo]) -> Holding:
 
 
 def reclaimable(
-    gang: Gang, asked: frozenset[str], running: Mapping[str, Sequence[PodInfo]], book: QuotaBook
+    gang: Gang, asked: frozenset[str], running: Mapping[str, Holding], book: QuotaBook
 ) -> list[str]:
     """The running gangs that may be evicted for `gang` reclaiming `asked`: of another
     namespace with a quota, part of what that namespace borrows in `asked`."""
     found = []
-    for key, pods in running.items():
-        gone = holding(key, pods)
+    for key, gone in running.items():
         if gone.namespace == gang.namespace or not guarded(book, gone.namespace):
             continue
         if borrowed(book, gone.namespace, asked) and may_take(book, gang.namespace, asked, gone):
@@ -68,11 +67,10 @@ def reclaimable(
 
 
 def floors_kept(
-    gang: Gang, running: Mapping[str, Sequence[PodInfo]], book: QuotaBook
+    gang: Gang, holdings: Mapping[str, Holding], book: QuotaBook
 ) -> Callable[[frozenset[str]], bool]:
     """Whether a victim set keeps every other namespace at least at its min where it
     borrows (the search's `admissible`)."""
-    holdings = {key: holding(key, pods) for key, pods in running.items()}
 
     def admissible(keys: frozenset[str]) -> bool:
         return within_floors(book, gang.namespace, (holdings[key] for key in keys))

@@ -368,3 +368,25 @@ def check_invariants(
             bound[pod.gang_key] = bound.get(pod.gang_key, 0) + 1
     for key, count in bound.items():
         assert count >= sizes[key], f"gang {key} partial: {count} of {sizes[key]}"
+
+
+def test_reclaim_finds_the_one_gang_that_frees_a_node_among_many_small_ones() -> None:
+    """72 one-GPU gangs borrow nine nodes, one 8-GPU gang of lower priority a tenth; a
+    whole-node gang reclaims. Sets of one-GPU gangs have fewer GPUs, but none frees
+    a node, and the bound refuses them without planning: they no longer spend the
+    search's budget (256 passes), and the search starts at 8 GPUs freed, so the big
+    gang is found (before, the search gave up and nothing was reclaimed)."""
+    pods = [
+        *(
+            pod
+            for i in range(72)
+            for pod in gang("b", f"one-{i:02d}", 1, 1, priority=9, nodes=[f"n{i // 8}"])
+        ),
+        *gang("b", "big", 1, 8, priority=5, nodes=["n9"]),
+        *gang("a", "job", 1, 8, priority=0),
+    ]
+    core = core_with(10, {"a": (8, 8), "b": (0, 80)}, pods)
+    [decision] = decisions(run(core, 1.0))
+    assert decision.reason == RECLAIM
+    assert [v.key for v in decision.victims] == ["b/big"]
+    assert {p.node for p in decision.placements} == {"n9"}
