@@ -48,6 +48,7 @@ from scheduler.reclaim import (
     anyone_borrows,
     floors_kept,
     holding,
+    lenders,
     reclaimable,
     reclaimed_resources,
 )
@@ -69,16 +70,32 @@ class VictimGang:
     key: str
     priority: int
     pods: tuple[PodInfo, ...]  # every bound member: all of them are evicted
-    # Weighed once, when the gang is found running (one pass over its members): a
-    # search at 5,000 nodes weighs thousands of gangs, reclaim and priority alike.
-    holding: Holding = field(init=False, compare=False, repr=False)
-    gpu_milli: int = field(init=False, compare=False, repr=False)  # GPUs its members hold
-    started: float = field(init=False, compare=False, repr=False)  # its oldest member's
+    # Weighed once per gang found running, for reclaim and priority alike (a search at
+    # 5,000 nodes weighs thousands of gangs): GPUs its members hold, when its oldest
+    # member was created, and, when first asked, what it counts against its quota.
+    gpu_milli: int = field(init=False, compare=False, repr=False)
+    started: float = field(init=False, compare=False, repr=False)
+    _holding: Holding | None = field(init=False, compare=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "holding", holding(self.key, self.pods))
-        object.__setattr__(self, "gpu_milli", sum(pod.gpu.total_milli for pod in self.pods))
-        object.__setattr__(self, "started", min((p.created for p in self.pods), default=math.inf))
+        gpu_milli, started = 0, math.inf
+        for pod in self.pods:
+            gpu_milli += pod.gpu.total_milli
+            started = min(started, pod.created)
+        object.__setattr__(self, "gpu_milli", gpu_milli)
+        object.__setattr__(self, "started", started)
+
+    @property
+    def namespace(self) -> str:
+        return self.pods[0].namespace if self.pods else ""
+
+    @property
+    def holding(self) -> Holding:
+        """What its members count against its namespace's quota (computed once)."""
+        if self._holding is None:
+            object.__setattr__(self, "_holding", holding(self.key, self.pods))
+        assert self._holding is not None
+        return self._holding
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +314,11 @@ class Preempter:
         if not asked or not anyone_borrows(book, gang.namespace, asked):
             return None  # checked per quota before looking at every running pod
         gangs = running()
-        holdings = {key: victim.holding for key, victim in gangs.items()}
+        # Only gangs of the namespaces lending back are weighed against their quota.
+        lending = lenders(gang, asked, {victim.namespace for victim in gangs.values()}, book)
+        holdings = {
+            key: victim.holding for key, victim in gangs.items() if victim.namespace in lending
+        }
         keys = reclaimable(gang, asked, holdings, book)
         if not keys:
             return None

@@ -12,13 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cache.cluster import EventType, Reservation
-from cache.quota import GPU
+from cache.quota import GPU, usage_of
+from cache.resources import total_of
 from policies.profile import build_profile
 from scheduler.core import Attempt, SchedulingCore
 from scheduler.planner import Plan, Unschedulable
 from scheduler.preemption import PRIORITY, RECLAIM, Preemption
+from scheduler.reclaim import holding
 from tests.cache.test_quota import quota_obj
-from tests.factories import node_obj, pod_obj
+from tests.factories import make_pod, node_obj, pod_obj
 from tests.signed import TEST_KEY, signed
 
 ADDED = EventType.ADDED
@@ -390,3 +392,26 @@ def test_reclaim_finds_the_one_gang_that_frees_a_node_among_many_small_ones() ->
     assert decision.reason == RECLAIM
     assert [v.key for v in decision.victims] == ["b/big"]
     assert {p.node for p in decision.placements} == {"n9"}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 8), st.sampled_from(["0", "500m", "4"]), st.sampled_from(["0", "1Gi"])
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_gang_is_weighed_as_the_sum_of_its_members_quota_usage(
+    members: list[tuple[int, str, str]],
+) -> None:
+    """`holding` adds up in one pass what `usage_of` counts per member."""
+    pods = [
+        make_pod(f"p{i}", namespace="b", gpus=gpus, cpu=cpu, memory=memory)
+        for i, (gpus, cpu, memory) in enumerate(members)
+    ]
+    weighed = holding("b/g", pods)
+    assert weighed.namespace == "b"
+    assert weighed.usage == total_of(usage_of(pod.requests, pod.gpu) for pod in pods)
