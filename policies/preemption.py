@@ -221,8 +221,22 @@ def _from_gpu_floor(pool: Sequence[Candidate], floor: int) -> Iterator[tuple[Can
         low = max(floor, gpus + pool[k].gpu_milli)
         heapq.heappush(heap, ((low, top, len(prefix) + 1, unknown, unknown), _GROUP, (*prefix, k)))
 
+    # The groups of one gang and any after it, (nothing, k), open first as long as
+    # pool[k] holds at most the floor: their key (the floor, nothing above) is the
+    # lowest there is. Opened in one pass and heapified, not popped one by one.
     heap: list[_Entry] = []
-    push_group(heap, (), 0, 0)
+    k = 0
+    while k < size and pool[k].gpu_milli <= floor and after[k] >= floor:
+        yield ()
+        if pool[k].gpu_milli == floor:
+            heap.append((fewest_gpus((pool[k],)), _SET, (k,)))
+        if k + 1 < size and pool[k].gpu_milli + after[k + 1] >= floor:
+            low = max(floor, pool[k].gpu_milli + pool[k + 1].gpu_milli)
+            key = (low, pool[k].priority, 2, unknown, unknown)
+            heap.append((key, _GROUP, (k, k + 1)))
+        k += 1
+    heapq.heapify(heap)
+    push_group(heap, (), 0, k)
     while heap:
         _, kind, combo = heapq.heappop(heap)
         chosen = tuple(pool[i] for i in combo)

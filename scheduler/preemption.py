@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
-from policies.guarantees import Holding, may_take
+from policies.guarantees import Holding
 from policies.preemption import FEWEST_GPUS, FEWEST_VICTIMS, Candidate, Rank, choose_victims
 from policies.profile import Profile
 from scheduler.gang import Gang
@@ -51,6 +51,7 @@ from scheduler.reclaim import (
     lenders,
     reclaimable,
     reclaimed_resources,
+    taker,
 )
 from scheduler.victim_fit import RoomBound, VictimFit, WhatIfSnapshot
 
@@ -235,14 +236,12 @@ class Preempter:
             # No pod at all ranks below the gang (often: one priority for every pod):
             # nothing to group, which is the costly part on a large cluster.
             return {}
-        asked = needed_usage(gang).keys()
-        book = self.cache.quotas
+        takes = taker(self.cache.quotas, gang.namespace, needed_usage(gang).keys())
         gangs = running() if running is not None else self._running(gang, now)
         return {
             key: victim
             for key, victim in gangs.items()
-            if victim.priority < gang.priority
-            and may_take(book, gang.namespace, asked, victim.holding)
+            if victim.priority < gang.priority and takes(victim.holding)
         }
 
     def _running(self, gang: Gang, now: float) -> dict[str, VictimGang]:

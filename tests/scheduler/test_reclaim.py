@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from cache.cluster import EventType, Reservation
 from cache.quota import GPU, usage_of
 from cache.resources import total_of
+from policies.guarantees import may_take
 from policies.profile import build_profile
 from scheduler.core import Attempt, SchedulingCore
 from scheduler.planner import Plan, Unschedulable
 from scheduler.preemption import PRIORITY, RECLAIM, Preemption
-from scheduler.reclaim import holding
+from scheduler.reclaim import holding, taker
 from tests.cache.test_quota import quota_obj
 from tests.factories import make_pod, node_obj, pod_obj
 from tests.signed import TEST_KEY, signed
@@ -415,3 +416,29 @@ def test_a_gang_is_weighed_as_the_sum_of_its_members_quota_usage(
     weighed = holding("b/g", pods)
     assert weighed.namespace == "b"
     assert weighed.usage == total_of(usage_of(pod.requests, pod.gpu) for pod in pods)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    mins=st.tuples(st.integers(0, 24), st.integers(0, 24)),
+    running=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", "free"]), st.integers(0, 8)), max_size=6
+    ),
+    asked=st.sets(st.sampled_from([GPU, "cpu", "memory"])),
+)
+def test_the_taker_decides_as_may_take_for_every_gang(
+    mins: tuple[int, int], running: list[tuple[str, int]], asked: set[str]
+) -> None:
+    """`taker` reads each namespace's borrowing once; its answers are `may_take`'s."""
+    pods = [
+        pod
+        for i, (namespace, gpus) in enumerate(running)
+        for pod in gang(namespace, f"g{i}", 1, gpus, nodes=[f"n{i}"])
+    ]
+    core = core_with(6, {"a": (mins[0], 48), "b": (mins[1], 48), "c": (8, 48)}, pods)
+    book = core.cache.quotas
+    takes = taker(book, "a", asked)
+    for i, (namespace, _) in enumerate(running):
+        members = [p for p in core.cache.pods() if p.gang_key == f"{namespace}/g{i}"]
+        weighed = holding(f"{namespace}/g{i}", members)
+        assert takes(weighed) == may_take(book, "a", asked, weighed)
