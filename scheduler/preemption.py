@@ -252,22 +252,25 @@ class Preempter:
             if not any(self.cache.pod(p.pod_uid) for p in decision.placements):
                 del self.decisions[key]  # the preemptor's pods are gone: so is its claim
         taken = set().union(*(d.victim_uids for d in self.decisions.values()))
-        members: dict[str, list[PodInfo]] = {}
-        known: set[str] = set()
-        for pod in self.cache.pods():
-            known.add(pod.gang_key)
-            if pod.consumes_resources and pod.scheduler_name == self.scheduler_name:
-                members.setdefault(pod.gang_key, []).append(pod)
+        # Read from the cache's index of pods by gang (cache/gang_index.py), not grouped
+        # here: every running pod of a large cluster would be read for it.
+        gangs = self.cache.pods_by_gang()
         for key in list(self.evicted_by):
-            self.evicted_by[key] &= known
-            if key not in known or not self.evicted_by[key]:
+            self.evicted_by[key] = {k for k in self.evicted_by[key] if k in gangs}
+            if key not in gangs or not self.evicted_by[key]:
                 del self.evicted_by[key]
+        spared = self.evicted_by.get(gang.key, set())  # it evicted this gang: never back
         found = {}
-        for key, pods in members.items():
-            if key == gang.key or self.refused.get(key, 0.0) > now:
+        for key, by_uid in gangs.items():
+            if key == gang.key or key in spared or self.refused.get(key, 0.0) > now:
                 continue
-            if key in self.evicted_by.get(gang.key, ()):
-                continue  # it evicted this gang: never the other way round
+            pods = [
+                pod
+                for pod in by_uid.values()
+                if pod.consumes_resources and pod.scheduler_name == self.scheduler_name
+            ]
+            if not pods:
+                continue
             if any(pod.deleting or pod.uid in taken for pod in pods):
                 continue  # already leaving: its room is not ours to count twice
             # Only gangs this scheduler bound, every member: a pod pinned to its node by
