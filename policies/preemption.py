@@ -87,6 +87,9 @@ Rank = Callable[[Sequence[Candidate]], tuple[float, ...]]
 
 def fewest_victims(victims: Sequence[Candidate]) -> tuple[float, ...]:
     """Priority preemption's order: fewest victims, then `cost`."""
+    if len(victims) == 1:  # the pool is sorted by this: thousands of calls per search
+        only = victims[0]
+        return (1, only.priority, only.priority, only.gpu_time)
     return (len(victims), *cost(victims))
 
 
@@ -97,6 +100,9 @@ def fewest_gpus(victims: Sequence[Candidate]) -> tuple[float, ...]:
     the least GPU-time lost."""
     if not victims:
         return (0, 0, 0, 0, 0.0)
+    if len(victims) == 1:  # the pool is sorted by this: thousands of calls per search
+        only = victims[0]
+        return (only.gpu_milli, only.priority, 1, only.priority, only.gpu_time)
     return (
         sum(v.gpu_milli for v in victims),
         max(v.priority for v in victims),

@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from cache import resources as res
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
@@ -47,7 +48,7 @@ from scheduler.quotas import needed_usage
 from scheduler.reclaim import (
     anyone_borrows,
     floors_kept,
-    holding,
+    holding_of,
     lenders,
     reclaimable,
     reclaimed_resources,
@@ -76,15 +77,19 @@ class VictimGang:
     # member was created, and, when first asked, what it counts against its quota.
     gpu_milli: int = field(init=False, compare=False, repr=False)
     started: float = field(init=False, compare=False, repr=False)
+    _cpu_memory: tuple[int, int] = field(init=False, compare=False, repr=False)
     _holding: Holding | None = field(init=False, compare=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
-        gpu_milli, started = 0, math.inf
+        gpu_milli, cpu, memory, started = 0, 0, 0, math.inf
         for pod in self.pods:
             gpu_milli += pod.gpu.total_milli
+            cpu += pod.requests.get(res.CPU, 0)
+            memory += pod.requests.get(res.MEMORY, 0)
             started = min(started, pod.created)
         object.__setattr__(self, "gpu_milli", gpu_milli)
         object.__setattr__(self, "started", started)
+        object.__setattr__(self, "_cpu_memory", (cpu, memory))
 
     @property
     def namespace(self) -> str:
@@ -92,9 +97,12 @@ class VictimGang:
 
     @property
     def holding(self) -> Holding:
-        """What its members count against its namespace's quota (computed once)."""
+        """What its members count against its namespace's quota (reclaim.holding, from
+        the sums taken in the one pass above)."""
         if self._holding is None:
-            object.__setattr__(self, "_holding", holding(self.key, self.pods))
+            cpu, memory = self._cpu_memory
+            weighed = holding_of(self.key, self.namespace, self.gpu_milli, cpu, memory)
+            object.__setattr__(self, "_holding", weighed)
         assert self._holding is not None
         return self._holding
 

@@ -69,8 +69,14 @@ def holding(key: str, pods: Iterable[PodInfo]) -> Holding:
         gpu += pod.gpu.total_milli
         cpu += pod.requests.get(res.CPU, 0)
         memory += pod.requests.get(res.MEMORY, 0)
-    usage = {dim: amount for dim, amount in ((GPU, gpu), (res.CPU, cpu), (res.MEMORY, memory))}
-    return Holding(key, namespace, {dim: amount for dim, amount in usage.items() if amount})
+    return holding_of(key, namespace, gpu, cpu, memory)
+
+
+def holding_of(key: str, namespace: str, gpu_milli: int, cpu: int, memory: int) -> Holding:
+    """A gang holding these sums of its members' GPU milli, cpu and memory requests
+    (the dimensions `usage_of` counts, zero ones left out)."""
+    usage = ((GPU, gpu_milli), (res.CPU, cpu), (res.MEMORY, memory))
+    return Holding(key, namespace, {dim: amount for dim, amount in usage if amount})
 
 
 def reclaimable(
@@ -79,11 +85,13 @@ def reclaimable(
     """The running gangs that may be evicted for `gang` reclaiming `asked`: of another
     namespace with a quota, part of what that namespace borrows in `asked`."""
     takes = taker(book, gang.namespace, asked)
+    lending: dict[str, bool] = {}  # per namespace, read once
     found = []
     for key, gone in running.items():
-        if gone.namespace == gang.namespace or not guarded(book, gone.namespace):
-            continue
-        if borrowed(book, gone.namespace, asked) and takes(gone):
+        lends = lending.get(gone.namespace)
+        if lends is None:
+            lends = lending[gone.namespace] = bool(lenders(gang, asked, [gone.namespace], book))
+        if lends and takes(gone):
             found.append(key)
     return found
 

@@ -200,6 +200,13 @@ def test_sets_come_in_rank_order_each_exactly_once(
         (Candidate(f"ns/g{i}", p, g * 1000, t) for i, (p, g, t) in enumerate(specs)),
         key=lambda c: (rank([c]), c.key),
     )
+    for one in pool:  # a gang alone is ranked as any set is (a shortcut computes it)
+        expected = (
+            (1, *cost([one]))
+            if rank is FEWEST_VICTIMS
+            else (one.gpu_milli, one.priority, 1, one.priority, one.gpu_time)
+        )
+        assert rank([one]) == expected
     seen = [frozenset(c.key for c in chosen) for chosen in _in_rank_order(pool, rank)]
     assert len(seen) == len(set(seen)) == 2 ** len(pool) - 1
     ranks = [rank([c for c in pool if c.key in keys]) for keys in seen]

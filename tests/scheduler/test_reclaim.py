@@ -18,7 +18,7 @@ from policies.guarantees import may_take
 from policies.profile import build_profile
 from scheduler.core import Attempt, SchedulingCore
 from scheduler.planner import Plan, Unschedulable
-from scheduler.preemption import PRIORITY, RECLAIM, Preemption
+from scheduler.preemption import PRIORITY, RECLAIM, Preemption, VictimGang
 from scheduler.reclaim import holding, taker
 from tests.cache.test_quota import quota_obj
 from tests.factories import make_pod, node_obj, pod_obj
@@ -416,6 +416,7 @@ def test_a_gang_is_weighed_as_the_sum_of_its_members_quota_usage(
     weighed = holding("b/g", pods)
     assert weighed.namespace == "b"
     assert weighed.usage == total_of(usage_of(pod.requests, pod.gpu) for pod in pods)
+    assert VictimGang("b/g", 0, tuple(pods)).holding == weighed  # weighed in its one pass
 
 
 @settings(max_examples=60, deadline=None)
