@@ -146,6 +146,8 @@ class Preempter:
     # The what-if copy of the snapshot the victim search plans on, kept between
     # searches (made at the first one: a second copy of every node).
     _what_if: WhatIfSnapshot | None = None
+    # The running gangs the last search weighed, kept for the next (`_weigh`).
+    _weighed: dict[str, VictimGang] = field(default_factory=dict)
 
     # --- the core's hooks ---------------------------------------------------------------
     def release(self, gang_key: str) -> None:
@@ -285,8 +287,21 @@ class Preempter:
             # whoever created it (our schedulerName or not) is never evicted, and a gang
             # with one is not evicted in part (cache/ownership.py, docs/security.md).
             if all(self.cache.bound_by_us(pod) for pod in pods):
-                found[key] = VictimGang(key, max(pod.priority for pod in pods), tuple(pods))
+                found[key] = self._weigh(key, pods)
+        self._weighed = found
         return found
+
+    def _weigh(self, key: str, pods: list[PodInfo]) -> VictimGang:
+        """The gang as a `VictimGang`: the last search's when its members are the same
+        records (what it sums is read from fields a record never changes), else anew."""
+        known = self._weighed.get(key)
+        if (
+            known is not None
+            and len(known.pods) == len(pods)
+            and all(old is new for old, new in zip(known.pods, pods, strict=True))
+        ):
+            return known
+        return VictimGang(key, max(pod.priority for pod in pods), tuple(pods))
 
     # --- the search -----------------------------------------------------------------------
     def _by_priority(

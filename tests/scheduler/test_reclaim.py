@@ -443,3 +443,24 @@ def test_the_taker_decides_as_may_take_for_every_gang(
         members = [p for p in core.cache.pods() if p.gang_key == f"{namespace}/g{i}"]
         weighed = holding(f"{namespace}/g{i}", members)
         assert takes(weighed) == may_take(book, "a", asked, weighed)
+
+
+def test_a_gang_weighed_by_the_last_search_is_reused_until_a_member_changes() -> None:
+    pods = [
+        *gang("b", "x", 2, 8, priority=1, nodes=["n0", "n1"]),
+        *gang("b", "y", 1, 8, priority=1, nodes=["n2"]),
+        *gang("a", "job", 1, 8, priority=5),
+    ]
+    core = core_with(3, {}, pods)
+    core.preempter.enabled = False  # no decision: every gang stays a candidate
+    run(core, 1.0)
+    job = core.gangs["a/job"]
+    first = core.preempter.candidates(job, 2.0)
+    again = core.preempter.candidates(job, 3.0)
+    assert set(first) == {"b/x", "b/y"} and all(again[k] is first[k] for k in first)
+    # A member's new record (its priority now above the job's): weighed anew.
+    changed = dict(pods[1], metadata={**pods[1]["metadata"], "resourceVersion": "2"})
+    changed["spec"] = {**pods[1]["spec"], "priority": 9}
+    core.apply_pod(EventType.MODIFIED, changed, 4.0)
+    later = core.preempter.candidates(job, 5.0)
+    assert set(later) == {"b/y"} and later["b/y"] is first["b/y"]
