@@ -17,9 +17,11 @@ come cheaper:
   placed once it is gone, from resources alone (pod slots, cpu, memory, GPU milli:
   each member takes at least the smallest request among the members in each, and
   ResourceFit and GpuFit refuse a node short of it). Below the members the gang
-  needs, the planner would refuse too: no planning pass. The bound ignores every
+  needs, the planner would refuse too: no planning pass, and the search does not
+  count it against its budget (`VictimFit.refuses`). The bound ignores every
   other filter and the devices' layout, so it can only say "no" when the planner
-  would.
+  would. It also gives the fewest GPU milli any set must free (`gpu_floor`), from
+  which reclaim's search starts.
 - A set whose gangs hold many pods (in practice the search's first question: every
   candidate at once) is answered with a witness when one fits: a few of its gangs,
   those holding the most GPUs, whose removal lets the gang be planned. The search
