@@ -7,16 +7,23 @@ gangs of mixed shapes (1 to 8 members, 1 to 8 GPUs each) and priorities (0, 100,
 each have an ElasticQuota of min 400 GPUs and max 1,000 (the mins add up to the
 cluster); half of them use 200 GPUs, the other half 600 (borrowing 200 each).
 
-Each repetition adds one gang of 8 members at priority 500 (2, 4 or 8 GPUs each, in
-turn) in a namespace under its min, and times `SchedulingCore.schedule_next` for it:
-gang assembly, the snapshot update, the quota check, the planner failing on the full
-cluster (diagnosis over every node included), then the victim search
-(scheduler/preemption.py and policies/preemption.py: grouping running pods into
-candidate gangs, the what-if snapshot, a planning pass per victim set tried) until a
-decision is made. The first cycle is timed apart (it makes the what-if copy of the
-snapshot that later searches keep). The decision is checked (whole lower-priority
-gangs, 8 placements), then dropped and the gang deleted, so every repetition meets the
-same full cluster.
+Each repetition adds two gangs of 8 members (2, 4 or 8 GPUs each, in turn), one at a
+time, and times `SchedulingCore.schedule_next` for each: gang assembly, the snapshot
+update, the quota check, the planner failing on the full cluster (diagnosis over every
+node included), then the victim search (scheduler/preemption.py and
+policies/preemption.py: grouping running pods into candidate gangs, the what-if
+snapshot, a planning pass per victim set tried) until a decision is made.
+
+- priority: at priority 500 in a namespace without a quota (nothing to reclaim, and
+  no quota to admit it): only priority preemption can help, by lower-priority gangs
+  (of the quotas' namespaces, only what they borrow);
+- reclaim: at priority 0 (no running gang ranks lower) in a namespace under its min:
+  only reclaim can help, by gangs of namespaces borrowing beyond their min.
+
+The first cycle is timed apart (it makes the what-if copy of the snapshot that later
+searches keep). The decision is checked (its kind, whole gangs of lower priority or of
+borrowing namespaces, 8 placements), then dropped and the gang deleted, so every
+repetition meets the same full cluster.
 
     .venv/bin/python bench/preemption.py                  # table
     .venv/bin/python bench/preemption.py --json
@@ -48,6 +55,7 @@ from cache.gpu import ASSIGNMENT_ANNOTATION, SIGNATURE_ANNOTATION, parse_assignm
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
 from scheduler.kube.runner import GC_YOUNG_THRESHOLD
+from scheduler.preemption import PRIORITY, RECLAIM
 
 GPUS_PER_NODE = 8
 NAMESPACES = 100
@@ -57,6 +65,9 @@ LIGHT_GPUS, HEAVY_GPUS = 200, 600  # what half the namespaces use, and the other
 RUNNING_SHAPES = ((1, 1), (1, 2), (2, 2), (2, 4), (4, 4), (1, 8), (2, 8), (4, 8), (8, 8))
 RUNNING_PRIORITIES = (0, 100, 1000)
 PREEMPTOR_PRIORITY = 500
+RECLAIMER_PRIORITY = 0  # no running gang ranks lower: only reclaim can help it
+KINDS = (PRIORITY, RECLAIM)
+UNGOVERNED = "batch"  # the priority preemptors' namespace: no ElasticQuota
 PREEMPTOR_SHAPES = (2, 4, 8)  # GPUs per member of the gang of 8
 NOW = 1_790_000_000.0
 DAY = 86_400.0
@@ -229,10 +240,15 @@ def build(nodes: int, rng: random.Random) -> tuple[SchedulingCore, dict[str, int
     return core, counts
 
 
-def preemptor(number: int, rng: random.Random) -> list[dict[str, Any]]:
+def preemptor(number: int, rng: random.Random, kind: str = PRIORITY) -> list[dict[str, Any]]:
     gpus = PREEMPTOR_SHAPES[number % len(PREEMPTOR_SHAPES)]
-    ns = namespace(2 * rng.randrange(NAMESPACES // 2))  # a light one: under its min
-    name = f"urgent-{number:04d}-{gpus}gpu"
+    if kind == RECLAIM:
+        ns = namespace(2 * rng.randrange(NAMESPACES // 2))  # a light one: under its min
+        priority = RECLAIMER_PRIORITY
+    else:
+        ns = UNGOVERNED  # no quota: it does not reclaim
+        priority = PREEMPTOR_PRIORITY
+    name = f"{kind}-{number:04d}-{gpus}gpu"
     return [
         pod_object(
             f"{name}-{i}",
@@ -240,14 +256,16 @@ def preemptor(number: int, rng: random.Random) -> list[dict[str, Any]]:
             gang=name,
             size=8,
             gpus=gpus,
-            priority=PREEMPTOR_PRIORITY,
+            priority=priority,
             created=NOW - 1.0,
         )
         for i in range(8)
     ]
 
 
-def cycle(core: SchedulingCore, objs: list[dict[str, Any]], now: float) -> tuple[float, float, int]:
+def cycle(
+    core: SchedulingCore, objs: list[dict[str, Any]], now: float, kind: str = PRIORITY
+) -> tuple[float, float, int]:
     """Time one cycle for the gang `objs`; returns (seconds, CPU seconds of this
     process, victim gangs chosen). On a shared machine the wall time includes waiting
     for a core; the CPU time is what the cycle itself costs."""
@@ -262,11 +280,17 @@ def cycle(core: SchedulingCore, objs: list[dict[str, Any]], now: float) -> tuple
     decision = attempt.preemption
     victims = 0
     if decision is not None:
-        # The benchmark trusts no decision: whole gangs, all of lower priority.
+        # The benchmark trusts no decision: its kind, whole gangs, the right victims.
         assert len(decision.placements) == 8, decision
+        assert decision.reason == kind, decision
+        preemptor_ns = objs[0]["metadata"]["namespace"]
         for victim in decision.victims:
-            assert victim.priority < PREEMPTOR_PRIORITY
-            assert all(pod.priority < PREEMPTOR_PRIORITY for pod in victim.pods)
+            if kind == PRIORITY:
+                assert victim.priority < PREEMPTOR_PRIORITY
+                assert all(pod.priority < PREEMPTOR_PRIORITY for pod in victim.pods)
+            else:  # the heavy (odd) namespaces borrow; the reclaimer's is a light one
+                assert victim.holding.namespace != preemptor_ns
+                assert int(victim.holding.namespace.rsplit("-", 1)[1]) % 2 == 1
         victims = len(decision.victims)
         core.preempter.refuse(decision.preemptor, None, "benchmark", now)
     for obj in objs:
@@ -289,25 +313,34 @@ def run(nodes: int, repetitions: int, seed: int, profile: bool) -> dict[str, Any
     # (scheduler/victim_fit.py): timed apart, as the cost of the first preemption.
     first, _, first_victims = cycle(core, preemptor(repetitions, rng), NOW - 1.0)
     profiler = cProfile.Profile() if profile else None
-    timings: dict[int, list[float]] = {gpus: [] for gpus in PREEMPTOR_SHAPES}
-    cpu: dict[int, list[float]] = {gpus: [] for gpus in PREEMPTOR_SHAPES}
-    victims: dict[int, list[int]] = {gpus: [] for gpus in PREEMPTOR_SHAPES}
+    rows = [(kind, gpus) for kind in KINDS for gpus in PREEMPTOR_SHAPES]
+    timings: dict[tuple[str, int], list[float]] = {row: [] for row in rows}
+    cpu: dict[tuple[str, int], list[float]] = {row: [] for row in rows}
+    victims: dict[tuple[str, int], list[int]] = {row: [] for row in rows}
     for number in range(repetitions):
-        objs = preemptor(number, rng)
         gpus = PREEMPTOR_SHAPES[number % len(PREEMPTOR_SHAPES)]
-        if profiler:
-            profiler.enable()
-        seconds, cpu_seconds, chosen = cycle(core, objs, NOW + number)
-        if profiler:
-            profiler.disable()
-        timings[gpus].append(seconds)
-        cpu[gpus].append(cpu_seconds)
-        victims[gpus].append(chosen)
+        for kind in KINDS:
+            objs = preemptor(number, rng, kind)
+            if profiler:
+                profiler.enable()
+            seconds, cpu_seconds, chosen = cycle(core, objs, NOW + number, kind)
+            if profiler:
+                profiler.disable()
+            timings[kind, gpus].append(seconds)
+            cpu[kind, gpus].append(cpu_seconds)
+            victims[kind, gpus].append(chosen)
     if profiler:
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
-    every = [t for values in timings.values() for t in values]
-    every_cpu = [t for values in cpu.values() for t in values]
     load = os.getloadavg()[0]
+
+    def of(kind: str) -> dict[str, Any]:
+        keys = [row for row in rows if row[0] == kind]
+        return _summary(
+            [t for row in keys for t in timings[row]],
+            [t for row in keys for t in cpu[row]],
+            [v for row in keys for v in victims[row]],
+        )
+
     return {
         "nodes": nodes,
         "quotas": NAMESPACES,
@@ -317,10 +350,15 @@ def run(nodes: int, repetitions: int, seed: int, profile: bool) -> dict[str, Any
         "first_cycle_ms": round(first * 1000, 2),
         "first_cycle_victims": first_victims,
         "load_average": round(load, 2),
-        "all": _summary(every, every_cpu, [v for values in victims.values() for v in values]),
-        "by_gpus_per_member": {
-            str(gpus): _summary(timings[gpus], cpu[gpus], victims[gpus])
-            for gpus in PREEMPTOR_SHAPES
+        "by_kind": {
+            kind: {
+                "all": of(kind),
+                "by_gpus_per_member": {
+                    str(gpus): _summary(timings[kind, gpus], cpu[kind, gpus], victims[kind, gpus])
+                    for gpus in PREEMPTOR_SHAPES
+                },
+            }
+            for kind in KINDS
         },
     }
 
@@ -350,8 +388,10 @@ def print_table(result: dict[str, Any]) -> None:
         "| decisions | most victims |"
     )
     print("|---|---|---|---|---|---|---|")
-    rows = [("all", result["all"])]
-    rows += [(f"{g} GPUs each", s) for g, s in result["by_gpus_per_member"].items()]
+    rows = []
+    for kind, of_kind in result["by_kind"].items():
+        rows.append((f"{kind}: all", of_kind["all"]))
+        rows += [(f"{kind}: {g} GPUs each", s) for g, s in of_kind["by_gpus_per_member"].items()]
     for label, row in rows:
         print(
             f"| {label} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | {row['max_ms']:.2f} "

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from cache.gang_index import GangIndex
 from cache.gpu import DeviceShares, GpuRequest, verify_assignment
 from cache.jsonobj import metadata, object_uid
 from cache.node import NodeInfo, inferred_shares, node_from_api
@@ -156,6 +157,7 @@ class ClusterCache:
         self._bound_by_us = BoundByUs()
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, PodInfo] = {}
+        self._gangs = GangIndex()  # the same pods by gang key (cache/gang_index.py)
         self._podgroups: dict[str, PodGroupInfo] = {}
         # Namespace name -> its labels (pod affinity's namespaceSelector reads them).
         self._namespaces: dict[str, Mapping[str, str]] = {}
@@ -192,6 +194,10 @@ class ClusterCache:
 
     def podgroups(self) -> Mapping[str, PodGroupInfo]:
         return self._podgroups
+
+    def pods_by_gang(self) -> Mapping[str, Mapping[str, PodInfo]]:
+        """Every pod, by gang key then uid (kept as pods change, not grouped per read)."""
+        return self._gangs.gangs()
 
     def bound_by_us(self, pod: PodInfo) -> bool:
         """Whether this scheduler bound `pod` itself (cache/ownership.py): only such a pod
@@ -316,6 +322,8 @@ class ClusterCache:
             return old
         if event == EventType.DELETED:
             self._pods.pop(uid, None)
+            if old is not None:
+                self._gangs.remove(old)
             self._assumed.pop(uid, None)
             self._decided.pop(uid, None)
             self._bound_by_us.forget(uid)
@@ -323,6 +331,7 @@ class ClusterCache:
             return None
         pod = pod_from_api(obj, self.share_milli, self.gang_keys)
         self._pods[uid] = pod
+        self._gangs.put(pod, old)
         charged = self._charges.get(uid)
         if charged is not None and old is not None and _seen_differently(old, pod):
             # Other pods' affinity and spread read this pod's labels and terms: the
@@ -447,7 +456,9 @@ class ClusterCache:
         """Forget everything about a pod whose apply failed midway (a bug, isolated by
         the core), and recompute the accounting of every node it was charged to from
         the charges that remain, so that no half-applied charge survives."""
-        self._pods.pop(uid, None)
+        dropped = self._pods.pop(uid, None)
+        if dropped is not None:
+            self._gangs.remove(dropped)
         self._assumed.pop(uid, None)
         self._bound_by_us.forget(uid)
         self.quotas.ledger.discharge(uid)
@@ -508,7 +519,7 @@ class ClusterCache:
             if pod is not None:
                 seen.add(pod.uid)
         for uid in [u for u in self._pods if u not in seen]:
-            self._pods.pop(uid)
+            self._gangs.remove(self._pods.pop(uid))
             self._assumed.pop(uid, None)
             self._decided.pop(uid, None)
             self._bound_by_us.forget(uid)

@@ -37,11 +37,12 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from cache import resources as res
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
-from policies.guarantees import may_take
+from policies.guarantees import Holding
 from policies.preemption import FEWEST_GPUS, FEWEST_VICTIMS, Candidate, Rank, choose_victims
 from policies.profile import Profile
 from scheduler.gang import Gang
@@ -51,9 +52,11 @@ from scheduler.quotas import needed_usage
 from scheduler.reclaim import (
     anyone_borrows,
     floors_kept,
-    holding,
+    holding_of,
+    lenders,
     reclaimable,
     reclaimed_resources,
+    taker,
 )
 from scheduler.victim_fit import RoomBound, VictimFit, WhatIfSnapshot
 
@@ -73,6 +76,39 @@ class VictimGang:
     key: str
     priority: int
     pods: tuple[PodInfo, ...]  # every bound member: all of them are evicted
+    # Weighed once per gang found running, for reclaim and priority alike (a search at
+    # 5,000 nodes weighs thousands of gangs): GPUs its members hold, when its oldest
+    # member was created, and, when first asked, what it counts against its quota.
+    gpu_milli: int = field(init=False, compare=False, repr=False)
+    started: float = field(init=False, compare=False, repr=False)
+    _cpu_memory: tuple[int, int] = field(init=False, compare=False, repr=False)
+    _holding: Holding | None = field(init=False, compare=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        gpu_milli, cpu, memory, started = 0, 0, 0, math.inf
+        for pod in self.pods:
+            gpu_milli += pod.gpu.total_milli
+            cpu += pod.requests.get(res.CPU, 0)
+            memory += pod.requests.get(res.MEMORY, 0)
+            started = min(started, pod.created)
+        object.__setattr__(self, "gpu_milli", gpu_milli)
+        object.__setattr__(self, "started", started)
+        object.__setattr__(self, "_cpu_memory", (cpu, memory))
+
+    @property
+    def namespace(self) -> str:
+        return self.pods[0].namespace if self.pods else ""
+
+    @property
+    def holding(self) -> Holding:
+        """What its members count against its namespace's quota (reclaim.holding, from
+        the sums taken in the one pass above)."""
+        if self._holding is None:
+            cpu, memory = self._cpu_memory
+            weighed = holding_of(self.key, self.namespace, self.gpu_milli, cpu, memory)
+            object.__setattr__(self, "_holding", weighed)
+        assert self._holding is not None
+        return self._holding
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +155,8 @@ class Preempter:
     _what_if: WhatIfSnapshot | None = None
     # The core's claims and PVs: a preemptor's claims are resolved in the what-if too.
     volumes: VolumeCache = field(default_factory=VolumeCache)
+    # The running gangs the last search weighed, kept for the next (`_weigh`).
+    _weighed: dict[str, VictimGang] = field(default_factory=dict)
 
     # --- the core's hooks ---------------------------------------------------------------
     def release(self, gang_key: str) -> None:
@@ -163,9 +201,18 @@ class Preempter:
             del self.decisions[gang.key]  # victims gone and still no fit: start over
         if not self.may_preempt(gang):
             return None
-        decision = self._reclaim(gang, snapshot, now) if self.reclaim else None
+        # Running gangs are grouped at most once per consideration (every running pod
+        # read), for reclaim and priority preemption alike, and only when one asks.
+        grouped: list[dict[str, VictimGang]] = []
+
+        def running() -> dict[str, VictimGang]:
+            if not grouped:
+                grouped.append(self._running(gang, now))
+            return grouped[0]
+
+        decision = self._reclaim(gang, snapshot, now, running) if self.reclaim else None
         if decision is None:
-            decision = self._by_priority(gang, snapshot, now)
+            decision = self._by_priority(gang, snapshot, now, running)
         if decision is not None:
             self.decisions[gang.key] = decision
             for victim in decision.victims:
@@ -192,22 +239,26 @@ class Preempter:
     def may_preempt(self, gang: Gang) -> bool:
         return bool(gang.pending) and all(p.preemption_policy != NEVER for p in gang.pending)
 
-    def candidates(self, gang: Gang, now: float) -> dict[str, VictimGang]:
+    def candidates(
+        self,
+        gang: Gang,
+        now: float,
+        running: Callable[[], dict[str, VictimGang]] | None = None,
+    ) -> dict[str, VictimGang]:
         """Running gangs of ours whose every member has a lower priority than `gang` and
         was bound by this scheduler, not already being evicted for another gang, not
         recently refused, and not what another namespace's quota guarantees
-        (policies/guarantees.py)."""
+        (policies/guarantees.py). `running`: the running gangs, when already grouped."""
         if not any(pod.priority < gang.priority for pod in self.cache.pods()):
             # No pod at all ranks below the gang (often: one priority for every pod):
             # nothing to group, which is the costly part on a large cluster.
             return {}
-        asked = needed_usage(gang).keys()
-        book = self.cache.quotas
+        takes = taker(self.cache.quotas, gang.namespace, needed_usage(gang).keys())
+        gangs = running() if running is not None else self._running(gang, now)
         return {
             key: victim
-            for key, victim in self._running(gang, now).items()
-            if victim.priority < gang.priority
-            and may_take(book, gang.namespace, asked, holding(key, victim.pods))
+            for key, victim in gangs.items()
+            if victim.priority < gang.priority and takes(victim.holding)
         }
 
     def _running(self, gang: Gang, now: float) -> dict[str, VictimGang]:
@@ -219,38 +270,60 @@ class Preempter:
                 self.release(key)
                 del self.decisions[key]  # the preemptor's pods are gone: so is its claim
         taken = set().union(*(d.victim_uids for d in self.decisions.values()))
-        members: dict[str, list[PodInfo]] = {}
-        known: set[str] = set()
-        for pod in self.cache.pods():
-            known.add(pod.gang_key)
-            if pod.consumes_resources and pod.scheduler_name == self.scheduler_name:
-                members.setdefault(pod.gang_key, []).append(pod)
+        # Read from the cache's index of pods by gang (cache/gang_index.py), not grouped
+        # here: every running pod of a large cluster would be read for it.
+        gangs = self.cache.pods_by_gang()
         for key in list(self.evicted_by):
-            self.evicted_by[key] &= known
-            if key not in known or not self.evicted_by[key]:
+            self.evicted_by[key] = {k for k in self.evicted_by[key] if k in gangs}
+            if key not in gangs or not self.evicted_by[key]:
                 del self.evicted_by[key]
+        spared = self.evicted_by.get(gang.key, set())  # it evicted this gang: never back
         found = {}
-        for key, pods in members.items():
-            if key == gang.key or self.refused.get(key, 0.0) > now:
+        for key, by_uid in gangs.items():
+            if key == gang.key or key in spared or self.refused.get(key, 0.0) > now:
                 continue
-            if key in self.evicted_by.get(gang.key, ()):
-                continue  # it evicted this gang: never the other way round
+            pods = [
+                pod
+                for pod in by_uid.values()
+                if pod.consumes_resources and pod.scheduler_name == self.scheduler_name
+            ]
+            if not pods:
+                continue
             if any(pod.deleting or pod.uid in taken for pod in pods):
                 continue  # already leaving: its room is not ours to count twice
             # Only gangs this scheduler bound, every member: a pod pinned to its node by
             # whoever created it (our schedulerName or not) is never evicted, and a gang
             # with one is not evicted in part (cache/ownership.py, docs/security.md).
             if all(self.cache.bound_by_us(pod) for pod in pods):
-                found[key] = VictimGang(key, max(pod.priority for pod in pods), tuple(pods))
+                found[key] = self._weigh(key, pods)
+        self._weighed = found
         return found
 
+    def _weigh(self, key: str, pods: list[PodInfo]) -> VictimGang:
+        """The gang as a `VictimGang`: the last search's when its members are the same
+        records (what it sums is read from fields a record never changes), else anew."""
+        known = self._weighed.get(key)
+        if (
+            known is not None
+            and len(known.pods) == len(pods)
+            and all(old is new for old, new in zip(known.pods, pods, strict=True))
+        ):
+            return known
+        return VictimGang(key, max(pod.priority for pod in pods), tuple(pods))
+
     # --- the search -----------------------------------------------------------------------
-    def _by_priority(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
-        victims = self.candidates(gang, now)
+    def _by_priority(
+        self,
+        gang: Gang,
+        snapshot: Snapshot,
+        now: float,
+        running: Callable[[], dict[str, VictimGang]],
+    ) -> Preemption | None:
+        victims = self.candidates(gang, now, running)
         if not victims:
             return None
-        running = {key: victim.pods for key, victim in victims.items()}
-        admissible = floors_kept(gang, running, self.cache.quotas)
+        holdings = {key: victim.holding for key, victim in victims.items()}
+        admissible = floors_kept(gang, holdings, self.cache.quotas)
         found = self._search(gang, snapshot, now, victims, FEWEST_VICTIMS, admissible)
         if found is None:
             return None
@@ -264,18 +337,28 @@ class Preempter:
             gang.key, gang.priority, picked, tuple(plan.placements), message, PRIORITY, held(plan)
         )
 
-    def _reclaim(self, gang: Gang, snapshot: Snapshot, now: float) -> Preemption | None:
+    def _reclaim(
+        self,
+        gang: Gang,
+        snapshot: Snapshot,
+        now: float,
+        running: Callable[[], dict[str, VictimGang]],
+    ) -> Preemption | None:
         book = self.cache.quotas
         asked = reclaimed_resources(gang, book)
         if not asked or not anyone_borrows(book, gang.namespace, asked):
             return None  # checked per quota before looking at every running pod
-        running = self._running(gang, now)
-        pods = {key: victim.pods for key, victim in running.items()}
-        keys = reclaimable(gang, asked, pods, book)
+        gangs = running()
+        # Only gangs of the namespaces lending back are weighed against their quota.
+        lending = lenders(gang, asked, {victim.namespace for victim in gangs.values()}, book)
+        holdings = {
+            key: victim.holding for key, victim in gangs.items() if victim.namespace in lending
+        }
+        keys = reclaimable(gang, asked, holdings, book)
         if not keys:
             return None
-        victims = {key: running[key] for key in keys}
-        admissible = floors_kept(gang, pods, book)
+        victims = {key: gangs[key] for key in keys}
+        admissible = floors_kept(gang, holdings, book)
         found = self._search(gang, snapshot, now, victims, FEWEST_GPUS, admissible)
         if found is None:
             return None
@@ -302,7 +385,14 @@ class Preempter:
         once they are gone (placed and admitted by its quota), or None."""
         pool = [_candidate(key, victim, now) for key, victim in victims.items()]
         fit = self._victim_fit(gang, victims, snapshot, pool)
-        chosen = choose_victims(pool, fit.fits, rank=rank, admissible=admissible)
+        chosen = choose_victims(
+            pool,
+            fit.fits,
+            rank=rank,
+            admissible=admissible,
+            refuses=fit.refuses,
+            gpu_floor=fit.bound.gpu_floor,
+        )
         if chosen is None:
             return None
         plan = fit.plan(chosen.keys)
@@ -359,14 +449,8 @@ def held(plan: Plan) -> tuple[tuple[str, str], ...]:
 
 def _candidate(key: str, victim: VictimGang, now: float) -> Candidate:
     """The victim as the search weighs it: GPUs its members hold, and how long it has
-    run (since its oldest member was created). One pass over its members: a search at
-    5,000 nodes weighs thousands of gangs."""
-    gpu_milli = 0
-    started = math.inf
-    for pod in victim.pods:
-        gpu_milli += pod.gpu.total_milli
-        started = min(started, pod.created)
-    return Candidate(key, victim.priority, gpu_milli, max(0.0, now - started))
+    run (since its oldest member was created)."""
+    return Candidate(key, victim.priority, victim.gpu_milli, max(0.0, now - victim.started))
 
 
 class WhatIf:

@@ -17,9 +17,11 @@ come cheaper:
   placed once it is gone, from resources alone (pod slots, cpu, memory, GPU milli:
   each member takes at least the smallest request among the members in each, and
   ResourceFit and GpuFit refuse a node short of it). Below the members the gang
-  needs, the planner would refuse too: no planning pass. The bound ignores every
+  needs, the planner would refuse too: no planning pass, and the search does not
+  count it against its budget (`VictimFit.refuses`). The bound ignores every
   other filter and the devices' layout, so it can only say "no" when the planner
-  would.
+  would. It also gives the fewest GPU milli any set must free (`gpu_floor`), from
+  which reclaim's search starts.
 - A set whose gangs hold many pods (in practice the search's first question: every
   candidate at once) is answered with a witness when one fits: a few of its gangs,
   those holding the most GPUs, whose removal lets the gang be planned. The search
@@ -163,6 +165,8 @@ class RoomBound:
         # node name -> (pod slots, cpu, memory, GPU milli) free in the base snapshot
         self._free: dict[str, tuple[int, int, int, int]] = {}
         self._members: dict[str, int] = {}  # node name -> members_on with nothing freed
+        # The fewest GPU milli a set must free to reach `needed` (0: no such floor).
+        self.gpu_floor = 0
         self.total = self._base_total() if self.applies else 0
 
     def _base_total(self) -> int:
@@ -170,7 +174,12 @@ class RoomBound:
         # snapshot's free-capacity index lists those (a superset: one device's worth).
         names: Iterable[str]
         if self.gpu:
-            names = self.base.candidates(1, 1, 0, tight=True)
+            names = list(self.base.candidates(1, 1, 0, tight=True))
+            # Each member takes `gpu` milli on one node, so the members that fit number
+            # at most (GPU milli free + GPU milli freed) / `gpu`: a set freeing less
+            # than this floor is refused by the bound whatever nodes it frees.
+            free = sum(self._free_on(name)[3] for name in names)
+            self.gpu_floor = max(0, self.needed * self.gpu - free)
         elif self.cpu:
             names = self.base.candidates(0, 0, self.cpu, tight=True)
         else:
@@ -264,6 +273,7 @@ class VictimFit:
     volumes: VolumeCache
     plans: dict[frozenset[str], Plan | None] = field(default_factory=dict)
     _freed: dict[str, dict[str, _Freed]] = field(default_factory=dict)  # per gang
+    _roomy: set[frozenset[str]] = field(default_factory=set)  # sets the bound let through
 
     def fits(self, keys: frozenset[str]) -> bool:
         if keys in self.plans:
@@ -271,10 +281,22 @@ class VictimFit:
         pods = sum(len(self.victims[key]) for key in keys)
         if pods > WITNESS_NODES and self._witness(keys):
             return True
-        if self.bound.applies and self.bound.with_freed(self.freed(keys)) < self.bound.needed:
-            self.plans[keys] = None  # the planner would refuse: not enough room anywhere
+        if self.refuses(keys):
             return False
         return self.plan(keys) is not None
+
+    def refuses(self, keys: frozenset[str]) -> bool:
+        """Whether the bound says the gang cannot fit with `keys` gone: no planning pass
+        (the search does not count it against its budget)."""
+        if keys in self.plans:
+            return self.plans[keys] is None
+        if not self.bound.applies or keys in self._roomy:
+            return False
+        if self.bound.with_freed(self.freed(keys)) < self.bound.needed:
+            self.plans[keys] = None  # the planner would refuse: not enough room anywhere
+            return True
+        self._roomy.add(keys)
+        return False
 
     def plan(self, keys: frozenset[str]) -> Plan | None:
         """The gang's plan with `keys` gone (None: not placed or not admitted)."""

@@ -15,6 +15,7 @@ from policies.preemption import (
     FEWEST_VICTIMS,
     Candidate,
     Rank,
+    _from_gpu_floor,
     _in_rank_order,
     choose_victims,
     cost,
@@ -158,8 +159,18 @@ def test_reclaim_takes_the_fewest_gpus_then_lowest_priority_among_admissible_set
                 by_group[group[c.key]] += c.gpu_milli // 1000
         return by_group[0] <= caps[0] and by_group[1] <= caps[1]
 
+    # The GPUs any fitting set frees at least (the model's free GPUs count), and the
+    # model's own per-node count as the cheap refusal, each given or not.
+    floor = 1000 * max(0, model.members * model.gpus - sum(model.free))
+    refuses = (lambda evicted: not model.fits(evicted)) if data.draw(st.booleans()) else None
     found = choose_victims(
-        candidates, model.fits, max_checks=10_000, rank=FEWEST_GPUS, admissible=admissible
+        candidates,
+        model.fits,
+        max_checks=10_000,
+        rank=FEWEST_GPUS,
+        admissible=admissible,
+        refuses=refuses,
+        gpu_floor=floor if data.draw(st.booleans()) else 0,
     )
     feasible = [
         s
@@ -189,6 +200,13 @@ def test_sets_come_in_rank_order_each_exactly_once(
         (Candidate(f"ns/g{i}", p, g * 1000, t) for i, (p, g, t) in enumerate(specs)),
         key=lambda c: (rank([c]), c.key),
     )
+    for one in pool:  # a gang alone is ranked as any set is (a shortcut computes it)
+        expected = (
+            (1, *cost([one]))
+            if rank is FEWEST_VICTIMS
+            else (one.gpu_milli, one.priority, 1, one.priority, one.gpu_time)
+        )
+        assert rank([one]) == expected
     seen = [frozenset(c.key for c in chosen) for chosen in _in_rank_order(pool, rank)]
     assert len(seen) == len(set(seen)) == 2 ** len(pool) - 1
     ranks = [rank([c for c in pool if c.key in keys]) for keys in seen]
@@ -203,3 +221,71 @@ def test_reclaim_prefers_two_small_gangs_to_one_large_one() -> None:
     assert found is not None and found.keys == {"ns/s0", "ns/s1"}
     found = choose_victims([*small, large], fits)  # priority preemption: fewest victims
     assert found is not None and found.keys == {"ns/large"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-3, 3), st.integers(0, 4), st.sampled_from([0.0, 5.0])),
+        min_size=1,
+        max_size=7,
+    ),
+    st.integers(1, 12),
+)
+def test_from_the_gpu_floor_every_set_reaching_it_comes_once_in_rank_order(
+    specs: list[tuple[int, int, float]], floor_gpus: int
+) -> None:
+    pool = sorted(
+        (Candidate(f"ns/g{i}", p, g * 1000, t) for i, (p, g, t) in enumerate(specs)),
+        key=lambda c: (FEWEST_GPUS([c]), c.key),
+    )
+    floor = floor_gpus * 1000
+    seen = [frozenset(c.key for c in s) for s in _from_gpu_floor(pool, floor) if s]
+    expected = {
+        frozenset(c.key for c in s)
+        for s in all_subsets(pool)
+        if s and sum(c.gpu_milli for c in s) >= floor
+    }
+    assert len(seen) == len(set(seen)) and set(seen) == expected
+    ranks = [FEWEST_GPUS([c for c in pool if c.key in keys]) for keys in seen]
+    assert ranks == sorted(ranks)
+
+
+def test_sets_the_bound_refuses_cost_no_planning_pass_of_the_budget() -> None:
+    """299 single gangs each too small, then the one that makes room: the old budget
+    (every call counted, 256) gave up before reaching it; refused sets now cost none."""
+    small = [Candidate(f"ns/s{i:03d}", 0, 1000, 10.0) for i in range(299)]
+    large = Candidate("ns/large", 9, 8000, 10.0)
+    planned: list[frozenset[str]] = []
+
+    def fits(evicted: frozenset[str]) -> bool:
+        planned.append(evicted)
+        return "ns/large" in evicted
+
+    def refuses(evicted: frozenset[str]) -> bool:
+        return "ns/large" not in evicted
+
+    found = choose_victims([*small, large], fits, refuses=refuses)
+    assert found is not None and found.keys == {"ns/large"}
+    assert planned == [frozenset(c.key for c in [*small, large]), frozenset({"ns/large"})]
+    assert found.checks == 2
+
+
+def test_reclaim_skips_the_sets_below_the_gpu_floor_in_bulk() -> None:
+    """A gang needing 16 GPUs where 200 one-GPU gangs run beside two of 16: below the
+    floor there are more sets than any budget could look at (C(200, 15)), and the old
+    search gave up among them; from the floor up the first set is the minimal one
+    (fewest GPUs, then lowest priority: the one-GPU gangs rank higher here)."""
+    ones = [Candidate(f"ns/one{i:03d}", 5, 1000, 10.0) for i in range(200)]
+    big = [Candidate("ns/big-high", 7, 16_000, 10.0), Candidate("ns/big-low", 3, 16_000, 10.0)]
+
+    def fits(evicted: frozenset[str]) -> bool:
+        return any(key.startswith("ns/big") for key in evicted)
+
+    def refuses(evicted: frozenset[str]) -> bool:
+        return not fits(evicted)
+
+    pool = [*ones, *big]
+    assert choose_victims(pool, fits, rank=FEWEST_GPUS, refuses=refuses) is None  # no floor
+    found = choose_victims(pool, fits, rank=FEWEST_GPUS, refuses=refuses, gpu_floor=16_000)
+    assert found is not None and found.keys == {"ns/big-low"} and found.checks == 2

@@ -12,13 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cache.cluster import EventType, Reservation
-from cache.quota import GPU
+from cache.quota import GPU, usage_of
+from cache.resources import total_of
+from policies.guarantees import may_take
 from policies.profile import build_profile
 from scheduler.core import Attempt, SchedulingCore
 from scheduler.planner import Plan, Unschedulable
-from scheduler.preemption import PRIORITY, RECLAIM, Preemption
+from scheduler.preemption import PRIORITY, RECLAIM, Preemption, VictimGang
+from scheduler.reclaim import holding, taker
 from tests.cache.test_quota import quota_obj
-from tests.factories import node_obj, pod_obj
+from tests.factories import make_pod, node_obj, pod_obj
 from tests.signed import TEST_KEY, signed
 
 ADDED = EventType.ADDED
@@ -368,3 +371,96 @@ def check_invariants(
             bound[pod.gang_key] = bound.get(pod.gang_key, 0) + 1
     for key, count in bound.items():
         assert count >= sizes[key], f"gang {key} partial: {count} of {sizes[key]}"
+
+
+def test_reclaim_finds_the_one_gang_that_frees_a_node_among_many_small_ones() -> None:
+    """72 one-GPU gangs borrow nine nodes, one 8-GPU gang of lower priority a tenth; a
+    whole-node gang reclaims. Sets of one-GPU gangs have fewer GPUs, but none frees
+    a node, and the bound refuses them without planning: they no longer spend the
+    search's budget (256 passes), and the search starts at 8 GPUs freed, so the big
+    gang is found (before, the search gave up and nothing was reclaimed)."""
+    pods = [
+        *(
+            pod
+            for i in range(72)
+            for pod in gang("b", f"one-{i:02d}", 1, 1, priority=9, nodes=[f"n{i // 8}"])
+        ),
+        *gang("b", "big", 1, 8, priority=5, nodes=["n9"]),
+        *gang("a", "job", 1, 8, priority=0),
+    ]
+    core = core_with(10, {"a": (8, 8), "b": (0, 80)}, pods)
+    [decision] = decisions(run(core, 1.0))
+    assert decision.reason == RECLAIM
+    assert [v.key for v in decision.victims] == ["b/big"]
+    assert {p.node for p in decision.placements} == {"n9"}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 8), st.sampled_from(["0", "500m", "4"]), st.sampled_from(["0", "1Gi"])
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_gang_is_weighed_as_the_sum_of_its_members_quota_usage(
+    members: list[tuple[int, str, str]],
+) -> None:
+    """`holding` adds up in one pass what `usage_of` counts per member."""
+    pods = [
+        make_pod(f"p{i}", namespace="b", gpus=gpus, cpu=cpu, memory=memory)
+        for i, (gpus, cpu, memory) in enumerate(members)
+    ]
+    weighed = holding("b/g", pods)
+    assert weighed.namespace == "b"
+    assert weighed.usage == total_of(usage_of(pod.requests, pod.gpu) for pod in pods)
+    assert VictimGang("b/g", 0, tuple(pods)).holding == weighed  # weighed in its one pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    mins=st.tuples(st.integers(0, 24), st.integers(0, 24)),
+    running=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", "free"]), st.integers(0, 8)), max_size=6
+    ),
+    asked=st.sets(st.sampled_from([GPU, "cpu", "memory"])),
+)
+def test_the_taker_decides_as_may_take_for_every_gang(
+    mins: tuple[int, int], running: list[tuple[str, int]], asked: set[str]
+) -> None:
+    """`taker` reads each namespace's borrowing once; its answers are `may_take`'s."""
+    pods = [
+        pod
+        for i, (namespace, gpus) in enumerate(running)
+        for pod in gang(namespace, f"g{i}", 1, gpus, nodes=[f"n{i}"])
+    ]
+    core = core_with(6, {"a": (mins[0], 48), "b": (mins[1], 48), "c": (8, 48)}, pods)
+    book = core.cache.quotas
+    takes = taker(book, "a", asked)
+    for i, (namespace, _) in enumerate(running):
+        members = [p for p in core.cache.pods() if p.gang_key == f"{namespace}/g{i}"]
+        weighed = holding(f"{namespace}/g{i}", members)
+        assert takes(weighed) == may_take(book, "a", asked, weighed)
+
+
+def test_a_gang_weighed_by_the_last_search_is_reused_until_a_member_changes() -> None:
+    pods = [
+        *gang("b", "x", 2, 8, priority=1, nodes=["n0", "n1"]),
+        *gang("b", "y", 1, 8, priority=1, nodes=["n2"]),
+        *gang("a", "job", 1, 8, priority=5),
+    ]
+    core = core_with(3, {}, pods)
+    core.preempter.enabled = False  # no decision: every gang stays a candidate
+    run(core, 1.0)
+    job = core.gangs["a/job"]
+    first = core.preempter.candidates(job, 2.0)
+    again = core.preempter.candidates(job, 3.0)
+    assert set(first) == {"b/x", "b/y"} and all(again[k] is first[k] for k in first)
+    # A member's new record (its priority now above the job's): weighed anew.
+    changed = dict(pods[1], metadata={**pods[1]["metadata"], "resourceVersion": "2"})
+    changed["spec"] = {**pods[1]["spec"], "priority": 9}
+    core.apply_pod(EventType.MODIFIED, changed, 4.0)
+    later = core.preempter.candidates(job, 5.0)
+    assert set(later) == {"b/y"} and later["b/y"] is first["b/y"]

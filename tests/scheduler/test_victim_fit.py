@@ -43,6 +43,9 @@ class Straightforward:
     what_if: WhatIf
     planner: Planner
     cache: ClusterCache
+    # Only for the GPU floor, which orders the search (the straightforward fit refuses
+    # nothing without planning it).
+    bound: victim_fit.RoomBound
 
     def plan(self, keys: frozenset[str]) -> Plan | None:
         view = self.what_if.without(p for k in keys for p in self.victims[k].pods)
@@ -55,6 +58,9 @@ class Straightforward:
     def fits(self, keys: frozenset[str]) -> bool:
         return self.plan(keys) is not None
 
+    def refuses(self, keys: frozenset[str]) -> bool:
+        return False
+
 
 def straightforward_fit(
     self: Preempter,
@@ -66,7 +72,9 @@ def straightforward_fit(
     """Stands in for `Preempter._victim_fit`: everything else of the search (which
     gangs are candidates, their order, the budget) stays the production code."""
     what_if = WhatIf(self.cache, snapshot)
-    return Straightforward(gang, victims, what_if, Planner(self.profile, explain=False), self.cache)
+    planner = Planner(self.profile, explain=False)
+    bound = victim_fit.RoomBound(gang, snapshot, self.profile)
+    return Straightforward(gang, victims, what_if, planner, self.cache, bound)
 
 
 def decided(attempt: Attempt) -> Decision | None:
