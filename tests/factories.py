@@ -136,3 +136,26 @@ def podgroup_obj(name: str, min_member: int, namespace: str = "default") -> dict
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"minMember": min_member},
     }
+
+
+def gang_pods(
+    name: str,
+    size: int,
+    *,
+    min_member: int | None = None,
+    nodes: Sequence[str] = (),
+    **fields: Any,
+) -> list[dict[str, Any]]:
+    """The `size` members `<name>-<i>` of gang `name` (minMember `size` unless given):
+    member i bound to `nodes[i]` when nodes are given, else unbound; `fields` are
+    pod_obj's (the same for every member)."""
+    return [
+        pod_obj(
+            f"{name}-{i}",
+            gang=name,
+            min_member=min_member or size,
+            node_name=nodes[i] if nodes else "",
+            **fields,
+        )
+        for i in range(size)
+    ]

@@ -11,6 +11,7 @@ import grpc
 import grpc.aio
 
 from scheduler.agent import kubelet_api as api
+from tests.agent.unix_grpc import serve_on_socket, stop_serving
 
 
 class FakeKubelet:
@@ -37,7 +38,8 @@ class FakeKubelet:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, self.refuse)
             self.registrations.append(request)
 
-        handler = grpc.method_handlers_generic_handler(
+        self._server = await serve_on_socket(
+            self.socket,
             api.REGISTRATION_SERVICE,
             {
                 "Register": grpc.unary_unary_rpc_method_handler(
@@ -47,18 +49,11 @@ class FakeKubelet:
                 )
             },
         )
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((handler,))
-        server.add_insecure_port(f"unix://{self.socket}")
-        await server.start()
-        self._server = server
 
     async def stop(self, remove_plugin_sockets: bool = True) -> None:
         """Stop; as a kubelet does when it restarts, remove the sockets in the directory."""
-        if self._server is not None:
-            await self._server.stop(0)
-            self._server = None
-        self.socket.unlink(missing_ok=True)
+        await stop_serving(self._server, self.socket)
+        self._server = None
         if remove_plugin_sockets:
             for path in self.directory.glob("*.sock"):
                 path.unlink(missing_ok=True)
@@ -141,3 +136,10 @@ class PluginClient:
         picked += [i for i in free if i not in picked][: size - len(picked)]
         [answer] = await self.allocate(picked)
         return picked, answer
+
+
+async def first_list(client: PluginClient) -> list[api.Device]:
+    """The first device list ListAndWatch sends."""
+    async for devices in client.list_and_watch():
+        return devices
+    raise AssertionError("ListAndWatch ended without a list")

@@ -10,6 +10,7 @@ import grpc
 import grpc.aio
 
 from scheduler.agent import podresources_api as api
+from tests.agent.unix_grpc import serve_on_socket, stop_serving
 
 
 class FakePodResources:
@@ -39,7 +40,8 @@ class FakePodResources:
             )
             raise AssertionError("abort returns no value")
 
-        handler = grpc.method_handlers_generic_handler(
+        self._server = await serve_on_socket(
+            self.socket,
             api.SERVICE,
             {
                 "List": grpc.unary_unary_rpc_method_handler(
@@ -54,17 +56,10 @@ class FakePodResources:
                 ),
             },
         )
-        server = grpc.aio.server()
-        server.add_generic_rpc_handlers((handler,))
-        server.add_insecure_port(f"unix://{self.socket}")
-        await server.start()
-        self._server = server
 
     async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop(0)
-            self._server = None
-        self.socket.unlink(missing_ok=True)
+        await stop_serving(self._server, self.socket)
+        self._server = None
 
 
 def holding(namespace: str, name: str, resource: str, *ids: str) -> api.PodResources:

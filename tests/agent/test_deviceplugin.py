@@ -7,12 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import signal
-import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,34 +30,14 @@ from scheduler.agent.deviceplugin import SOCKET_NAME, DevicePlugin, DevicePlugin
 from scheduler.agent.publisher import AgentOptions, serve
 from scheduler.kube.client import KubeClient
 from tests.agent import PCIE_BOX, FakeNvml, with_gpu
-from tests.agent.kubelet import FakeKubelet, PluginClient
+from tests.agent.kubelet import FakeKubelet, PluginClient, first_list
+from tests.agent.plugin_running import NODE, Setup, running
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, api_client, write_kubeconfig
 from tests.waiting import eventually
 
-NODE = "gpu-1"
 UUIDS = [gpu.uuid for gpu in PCIE_BOX.gpus]
 MINUTE_1, MINUTE_2 = "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
-
-
-@pytest.fixture
-def plugin_dir() -> Iterator[Path]:
-    # Short: a unix socket path must fit in 108 bytes, pytest's tmp_path may not.
-    directory = Path(tempfile.mkdtemp(prefix="dp", dir="/tmp"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-@dataclass
-class Setup:
-    kubelet: FakeKubelet
-    plugin: DevicePlugin
-    nvml: FakeNvml
-    emulator: KubeApiEmulator
-    directory: Path
-
-    def client(self) -> PluginClient:
-        return PluginClient(self.directory / SOCKET_NAME)
 
 
 def vgpu_pod(
@@ -84,48 +60,10 @@ def vgpu_pod(
     return pod
 
 
-@asynccontextmanager
-async def running(
-    directory: Path, *, unit: int = 1, refuse: str | None = None, registered: bool = True
-) -> AsyncIterator[Setup]:
-    """A fake kubelet, the API emulator and the plugin serving, until the block ends."""
-    async with (
-        KubeApiEmulator() as emulator,
-        KubeClient(await api_client(emulator.base_url)) as kube,
-    ):
-        kubelet = FakeKubelet(directory)
-        kubelet.refuse = refuse
-        await kubelet.start()
-        nvml = FakeNvml(PCIE_BOX)
-        config = DevicePluginConfig(
-            node_name=NODE,
-            directory=directory,
-            unit=unit,
-            health_interval=0.05,
-            watch_interval=0.02,
-        )
-        plugin = DevicePlugin(nvml, config, KubePodApi(kube))
-        task = asyncio.create_task(plugin.run())
-        try:
-            if registered:
-                await eventually(lambda: len(kubelet.registrations) == 1)
-            yield Setup(kubelet, plugin, nvml, emulator, directory)
-        finally:
-            plugin.stop()
-            await asyncio.wait_for(task, 5)
-            await kubelet.stop()
-
-
 @pytest_asyncio.fixture
 async def setup(plugin_dir: Path) -> AsyncIterator[Setup]:
     async with running(plugin_dir) as running_setup:
         yield running_setup
-
-
-async def first_list(client: PluginClient) -> list[api.Device]:
-    async for devices in client.list_and_watch():
-        return devices
-    raise AssertionError("ListAndWatch ended without a list")
 
 
 def ids_of(gpu: int, count: int) -> list[str]:

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -184,13 +181,6 @@ async def test_a_fault_is_published_at_once_not_an_interval_later() -> None:
     finally:
         agent.stop()
         assert await asyncio.wait_for(task, 5) == 0
-
-
-@pytest.fixture
-def plugin_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="dh", dir="/tmp"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.mark.asyncio

@@ -3,25 +3,17 @@ device nodes, CDI names, alone and combined, and over the kubelet's gRPC API."""
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from scheduler.agent import kubelet_api as api
 from scheduler.agent.allocation import VISIBLE_DEVICES_ENV, GpuState
-from scheduler.agent.deviceplugin import SOCKET_NAME, DevicePlugin, DevicePluginConfig, KubePodApi
+from scheduler.agent.deviceplugin import DevicePluginConfig
 from scheduler.agent.isolation import CONTROL_NODES, container_answer, mode_problems
 from scheduler.cli import build_parser
-from scheduler.kube.client import KubeClient
-from tests.agent import PCIE_BOX, FakeNvml
-from tests.agent.kubelet import FakeKubelet, PluginClient
-from tests.agent.test_deviceplugin import NODE, UUIDS, ids_of, vgpu_pod
-from tests.kubeapi import KubeApiEmulator, api_client
-from tests.waiting import eventually
+from tests.agent.plugin_running import NODE, running
+from tests.agent.test_deviceplugin import UUIDS, ids_of, vgpu_pod
 
 GPUS = [GpuState(1, "GPU-b", True, 0, 5), GpuState(3, "GPU-d", True, 1, 7)]  # memory unknown
 ENV = {VISIBLE_DEVICES_ENV: "GPU-b,GPU-d", "GANG_SCHEDULER_GPU_DEVICES": "1:1000,3:1000"}
@@ -96,43 +88,18 @@ def test_modes_are_checked_and_the_cli_passes_them() -> None:
         build_parser().parse_args(["node-agent", "--isolation", "privileged"])
 
 
-@pytest.fixture
-def plugin_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="di", dir="/tmp"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
-
-
 @pytest.mark.asyncio
 async def test_the_kubelet_receives_device_specs_and_cdi_names_of_the_assigned_gpu(
     plugin_dir: Path,
 ) -> None:
-    async with (
-        KubeApiEmulator() as emulator,
-        KubeClient(await api_client(emulator.base_url)) as kube,
-    ):
-        kubelet = FakeKubelet(plugin_dir)
-        await kubelet.start()
-        config = DevicePluginConfig(
-            node_name=NODE,
-            directory=plugin_dir,
-            health_interval=0.05,
-            watch_interval=0.02,
-            isolation=("device-nodes", "cdi"),
-        )
-        plugin = DevicePlugin(FakeNvml(PCIE_BOX), config, KubePodApi(kube))
-        task = asyncio.create_task(plugin.run())
-        client = PluginClient(plugin_dir / SOCKET_NAME)
+    async with running(plugin_dir, isolation=("device-nodes", "cdi")) as setup:
+        setup.emulator.put_pod(vgpu_pod("nb", 500, "2:500"))
+        client = setup.client()
         try:
-            await eventually(lambda: len(kubelet.registrations) == 1)
-            emulator.put_pod(vgpu_pod("nb", 500, "2:500"))
             [answer] = await client.allocate(ids_of(0, 500))
-            assert answer.cdi_devices == (f"nvidia.com/gpu={UUIDS[2]}",)
-            assert nodes(answer) == ["/dev/nvidia2", *CONTROL_NODES]
-            assert answer.envs[VISIBLE_DEVICES_ENV] == "void"
-            assert answer.envs["GANG_SCHEDULER_GPU_DEVICES"] == "2:500"
         finally:
             await client.close()
-            plugin.stop()
-            await asyncio.wait_for(task, 5)
-            await kubelet.stop()
+        assert answer.cdi_devices == (f"nvidia.com/gpu={UUIDS[2]}",)
+        assert nodes(answer) == ["/dev/nvidia2", *CONTROL_NODES]
+        assert answer.envs[VISIBLE_DEVICES_ENV] == "void"
+        assert answer.envs["GANG_SCHEDULER_GPU_DEVICES"] == "2:500"

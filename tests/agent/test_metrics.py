@@ -13,7 +13,6 @@ from typing import Any
 import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from cache.gpu import ASSIGNMENT_ANNOTATION
 from scheduler.agent import podresources_api
@@ -28,10 +27,10 @@ from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.podresources_server import FakePodResources, holding
 from tests.factories import pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+from tests.scrape import PROCESS_SERIES, Sample, parse, series
 from tests.waiting import eventually, free_port
 
 NODE = "gpu-1"
-Sample = tuple[str, dict[str, str], float]
 
 
 def vgpu_pod(name: str, assignment: str, containers: list[tuple[str, int]], **kw: Any) -> Any:
@@ -51,22 +50,10 @@ def vgpu_pod(name: str, assignment: str, containers: list[tuple[str, int]], **kw
     return pod
 
 
-def parse(text: str) -> list[Sample]:
-    return [
-        (sample.name, dict(sample.labels), sample.value)
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    ]
-
-
 def scrape(collector: GpuCollector) -> list[Sample]:
     registry = CollectorRegistry()
     registry.register(collector)
     return parse(generate_latest(registry).decode())
-
-
-def series(samples: list[Sample], name: str, **labels: str) -> list[Sample]:
-    return [s for s in samples if s[0] == name and all(s[1].get(k) == v for k, v in labels.items())]
 
 
 # --- attribution -------------------------------------------------------------------------------
@@ -342,14 +329,7 @@ def test_the_agent_registry_carries_process_and_python_collectors_without_tenant
     registry.register(GpuCollector(FakeNvml(PCIE_BOX), NODE))
     samples = parse(generate_latest(registry).decode())
     names = {name for name, _, _ in samples}
-    for wanted in (
-        "process_cpu_seconds_total",
-        "process_resident_memory_bytes",
-        "process_open_fds",
-        "process_start_time_seconds",
-        "python_info",
-        "python_gc_collections_total",
-    ):
+    for wanted in PROCESS_SERIES:
         assert wanted in names, wanted
     own = [s for s in samples if s[0].startswith(("process_", "python_"))]
     assert own and all(set(labels) <= PROCESS_LABELS for _, labels, _ in own)

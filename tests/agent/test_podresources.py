@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -43,14 +41,6 @@ NODE = "gpu-1"
 UUIDS = [gpu.uuid for gpu in PCIE_BOX.gpus]
 INDICES = {uuid: index for index, uuid in enumerate(UUIDS)}
 GPU = "nvidia.com/gpu"
-
-
-@pytest.fixture
-def socket_dir() -> Iterator[Path]:
-    # Short: a unix socket path must fit in 108 bytes, pytest's tmp_path may not.
-    directory = Path(tempfile.mkdtemp(prefix="pr", dir="/tmp"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def api_pod(name: str, uid: str, **kwargs: Any) -> dict[str, Any]:

@@ -6,11 +6,8 @@ API emulator and are read and patched through the real client; NVML is faked."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,43 +28,18 @@ from scheduler.agent.deviceplugin import (
     SOCKET_NAME,
     WHOLE_GPUS_LABEL,
     WHOLE_SOCKET_NAME,
-    DevicePlugin,
     DevicePluginConfig,
-    KubePodApi,
 )
 from scheduler.agent.publisher import AgentOptions, serve
-from scheduler.kube.client import KubeClient
 from tests.agent import PCIE_BOX, FakeNvml
-from tests.agent.kubelet import FakeKubelet, PluginClient
+from tests.agent.kubelet import FakeKubelet, PluginClient, first_list
+from tests.agent.plugin_running import NODE, running
 from tests.factories import node_obj, pod_obj
-from tests.kubeapi import KubeApiEmulator, api_client, write_kubeconfig
+from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.waiting import eventually
 
-NODE = "gpu-1"
 UUIDS = [gpu.uuid for gpu in PCIE_BOX.gpus]
 ENVS = (VISIBLE_DEVICES_ENV, SHARE_ENV, DEVICES_ENV, CONTAINER_ENV)
-
-
-@pytest.fixture
-def plugin_dir() -> Iterator[Path]:
-    # Short: a unix socket path must fit in 108 bytes, pytest's tmp_path may not.
-    directory = Path(tempfile.mkdtemp(prefix="wg", dir="/tmp"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-@dataclass
-class Setup:
-    kubelet: FakeKubelet
-    plugin: DevicePlugin
-    emulator: KubeApiEmulator
-    directory: Path
-
-    def client(self) -> PluginClient:
-        return PluginClient(self.directory / WHOLE_SOCKET_NAME)
-
-    def pod(self, name: str) -> dict[str, Any]:
-        return next(p for p in self.emulator.pods() if p["metadata"]["name"] == name)
 
 
 def gpu_pod(
@@ -81,40 +53,11 @@ def gpu_pod(
     return pod
 
 
-@asynccontextmanager
-async def running(directory: Path) -> AsyncIterator[Setup]:
-    """A fake kubelet, the API emulator and the whole-GPU plugin, until the block ends."""
-    async with (
-        KubeApiEmulator() as emulator,
-        KubeClient(await api_client(emulator.base_url)) as kube,
-    ):
-        kubelet = FakeKubelet(directory)
-        await kubelet.start()
-        shares = DevicePluginConfig(
-            node_name=NODE, directory=directory, health_interval=0.05, watch_interval=0.02
-        )
-        plugin = DevicePlugin(FakeNvml(PCIE_BOX), shares.whole_gpus_config(), KubePodApi(kube))
-        task = asyncio.create_task(plugin.run())
-        try:
-            await eventually(lambda: len(kubelet.registrations) == 1)
-            yield Setup(kubelet, plugin, emulator, directory)
-        finally:
-            plugin.stop()
-            await asyncio.wait_for(task, 5)
-            await kubelet.stop()
-
-
-async def first_list(client: PluginClient) -> list[api.Device]:
-    async for devices in client.list_and_watch():
-        return devices
-    raise AssertionError("ListAndWatch ended without a list")
-
-
 @pytest.mark.asyncio
 async def test_registers_nvidia_com_gpu_with_one_device_per_gpu_named_by_uuid(
     plugin_dir: Path,
 ) -> None:
-    async with running(plugin_dir) as setup:
+    async with running(plugin_dir, whole=True) as setup:
         assert setup.kubelet.registrations == [
             api.RegisterRequest(
                 version="v1beta1",
@@ -137,7 +80,7 @@ async def test_registers_nvidia_com_gpu_with_one_device_per_gpu_named_by_uuid(
 async def test_the_kubelet_is_steered_to_the_assigned_gpus_and_they_are_given(
     plugin_dir: Path,
 ) -> None:
-    async with running(plugin_dir) as setup:
+    async with running(plugin_dir, whole=True) as setup:
         setup.emulator.put_pod(gpu_pod("train", 2, "1:1000,3:1000"))
         client = setup.client()
         try:
@@ -161,7 +104,7 @@ async def test_ids_the_kubelet_picked_otherwise_still_get_the_assigned_gpus(
 ) -> None:
     """The kubelet may not take the preference (its topology manager keeps it to another
     NUMA node): the container gets what the scheduler assigned all the same."""
-    async with running(plugin_dir) as setup:
+    async with running(plugin_dir, whole=True) as setup:
         setup.emulator.put_pod(gpu_pod("train", 1, "2:1000"))
         client = setup.client()
         try:
@@ -178,7 +121,7 @@ async def test_the_gpus_the_kubelet_names_pick_the_pod_they_were_preferred_for(
 ) -> None:
     """Two one-GPU pods wait; the kubelet names GPU 2, which is the later pod's: that pod
     is served, not the one bound first, and the first one then gets its own GPU."""
-    async with running(plugin_dir) as setup:
+    async with running(plugin_dir, whole=True) as setup:
         setup.emulator.put_pod(gpu_pod("first", 1, "0:1000", bound="2026-01-01T00:01:00Z"))
         setup.emulator.put_pod(gpu_pod("second", 1, "2:1000", bound="2026-01-01T00:02:00Z"))
         client = setup.client()
@@ -194,7 +137,7 @@ async def test_the_gpus_the_kubelet_names_pick_the_pod_they_were_preferred_for(
 
 @pytest.mark.asyncio
 async def test_pods_it_cannot_serve_are_refused_with_the_reason(plugin_dir: Path) -> None:
-    async with running(plugin_dir) as setup:
+    async with running(plugin_dir, whole=True) as setup:
         # A share pod is not this plugin's; a whole-GPU pod without an assignment (bound
         # by another scheduler) is refused rather than given a GPU at random.
         setup.emulator.put_pod(
@@ -224,7 +167,7 @@ async def test_an_init_container_gets_the_first_assigned_gpus_and_the_app_all_of
     """The kubelet allocates the init container first, then the app container, which
     reuses the init container's GPU and asks for the rest: both get what the scheduler
     assigned, and the kubelet's records name those GPUs."""
-    async with running(plugin_dir) as setup:
+    async with running(plugin_dir, whole=True) as setup:
         obj = gpu_pod("train", 2, "1:1000,3:1000")
         obj["spec"]["initContainers"] = [
             {"name": "warmup", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
@@ -246,6 +189,35 @@ async def test_an_init_container_gets_the_first_assigned_gpus_and_the_app_all_of
 
 
 # --- opting in -------------------------------------------------------------------------------
+@asynccontextmanager
+async def agent_serving(
+    emulator: KubeApiEmulator, tmp_path: Path, plugin_dir: Path, *, interval: float, mode: str
+) -> AsyncIterator[FakeKubelet]:
+    """The agent command (`--whole-gpus mode`, a pass every `interval` seconds) run
+    against the emulator's node and a fake kubelet, until the block ends."""
+    kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
+    kubelet = FakeKubelet(plugin_dir)
+    await kubelet.start()
+    options = AgentOptions(
+        node_name=NODE, kubeconfig=str(kubeconfig), interval=interval, metrics_port=None
+    )
+    config = DevicePluginConfig(
+        node_name="",
+        directory=plugin_dir,
+        health_interval=0.05,
+        watch_interval=0.02,
+        whole_gpus=mode,
+    )
+    agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), config))
+    try:
+        yield kubelet
+    finally:
+        agent.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await agent
+        await kubelet.stop()
+
+
 async def registered_resources(
     tmp_path: Path, plugin_dir: Path, *, label: str | None, mode: str, expected: int
 ) -> list[str]:
@@ -257,29 +229,12 @@ async def registered_resources(
         if label is not None:
             node["metadata"].setdefault("labels", {})[WHOLE_GPUS_LABEL] = label
         emulator.put_node(node)
-        kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
-        kubelet = FakeKubelet(plugin_dir)
-        await kubelet.start()
-        options = AgentOptions(
-            node_name=NODE, kubeconfig=str(kubeconfig), interval=3600, metrics_port=None
-        )
-        config = DevicePluginConfig(
-            node_name="",
-            directory=plugin_dir,
-            health_interval=0.05,
-            watch_interval=0.02,
-            whole_gpus=mode,
-        )
-        agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), config))
-        try:
+        async with agent_serving(
+            emulator, tmp_path, plugin_dir, interval=3600, mode=mode
+        ) as kubelet:
             await eventually(lambda: len(kubelet.registrations) >= expected, "registered")
             await asyncio.sleep(0.3)  # a plugin too many would have registered by now
             return sorted(r.resource_name for r in kubelet.registrations)
-        finally:
-            agent.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await agent
-            await kubelet.stop()
 
 
 @pytest.mark.asyncio
@@ -308,34 +263,25 @@ async def test_the_agent_follows_the_whole_gpus_label_at_run_time(
     streams end: the kubelet marks the resource's devices unhealthy and running pods
     keep theirs), while the share plugin serves on; labelling again registers again."""
     async with KubeApiEmulator() as emulator:
-        node = node_obj(NODE, gpus=4)
-        emulator.put_node(node)
-        kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
-        kubelet = FakeKubelet(plugin_dir)
-        await kubelet.start()
-        options = AgentOptions(
-            node_name=NODE, kubeconfig=str(kubeconfig), interval=0.05, metrics_port=None
-        )
-        config = DevicePluginConfig(
-            node_name="", directory=plugin_dir, health_interval=0.05, watch_interval=0.02
-        )
-        agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), config))
+        emulator.put_node(node_obj(NODE, gpus=4))
+        async with agent_serving(
+            emulator, tmp_path, plugin_dir, interval=0.05, mode="label"
+        ) as kubelet:
 
-        def resources() -> list[str]:
-            return [r.resource_name for r in kubelet.registrations]
+            def resources() -> list[str]:
+                return [r.resource_name for r in kubelet.registrations]
 
-        def label(value: str | None) -> None:
-            current = emulator.get_node(NODE)
-            assert current is not None
-            labels = current["metadata"].setdefault("labels", {})
-            if value is None:
-                labels.pop(WHOLE_GPUS_LABEL, None)
-            else:
-                labels[WHOLE_GPUS_LABEL] = value
-            emulator.put_node(current)
+            def label(value: str | None) -> None:
+                current = emulator.get_node(NODE)
+                assert current is not None
+                labels = current["metadata"].setdefault("labels", {})
+                if value is None:
+                    labels.pop(WHOLE_GPUS_LABEL, None)
+                else:
+                    labels[WHOLE_GPUS_LABEL] = value
+                emulator.put_node(current)
 
-        whole_socket = plugin_dir / WHOLE_SOCKET_NAME
-        try:
+            whole_socket = plugin_dir / WHOLE_SOCKET_NAME
             await eventually(lambda: resources() == ["nvidia.com/vgpu"], "shares registered")
             assert not whole_socket.exists()
             label("true")
@@ -355,11 +301,6 @@ async def test_the_agent_follows_the_whole_gpus_label_at_run_time(
             label("true")
             await eventually(lambda: resources().count("nvidia.com/gpu") == 2, "registered again")
             assert resources().count("nvidia.com/vgpu") == 1
-        finally:
-            agent.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await agent
-            await kubelet.stop()
         assert not whole_socket.exists()
 
 

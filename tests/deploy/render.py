@@ -51,3 +51,23 @@ def scheduler_config_text(objects: list[dict[str, Any]]) -> str:
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     configmap = one(objects, "ConfigMap", volume["configMap"]["name"])
     return str(configmap["data"][path.name])
+
+
+# The kinds deploy/ renders that have no namespace; every other object must be in the
+# release's namespace (a stray one would be created in `default`).
+CLUSTER_SCOPED = frozenset(
+    {
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+)
+
+
+def assert_namespaced_in(objects: list[dict[str, Any]], namespace: str) -> None:
+    """Every namespaced object of `objects` is in `namespace`."""
+    for obj in objects:
+        if obj["kind"] not in CLUSTER_SCOPED:
+            assert obj["metadata"]["namespace"] == namespace, obj["metadata"]["name"]

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from scheduler.config import parse_config
-from tests.deploy.render import DEPLOY, ROOT, one, rendered
+from tests.deploy.render import DEPLOY, ROOT, assert_namespaced_in, one, rendered
 
 CHART = DEPLOY / "helm" / "gang-scheduler"
 GENERATOR = ROOT / "scripts" / "helm_chart.py"
@@ -211,16 +211,7 @@ def test_everything_moves_to_the_release_namespace() -> None:
         {"config": moved, "networkPolicy": {"enabled": True}, "serviceMonitor": {"enabled": True}},
         namespace="gpu-system",
     )
-    cluster_scoped = {
-        "CustomResourceDefinition",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-    }
-    for obj in objects:
-        if obj["kind"] not in cluster_scoped:
-            assert obj["metadata"]["namespace"] == "gpu-system", obj["metadata"]["name"]
+    assert_namespaced_in(objects, "gpu-system")
     text = yaml.safe_dump_all(objects)
     assert "system:serviceaccount:gpu-system:gang-scheduler" in text  # the policies' CEL
     # Only the config's comments still say kube-system (they describe the base).

@@ -19,7 +19,13 @@ from cache.resources import MILLI_PER_GPU
 from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
 from scheduler.cli import build_parser
 from scheduler.config import SchedulerConfig, option_paths, parse_config
-from tests.deploy.render import DEPLOY, one, rendered, scheduler_config_text
+from tests.deploy.render import (
+    DEPLOY,
+    assert_namespaced_in,
+    one,
+    rendered,
+    scheduler_config_text,
+)
 
 IMAGE = "ghcr.io/gang-scheduler/gang-scheduler"
 SCHEDULER_LABELS = {
@@ -45,17 +51,9 @@ def test_every_rendered_object_is_valid() -> None:
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     }
-    cluster_scoped = (
-        "CustomResourceDefinition",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-    )
     for obj in objects:
         kubernetes_validate.validate(obj, "1.32", strict=True)
-        if obj["kind"] not in cluster_scoped:
-            assert obj["metadata"]["namespace"] == "kube-system", obj["metadata"]["name"]
+    assert_namespaced_in(objects, "kube-system")
 
 
 def test_the_podgroup_crd_is_the_api_the_scheduler_reads() -> None:

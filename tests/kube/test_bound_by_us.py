@@ -17,11 +17,10 @@ from scheduler.kube.client import KubeClient
 from scheduler.kube.preemption import evict_victims
 from scheduler.preemption import Preemption, VictimGang
 from tests.factories import make_pod, node_obj, pod_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_with
-from tests.kube.test_runner_faults import SteppedClock
+from tests.kube.test_runner import TEST_TIMEOUT, bound
+from tests.kube.test_runner_faults import run_past_the_grace
 from tests.kubeapi import KubeApiEmulator
-from tests.signed import TEST_KEY, signed, with_key
-from tests.waiting import eventually, free_port
+from tests.signed import TEST_KEY, signed
 
 
 @pytest.mark.asyncio
@@ -52,16 +51,12 @@ async def test_a_partial_gang_loses_only_the_members_the_scheduler_bound(
                 )
             )
             api.put_pod(pod_obj("train-3", gang="train", min_member=4, gpus=1))
-            clock = SteppedClock()
-            config = with_key(fast_config(free_port()), tmp_path)
-            async with running_with(api, tmp_path, config, clock=clock):
-                await asyncio.sleep(0.5)
-                assert api.request_count("delete", "pods") == 0  # within the grace
-                clock.offset += 61.0
-                await eventually(
-                    lambda: api.get_pod("default", "train-0") is None, "the signed member deleted"
-                )
-                await asyncio.sleep(0.5)
+            await run_past_the_grace(
+                api,
+                tmp_path,
+                lambda: api.get_pod("default", "train-0") is None,
+                "the signed member deleted",
+            )
             assert api.request_count("delete", "pods") == 1
             assert sorted(bound(api)) == ["train-1", "train-2"]
 

@@ -10,6 +10,7 @@ import asyncio
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,22 @@ class SteppedClock:
 
     def __call__(self) -> float:
         return time.monotonic() + self.offset
+
+
+async def run_past_the_grace(
+    api: KubeApiEmulator, tmp_path: Path, deleted: Callable[[], bool], what: str
+) -> None:
+    """Run the scheduler (signing key under tmp_path) on a stepped clock: nothing is
+    deleted within the partial-gang grace; once the clock is past it, wait until
+    `deleted`, then a moment more, so that a deletion too many would be counted."""
+    clock = SteppedClock()
+    config = with_key(fast_config(free_port()), tmp_path)
+    async with running_with(api, tmp_path, config, clock=clock):
+        await asyncio.sleep(0.5)
+        assert api.request_count("delete", "pods") == 0  # within the grace
+        clock.offset += 61.0
+        await eventually(deleted, what)
+        await asyncio.sleep(0.5)
 
 
 @pytest.mark.asyncio

@@ -14,10 +14,10 @@ from kubernetes_asyncio import client
 from scheduler.kube.client import create_client
 from scheduler.kube.runner import SchedulerRun
 from tests.factories import node_obj, pod_obj, podgroup_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running, running_with
-from tests.kube.test_runner_faults import SteppedClock
+from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running
+from tests.kube.test_runner_faults import run_past_the_grace
 from tests.kubeapi import PODGROUPS, KubeApiEmulator, api_client, write_kubeconfig
-from tests.signed import signed, with_key
+from tests.signed import signed
 from tests.waiting import eventually, free_port
 
 pytestmark = pytest.mark.asyncio
@@ -142,20 +142,15 @@ async def test_a_partial_gang_with_no_pending_member_is_deleted_after_the_grace(
                         scheduler="other-scheduler",
                     )
                 )
-            clock = SteppedClock()
-            config = with_key(fast_config(free_port()), tmp_path)
-            async with running_with(api, tmp_path, config, clock=clock):
-                await asyncio.sleep(0.5)
-                assert api.request_count("delete", "pods") == 0  # within the grace
-                clock.offset += 61.0
-                await eventually(
-                    lambda: (
-                        api.get_pod("default", "train-0") is None
-                        and api.get_pod("default", "train-1") is None
-                    ),
-                    "the bound members of the partial gang deleted",
-                )
-                await asyncio.sleep(0.3)
+            await run_past_the_grace(
+                api,
+                tmp_path,
+                lambda: (
+                    api.get_pod("default", "train-0") is None
+                    and api.get_pod("default", "train-1") is None
+                ),
+                "the bound members of the partial gang deleted",
+            )
             assert api.request_count("delete", "pods") == 2
             left = sorted(p["metadata"]["name"] for p in api.pods())
             assert left == ["done-0", "done-1", "theirs-4", "theirs-5"]

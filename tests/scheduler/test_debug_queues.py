@@ -13,10 +13,9 @@ import pytest_asyncio
 from cache.cluster import EventType
 from policies.profile import build_profile
 from scheduler.core import SchedulingCore
-from scheduler.http import bound_port, make_app, make_debug_app, serve
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
-from tests.scheduler.test_http import NOW, FakeStatus
+from tests.scheduler.test_http import NOW, FakeStatus, listening, settled
 from tests.signed import TEST_KEY, signed
 
 pytestmark = pytest.mark.asyncio
@@ -60,11 +59,7 @@ def cluster(core: SchedulingCore) -> SchedulingCore:
     running = [signed(pod) for pod in running]  # ours: only such gangs are victims
     for pod in running + waiting:
         pod["status"]["phase"] = "Running" if pod["spec"].get("nodeName") else "Pending"
-        core.apply_pod(EventType.ADDED, pod, NOW)
-    while core.schedule_next(NOW) is not None:
-        pass
-    core.refresh(NOW)
-    return core
+    return settled(core, running + waiting)
 
 
 @dataclass
@@ -83,19 +78,8 @@ class Debug:
 
 async def serving(core: SchedulingCore) -> AsyncIterator[Debug]:
     status = FakeStatus(core=core)
-    public = await serve(make_app(status), "127.0.0.1", 0)
-    debug = await serve(make_debug_app(status), "127.0.0.1", 0)
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield Debug(
-                status,
-                f"http://127.0.0.1:{bound_port(public)}",
-                f"http://127.0.0.1:{bound_port(debug)}",
-                session,
-            )
-    finally:
-        await debug.cleanup()
-        await public.cleanup()
+    async with listening(status) as (public, debug, session):
+        yield Debug(status, public, debug, session)
 
 
 @pytest_asyncio.fixture

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import pytest
@@ -35,6 +36,11 @@ def cluster() -> SchedulingCore:
         pod_obj(f"fits-{i}", namespace="team-b", gang="fits", min_member=2, gpus=1)
         for i in range(2)
     ]
+    return settled(core, pods)
+
+
+def settled(core: SchedulingCore, pods: list[dict[str, Any]]) -> SchedulingCore:
+    """`core` once it has seen `pods` at NOW and scheduled all it could."""
     for pod in pods:
         core.apply_pod(EventType.ADDED, pod, NOW)
     while core.schedule_next(NOW) is not None:
@@ -81,22 +87,34 @@ class Server:
             return await response.json()
 
 
-@pytest_asyncio.fixture
-async def server() -> AsyncIterator[Server]:
-    status = FakeStatus()
-    runner = await serve(make_app(status), "127.0.0.1", 0)
+class Listeners(NamedTuple):
+    public: str  # the public listener's URL: metrics and probes
+    debug: str  # the loopback listener's URL: /debug/...
+    session: aiohttp.ClientSession
+
+
+@asynccontextmanager
+async def listening(status: FakeStatus) -> AsyncIterator[Listeners]:
+    """Both listeners serving `status` on free ports, and a client session."""
+    public = await serve(make_app(status), "127.0.0.1", 0)
     debug = await serve(make_debug_app(status), "127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:
-            yield Server(
-                status,
-                f"http://127.0.0.1:{bound_port(runner)}",
-                session,
+            yield Listeners(
+                f"http://127.0.0.1:{bound_port(public)}",
                 f"http://127.0.0.1:{bound_port(debug)}",
+                session,
             )
     finally:
         await debug.cleanup()
-        await runner.cleanup()
+        await public.cleanup()
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[Server]:
+    status = FakeStatus()
+    async with listening(status) as (public, debug, session):
+        yield Server(status, public, session, debug)
 
 
 # --- health and readiness -----------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from cache.cluster import EventType
 from policies.profile import build_profile
@@ -21,6 +20,7 @@ from scheduler.metrics import (
 from scheduler.planner import Plan
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
+from tests.scrape import PROCESS_SERIES, parse
 
 ADDED, DELETED = EventType.ADDED, EventType.DELETED
 BY_REASON = "gang_scheduler_pending_pods_by_reason"
@@ -220,27 +220,18 @@ def test_quota_namespaces_beyond_the_top_n_are_summed_into_other() -> None:
 def test_namespace_series_labels_are_the_documented_ones() -> None:
     metrics = namespaced()
     metrics.observe_core(every_reason())
-    for family in text_string_to_metric_families(metrics.exposition().decode()):
-        for sample in family.samples:
-            assert set(sample.labels) - {"le", "namespace"} <= METRIC_LABELS, sample
+    for sample in parse(metrics.exposition().decode()):
+        assert set(sample[1]) - {"le", "namespace"} <= METRIC_LABELS, sample
 
 
 # --- process and Python collectors ------------------------------------------------------------
 def test_process_and_python_collectors_are_on_the_registry() -> None:
-    text = SchedulerMetrics().exposition().decode()
-    for name in (
-        "process_cpu_seconds_total",
-        "process_resident_memory_bytes",
-        "process_open_fds",
-        "process_start_time_seconds",
-        "python_info",
-        "python_gc_collections_total",
-    ):
-        assert f"\n{name}" in text, name
-    families = list(text_string_to_metric_families(text))
-    for family in families:
-        for sample in family.samples:
-            assert set(sample.labels) - {"le"} <= METRIC_LABELS, sample
+    samples = parse(SchedulerMetrics().exposition().decode())
+    names = {name for name, _, _ in samples}
+    for wanted in PROCESS_SERIES:
+        assert wanted in names, wanted
+    for sample in samples:
+        assert set(sample[1]) - {"le"} <= METRIC_LABELS, sample
 
 
 # --- configuration ----------------------------------------------------------------------------

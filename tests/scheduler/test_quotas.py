@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from cache import resources as res
 from cache.cluster import EventType
 from cache.quota import GPU, usage_of
-from policies.profile import build_profile
 from scheduler.core import SchedulingCore
 from scheduler.metrics import SchedulerMetrics
 from scheduler.planner import Plan, Unschedulable
 from tests.cache.test_quota import quota_obj
-from tests.factories import node_obj, pod_obj
+from tests.factories import gang_pods, pod_obj
+from tests.scheduler.cores import core_on_nodes
 
 ADDED = EventType.ADDED
 
@@ -23,25 +23,19 @@ ADDED = EventType.ADDED
 def members(
     name: str, count: int, gpus: int, namespace: str = "ns", min_member: int | None = None
 ) -> list[dict[str, Any]]:
-    return [
-        pod_obj(
-            f"{name}-{i}",
-            namespace=namespace,
-            gang=name,
-            min_member=min_member or count,
-            gpus=gpus,
-            cpu="100m",
-            memory="1Mi",
-        )
-        for i in range(count)
-    ]
+    return gang_pods(
+        name,
+        count,
+        min_member=min_member,
+        namespace=namespace,
+        gpus=gpus,
+        cpu="100m",
+        memory="1Mi",
+    )
 
 
 def core_with(nodes: int, gpus: int) -> SchedulingCore:
-    core = SchedulingCore(build_profile())
-    for i in range(nodes):
-        core.apply_node(ADDED, node_obj(f"n{i}", gpus=gpus), 0)
-    return core
+    return core_on_nodes(nodes, gpus)
 
 
 def run(core: SchedulingCore, now: float = 0) -> list[Plan | Unschedulable]:

@@ -15,13 +15,14 @@ from cache.cluster import EventType, Reservation
 from cache.quota import GPU, usage_of
 from cache.resources import total_of
 from policies.guarantees import may_take
-from policies.profile import build_profile
 from scheduler.core import Attempt, SchedulingCore
 from scheduler.planner import Plan, Unschedulable
 from scheduler.preemption import PRIORITY, RECLAIM, Preemption, VictimGang
 from scheduler.reclaim import holding, taker
-from tests.cache.test_quota import quota_obj
-from tests.factories import make_pod, node_obj, pod_obj
+from tests.factories import gang_pods, make_pod, pod_obj
+from tests.quota_objects import gpu_quota
+from tests.scheduler.cores import core_on_nodes
+from tests.scheduler.cores import run_binding as run
 from tests.signed import TEST_KEY, signed
 
 ADDED = EventType.ADDED
@@ -36,19 +37,15 @@ def gang(
     priority: int = 0,
     nodes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    pods = [
-        pod_obj(
-            f"{name}-{i}",
-            namespace=namespace,
-            gang=name,
-            min_member=size,
-            gpus=gpus,
-            priority=priority,
-            node_name=nodes[i] if nodes else "",
-            phase="Running" if nodes else "Pending",
-        )
-        for i in range(size)
-    ]
+    pods = gang_pods(
+        name,
+        size,
+        nodes=nodes or (),
+        namespace=namespace,
+        gpus=gpus,
+        priority=priority,
+        phase="Running" if nodes else "Pending",
+    )
     # Running gangs were bound (signed) by the scheduler: only such gangs are victims.
     return [signed(pod) for pod in pods] if nodes else pods
 
@@ -57,29 +54,14 @@ def core_with(
     nodes: int, quotas: dict[str, tuple[int, int]], pods: list[dict[str, Any]]
 ) -> SchedulingCore:
     """`quotas`: namespace -> (min, max) GPUs."""
-    core = SchedulingCore(build_profile())
+    core = core_on_nodes(nodes)
     core.cache.assignment_key = TEST_KEY  # the running gangs were bound (signed) with it
     core.preempter.enabled = True
-    for i in range(nodes):
-        core.apply_node(ADDED, node_obj(f"n{i}", gpus=8), 0.0)
     for namespace, (low, high) in quotas.items():
-        core.apply_elasticquota(
-            ADDED, quota_obj(namespace, {"nvidia.com/gpu": high}, {"nvidia.com/gpu": low}), 0.0
-        )
+        core.apply_elasticquota(ADDED, gpu_quota(namespace, high, low), 0.0)
     for pod in pods:
         core.apply_pod(ADDED, pod, 0.0)
     return core
-
-
-def run(core: SchedulingCore, now: float) -> list[Attempt]:
-    attempts = []
-    while (attempt := core.schedule_next(now)) is not None:
-        attempts.append(attempt)
-        if isinstance(attempt.result, Plan):
-            for placement in attempt.result.placements:
-                core.bound(placement)
-    core.refresh(now)
-    return attempts
 
 
 def decisions(attempts: list[Attempt]) -> list[Preemption]:

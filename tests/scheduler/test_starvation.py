@@ -11,48 +11,27 @@ from cache.cluster import EventType, Reservation
 from cache.quota import GPU
 from policies.profile import build_profile
 from scheduler.config import build_core_from, config_from_mapping
-from scheduler.core import Attempt, SchedulingCore
+from scheduler.core import SchedulingCore
 from scheduler.metrics import SchedulerMetrics
 from scheduler.planner import Plan
 from scheduler.queue import ClusterChange
 from tests.cache.test_quota import quota_obj
-from tests.factories import node_obj, pod_obj
+from tests.factories import gang_pods, pod_obj
+from tests.scheduler.cores import core_on_nodes
+from tests.scheduler.cores import run_binding as run
 
 ADDED = EventType.ADDED
 
 
 def core_with(nodes: int, guard: float) -> SchedulingCore:
-    core = SchedulingCore(build_profile())
+    core = core_on_nodes(nodes)
     core.starvation.guard_seconds = guard
-    for i in range(nodes):
-        core.apply_node(ADDED, node_obj(f"n{i}", gpus=8), 0.0)
     return core
 
 
 def gang(name: str, size: int, gpus: int, priority: int = 0, ns: str = "default") -> list[Any]:
-    return [
-        pod_obj(
-            f"{name}-{i}",
-            namespace=ns,
-            gang=name,
-            min_member=size,
-            gpus=gpus,
-            priority=priority,
-            created=f"2026-01-01T00:{len(name) % 60:02d}:00Z",
-        )
-        for i in range(size)
-    ]
-
-
-def run(core: SchedulingCore, now: float) -> list[Attempt]:
-    attempts = []
-    while (attempt := core.schedule_next(now)) is not None:
-        attempts.append(attempt)
-        if isinstance(attempt.result, Plan):
-            for placement in attempt.result.placements:
-                core.bound(placement)
-    core.refresh(now)
-    return attempts
+    created = f"2026-01-01T00:{len(name) % 60:02d}:00Z"
+    return gang_pods(name, size, namespace=ns, gpus=gpus, priority=priority, created=created)
 
 
 def stream(guard: float, until: float) -> tuple[float | None, list[tuple[str, frozenset[str]]]]:

@@ -28,7 +28,8 @@ from scheduler.gang import Gang
 from scheduler.planner import Plan, Planner
 from scheduler.preemption import Preempter, VictimGang, WhatIf
 from scheduler.quotas import within_quota
-from tests.factories import node_obj, pod_obj
+from tests.factories import gang_pods, node_obj
+from tests.quota_objects import gpu_quota
 
 Decision = tuple[frozenset[str], frozenset[tuple[str, str, tuple[tuple[int, int], ...]]]]
 
@@ -87,33 +88,9 @@ def decided(attempt: Attempt) -> Decision | None:
     )
 
 
-def gang_pods(
-    name: str, namespace: str, size: int, gpus: int, priority: int
-) -> list[dict[str, Any]]:
-    return [
-        pod_obj(
-            f"{name}-{i}",
-            namespace=namespace,
-            gang=name,
-            min_member=size,
-            gpus=gpus,
-            cpu="4" if gpus else "16",
-            priority=priority,
-        )
-        for i in range(size)
-    ]
-
-
-def quota(max_gpus: int, min_gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": "q", "namespace": "team", "uid": "q", "resourceVersion": "1"},
-        "spec": {
-            "min": {"nvidia.com/gpu": str(min_gpus)},
-            "max": {"nvidia.com/gpu": str(max_gpus)},
-        },
-    }
+def members(name: str, namespace: str, size: int, gpus: int, priority: int) -> list[dict[str, Any]]:
+    cpu = "4" if gpus else "16"
+    return gang_pods(name, size, namespace=namespace, gpus=gpus, cpu=cpu, priority=priority)
 
 
 class Pair:
@@ -217,9 +194,9 @@ def test_the_fast_search_decides_as_the_straightforward_one(
         pair.node(EventType.ADDED, node_obj(f"n{i}", gpus=gpus, cpu="32"), now)
     if limits is not None:
         for core in pair.both:
-            core.apply_elasticquota(EventType.ADDED, quota(*limits), now)
+            core.apply_elasticquota(EventType.ADDED, gpu_quota("team", *limits, name="q"), now)
     for i, (size, gpus, priority, namespace) in enumerate(running):
-        pods = gang_pods(f"r{i}", namespace, size, gpus, priority)
+        pods = members(f"r{i}", namespace, size, gpus, priority)
         for pod in pods:
             pair.pod(EventType.ADDED, pod, now)
         place_all(pair, now)
@@ -230,7 +207,7 @@ def test_the_fast_search_decides_as_the_straightforward_one(
     with mock.patch.object(victim_fit, "WITNESS_NODES", witness_above):
         for j, ((size, gpus, priority, namespace), outcome, change) in enumerate(arrivals):
             now += 10.0
-            pods = gang_pods(f"a{j}", namespace, size, gpus, 4 + priority)
+            pods = members(f"a{j}", namespace, size, gpus, 4 + priority)
             for pod in pods:
                 pair.pod(EventType.ADDED, pod, now)
             attempt = same(*pair.next(now))
