@@ -36,7 +36,7 @@ from cache.pod import PodInfo
 from cache.resources import CPU
 from cache.snapshot import PlanningView, Snapshot
 from policies.capacity import copies_that_fit
-from policies.diagnosis import FilterMemo, ShapeMemo, first_failure, summarize
+from policies.diagnosis import FilterMemo, first_failure, summarize
 from policies.filters.inter_pod_affinity import REASON_AFFINITY
 from policies.filters.pod_topology_spread import REASON_MISSING_LABEL, REASON_SKEW
 from policies.filters.volume_binding import (
@@ -155,6 +155,12 @@ KEPT_SHAPES = 64
 KEPT_CHOICES_PER_SHAPE = 512
 # (shape, node state) choices kept at most with Profile.node_state (a few MB).
 _STATE_CHOICES_KEPT = 1 << 17
+# A (shape number, state number) pair as one int: shape x span + state. State numbers
+# start over with the table, so they stay far below the span.
+_STATE_KEY_SPAN = 1 << 32
+# Filters that refuse most nodes in a replay, asked first when only whether a node
+# passes matters (the reason's wording follows the profile's order elsewhere).
+_MOST_REFUSING = ("resource-fit", "gpu-fit")
 
 # How many nodes a member is offered before its claims are declared unservable.
 _VOLUME_TRIES = 64
@@ -247,7 +253,13 @@ class Planner:
         # With Profile.node_state: each node's state key at its generation, and the
         # choice per (shape signature, state key).
         self._state_keys: dict[str, tuple[int, int]] = {}
-        self._state_choices: dict[tuple[int, int], _Choice] = {}
+        self._state_choices: dict[int, _Choice] = {}
+        self._feasibility_filters = sorted(
+            profile.filters,
+            key=lambda check: (
+                _MOST_REFUSING.index(check.name) if check.name in _MOST_REFUSING else 99
+            ),
+        )
         self._state_numbers: dict[Hashable, int] = {}
         self._shape_numbers: dict[Hashable, int] = {}
         self._ranked_snapshot: Snapshot | None = None
@@ -341,25 +353,18 @@ class Planner:
         else:
             self._rankings.move_to_end(signature)
             names = snapshot.changed_since(ranking.generation)
-        memo = self.memo.for_shape(signature, pod, snapshot.nodes.keys())
-        by_state = self.profile.node_state is not None
-        if by_state and len(self._state_keys) > 2 * len(snapshot.nodes) + 64:
-            self._state_keys.clear()  # nodes that are gone
         keys, order, choices = ranking.keys, ranking.order, ranking.choices
         fresh = not keys  # a new ranking is sorted once at the end, not node by node
         added: list[tuple[float, int, str]] = []
-        for name in names:
-            node = snapshot.nodes.get(name)
-            choice: _Choice | None = None
-            if node is None:
-                pass
-            elif by_state:
-                choice = self._state_choice(signature, pod, node, memo)
-            elif memo.first_failure(node) is None:
-                choice = evaluate_choice(self.profile, pod, node, 0)
+        if self.profile.node_state is not None:
+            updates = self._state_choices_of(signature, pod, snapshot, names)
+        else:
+            updates = self._node_choices_of(signature, pod, snapshot, names)
+        rank = self.rank
+        for name, choice in updates:
             old = keys.get(name)
             if choice is not None and choice.feasible:
-                key = (-choice.score, self.rank(name), name)
+                key = (-choice.score, rank(name), name)
                 choices[name] = choice
                 if key != old:  # an unchanged key keeps its place: no re-sort
                     if old is not None:
@@ -378,12 +383,36 @@ class Planner:
         ranking.generation = snapshot.generation
         return ranking
 
-    def _state_choice(
-        self, signature: Hashable, pod: PodInfo, node: NodeInfo, memo: ShapeMemo
-    ) -> _Choice:
-        """The shape's choice on `node`, shared by every node in the same state
-        (Profile.node_state). Choices are never mutated, so one object may serve many
-        nodes."""
+    def _node_choices_of(
+        self, signature: Hashable, pod: PodInfo, snapshot: Snapshot, names: Iterable[str]
+    ) -> Iterator[tuple[str, _Choice | None]]:
+        """The shape's choice on each named node (None: the node is gone), evaluated
+        per node with the filter memo."""
+        memo = self.memo.for_shape(signature, pod, snapshot.nodes.keys())
+        for name in names:
+            node = snapshot.nodes.get(name)
+            if node is None:
+                yield name, None
+            elif memo.first_failure(node) is None:
+                yield name, evaluate_choice(self.profile, pod, node, 0)
+            else:
+                yield name, _INFEASIBLE
+
+    def _state_choices_of(
+        self, signature: Hashable, pod: PodInfo, snapshot: Snapshot, names: Iterable[str]
+    ) -> Iterator[tuple[str, _Choice | None]]:
+        """The shape's choice on each named node (None: the node is gone), shared by
+        every node in the same state (Profile.node_state). Choices are never mutated,
+        so one object may serve many nodes.
+
+        This is the hot loop of a trace replay (10^5 to 10^6 turns), written flat: the
+        per-name filter memo is skipped (the (shape, state) table already answers for an
+        unchanged node), and only whether some filter refuses matters, not which one, so
+        the filters run in `_feasibility_filters` order (those that refuse most first)."""
+        node_state = self.profile.node_state
+        assert node_state is not None
+        if len(self._state_keys) > 2 * len(snapshot.nodes) + 64:
+            self._state_keys.clear()  # nodes that are gone
         if len(self._state_choices) >= _STATE_CHOICES_KEPT:
             # States of the past rarely come back: start over.
             self._state_choices.clear()
@@ -391,23 +420,35 @@ class Planner:
             self._shape_numbers.clear()
             self._state_keys.clear()
         # States and signatures are numbered once: hashing their nested tuples on
-        # every look-up would cost what the memo saves.
-        known = self._state_keys.get(node.name)
-        if known is None or known[0] != node.generation:
-            assert self.profile.node_state is not None
-            state = self.profile.node_state(node)
-            number = self._state_numbers.setdefault(state, len(self._state_numbers))
-            known = self._state_keys[node.name] = (node.generation, number)
+        # every look-up would cost what the table saves. A (shape, state) pair is one
+        # int: shape numbers are few, state numbers below _STATE_CHOICES_KEPT x 2.
         shape = self._shape_numbers.setdefault(signature, len(self._shape_numbers))
-        key = (shape, known[1])
-        choice = self._state_choices.get(key)
-        if choice is None:
-            if memo.first_failure(node) is not None:
-                choice = _INFEASIBLE
-            else:
-                choice = evaluate_choice(self.profile, pod, node, 0)
-            self._state_choices[key] = choice
-        return choice
+        base = shape * _STATE_KEY_SPAN
+        state_keys, state_numbers = self._state_keys, self._state_numbers
+        state_choices = self._state_choices
+        nodes = snapshot.nodes
+        filters = self._feasibility_filters
+        profile = self.profile
+        for name in names:
+            node = nodes.get(name)
+            if node is None:
+                yield name, None
+                continue
+            known = state_keys.get(name)
+            if known is None or known[0] != node.generation:
+                number = state_numbers.setdefault(node_state(node), len(state_numbers))
+                known = state_keys[name] = (node.generation, number)
+            key = base + known[1]
+            choice = state_choices.get(key)
+            if choice is None:
+                for check in filters:
+                    if check.filter(pod, node) is not None:
+                        choice = _INFEASIBLE
+                        break
+                else:
+                    choice = evaluate_choice(profile, pod, node, 0)
+                state_choices[key] = choice
+            yield name, choice
 
 
 def evaluate_choice(profile: Profile, pod: PodInfo, node: NodeInfo, version: int) -> _Choice:

@@ -13,6 +13,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 
 from cache.node import NodeInfo
 from cache.pod import PodInfo
+from cache.resources import CPU
 from policies.devices import TopologyChooser
 from policies.filters import default_filters
 from policies.interface import Score
@@ -27,7 +28,16 @@ from policies.scores.truncated import Truncated
 from policies.scores.whole_node import KeepWholeNodes
 from scheduler.sim.objects import HOSTNAME_LABEL
 
-OPENB_POLICIES = ("random", "bestfit", "dotprod", "packing", "fgd", "fgd-fill", "fgd-keep")
+OPENB_POLICIES = (
+    "random",
+    "bestfit",
+    "dotprod",
+    "packing",
+    "fgd",
+    "fgd-fill",
+    "fgd-keep",
+    "fgd-keep-largest",
+)
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
 # by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
 BEST_POLICY = "fgd-fill"
@@ -44,6 +54,8 @@ PAPER_NAMES = {
     "fgd": "FGD",
     "fgd-fill": "FGD, ties by fill fragmentation (this project)",
     "fgd-keep": "FGD, ties by keeping idle nodes whole, then fill fragmentation (this project)",
+    "fgd-keep-largest": "FGD, ties by keeping whole the idle nodes only the largest request "
+    "fits, then fill fragmentation (this project)",
 }
 
 
@@ -91,7 +103,7 @@ def openb_profile(
         score = DotProduct(max_cpu_milli, max_gpu_milli)
     elif name == "packing":
         score = GpuPacking()
-    elif name in ("fgd", "fgd-fill", "fgd-keep"):
+    elif name in ("fgd", "fgd-fill", "fgd-keep", "fgd-keep-largest"):
         workload = TargetWorkload.from_pods(history)
         score = Truncated(Fragmentation(workload))
         chooser = TopologyChooser("index-distinct")
@@ -110,6 +122,16 @@ def openb_profile(
                 (KeepWholeNodes(max(1, largest)), KEEP_WHOLE_WEIGHT),
                 (FillFragmentation(workload), KEEP_FILL_WEIGHT),
             )
+        elif name == "fgd-keep-largest":
+            # As fgd-keep, but only the idle nodes that the most CPU-hungry of the
+            # largest whole-GPU requests fits are kept whole (the 128-core 8-GPU nodes
+            # of the openb list, for its 8-GPU pods of 120 cores); other idle nodes are
+            # FGD's and fill fragmentation's to start.
+            largest, cpu = largest_request(history)
+            tie_break = (
+                (KeepWholeNodes(largest, cpu), KEEP_WHOLE_WEIGHT),
+                (FillFragmentation(workload), KEEP_FILL_WEIGHT),
+            )
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(
@@ -122,6 +144,16 @@ def openb_profile(
         node_rank=SeededRank(seed),
         node_state=openb_node_state,
     )
+
+
+def largest_request(history: Sequence[PodInfo]) -> tuple[int, int]:
+    """(the most GPUs any pod of the history asks, at least 1; the most CPU milli a pod
+    asking that many GPUs asks)."""
+    largest = max((pod.gpu.count for pod in history), default=0)
+    if largest < 1:
+        return 1, 0
+    cpu = max(pod.requests.get(CPU, 0) for pod in history if pod.gpu.count == largest)
+    return largest, cpu
 
 
 def openb_node_state(node: NodeInfo) -> Hashable:

@@ -1,0 +1,44 @@
+"""Write generated openb traces (scheduler/sim/families.py) as pod CSVs, to replay with
+`gang-scheduler simulate --pods DIR/NAME.csv`.
+
+    .venv/bin/python bench/trace_families.py --out /tmp/traces            # the set below
+    .venv/bin/python bench/trace_families.py --out /tmp/traces multigpu30 cpu50
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scheduler.sim.defaults import TRACES
+from scheduler.sim.families import FAMILIES, generate_csv, parse_member
+
+# The members docs/benchmarks.md reports: a CPU-heavy trace (no bundled one), and one
+# more of each bundled family, further from the default trace than the bundled one.
+DEVELOPMENT_SET = ("cpu50", "gpushare80", "multigpu30", "gpuspec20")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="directory to write NAME.csv into")
+    parser.add_argument("names", nargs="*", help=f"default: {' '.join(DEVELOPMENT_SET)}")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in args.names or DEVELOPMENT_SET:
+        family, _ = parse_member(name)
+        base = TRACES[FAMILIES[family].base]
+        text = resources.files("scheduler.sim").joinpath("data", "openb", base).read_text()
+        path = out / f"{name}.csv"
+        member = generate_csv(name, text)
+        path.write_text(member)
+        print(f"{path}: {member.count(chr(10)) - 1} pods (base {base})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
