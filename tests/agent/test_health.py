@@ -135,9 +135,11 @@ def test_when_waiting_fails_every_gpu_is_polled_and_a_lost_one_found() -> None:
         # The watcher's thread records the fault while it moves the GPUs to polling:
         # wait for the whole hand-over, not the first sign of it.
         wait_for(
-            lambda: PCIE_BOX.gpus[2].uuid in book.faults()
-            and not watcher.registered
-            and len(watcher.polled) == 4,
+            lambda: (
+                PCIE_BOX.gpus[2].uuid in book.faults()
+                and not watcher.registered
+                and len(watcher.polled) == 4
+            ),
             "the lost GPU, every GPU polled",
         )
         assert set(book.faults()) == {PCIE_BOX.gpus[2].uuid}
