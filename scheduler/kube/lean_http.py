@@ -139,13 +139,18 @@ class _Connection(asyncio.Protocol):
         """The answer when all of it is in the buffer, else None; ValueError when the
         bytes are not an HTTP/1.1 answer."""
         buffer = self._buffer
-        if self._head_end < 0:
+        while self._head_end < 0:
             end = buffer.find(b"\r\n\r\n")
             if end < 0:
                 if len(buffer) > MAX_HEAD_BYTES:
                     raise ValueError("answer head too large")
                 return None
             self._read_head(bytes(buffer[:end]))
+            if 100 <= self._status < 200:
+                # An interim answer (103 Early Hints, a 100 Continue we did not ask
+                # for): no body; the real answer follows it.
+                del buffer[: end + 4]
+                continue
             self._head_end = end + 4
         start = self._head_end
         if self._framing == _Framing.LENGTH:

@@ -195,7 +195,7 @@ async def test_framings_and_connection_reuse(bare: Callable[..., Any]) -> None:
         [
             _length_answer(b'{"kind":"Status"}'),
             chunked,
-            b"HTTP/1.1 204 No Content\r\n\r\n",
+            b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
             _length_answer(b"{}", "409 Conflict", "Connection: close\r\n"),
             b'HTTP/1.1 200 OK\r\n\r\n{"until":"close"}',
         ]
