@@ -134,11 +134,14 @@ class BareServer:
         self.hold = hold
         self.requests: list[bytes] = []
         self.connections = 0
+        self.per_connection = 0  # > 0: close each connection after this many answers
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        answered = 0
         try:
-            while self.answers:
+            while self.answers and not 0 < self.per_connection <= answered:
+                answered += 1
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = 0
                 for line in head.split(b"\r\n"):
@@ -296,5 +299,23 @@ async def test_tls_with_the_configured_ca(bare: Callable[..., Any], tmp_path: Pa
     try:
         with pytest.raises(ssl.SSLError):
             await pool.request(_request(), 5.0)
+    finally:
+        await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_an_idle_connection_the_server_closed_is_not_used(bare: Callable[..., Any]) -> None:
+    # As an API server does with a keep-alive connection left idle too long.
+    server, port = await bare([_length_answer(b"{}"), _length_answer(b"[]")])
+    server.per_connection = 1
+    pool = LeanPool("127.0.0.1", port, None, None, limit=4)
+    try:
+        assert (await pool.request(_request(), 5.0)).body == b"{}"
+        for _ in range(100):  # until the close has reached the client
+            if not pool._idle or pool._idle[0].closed:
+                break
+            await asyncio.sleep(0.01)
+        assert (await pool.request(_request(), 5.0)).body == b"[]"
+        assert pool.connections_made == 2 and len(server.requests) == 2
     finally:
         await pool.close()
