@@ -24,6 +24,7 @@ import asyncio
 import gc
 import json
 import os
+import ssl
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -41,6 +42,13 @@ from scheduler.kube.k8s_config import (
     load_incluster_config,
     load_kube_config,
 )
+from scheduler.kube.lean_http import LeanPool
+
+# Writes (every method but GET) go through the lean HTTP/1.1 client when no proxy is
+# in the way (lean_http.py says why); GETs, lists and watches through aiohttp.
+LEAN_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# One encoder for every body: `json.dumps` with separators builds a new one per call.
+_encode_json = json.JSONEncoder(separators=(",", ":")).encode
 
 JsonObject = dict[str, Any]
 Query = Sequence[tuple[str, str]]
@@ -148,6 +156,9 @@ class _Transport:
         self.session: aiohttp.ClientSession | None = None
         self.proxy: str | None = None
         self.host = ""
+        self.lean: LeanPool | None = None
+        self.lean_prefix = ""  # a path the host URL carries (a proxying front end's)
+        self.lean_head = ""  # the header lines every lean request starts with
 
     def open(self) -> aiohttp.ClientSession:
         if self.session is None:
@@ -162,11 +173,31 @@ class _Transport:
                 # A watch event carries a whole object; etcd allows up to 1.5 MiB.
                 read_bufsize=2**21,
             )
+            if self.proxy is None:
+                self._open_lean(configuration)
         return self.session
+
+    def _open_lean(self, configuration: Configuration) -> None:
+        parts = urlsplit(self.host)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return
+        secure = parts.scheme == "https"
+        self.lean = LeanPool(
+            parts.hostname,
+            parts.port or (443 if secure else 80),
+            lean_ssl_context(configuration) if secure else None,
+            configuration.tls_server_name or parts.hostname,
+            max(1, int(configuration.connection_pool_maxsize or DEFAULT_MAX_CONNECTIONS)),
+        )
+        self.lean_prefix = parts.path.rstrip("/")
+        host = parts.netloc.rpartition("@")[2]
+        self.lean_head = f"Host: {host}\r\nAccept: {JSON}\r\nUser-Agent: {USER_AGENT}\r\n"
 
     async def close(self) -> None:
         if self.session is not None:
             await self.session.close()
+        if self.lean is not None:
+            await self.lean.close()
         await self.api.close()
 
 
@@ -178,10 +209,14 @@ class KubeClient:
     that was made from the ApiClient closes the ApiClient and its connection pool.
     """
 
-    def __init__(self, api: ApiClient, limiter: TokenBucket | None = None) -> None:
+    def __init__(
+        self, api: ApiClient, limiter: TokenBucket | None = None, *, lean_writes: bool = True
+    ) -> None:
         self._transport = _Transport(api)
         self.limiter = limiter
         self._owner = True
+        # False: writes go through aiohttp too (the tests compare both paths).
+        self.lean_writes = lean_writes
 
     @property
     def api(self) -> ApiClient:
@@ -194,6 +229,7 @@ class KubeClient:
         shared._transport = self._transport
         shared.limiter = limiter
         shared._owner = False
+        shared.lean_writes = self.lean_writes
         return shared
 
     async def close(self) -> None:
@@ -235,7 +271,7 @@ class KubeClient:
         url = transport.host + path
         if query:
             url += "?" + urlencode(query)
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        data = None if body is None else _encode_json(body).encode()
         return await session.request(
             method,
             url,
@@ -257,22 +293,59 @@ class KubeClient:
         timeout: aiohttp.ClientTimeout | None = None,
     ) -> JsonObject:
         """Send a request and decode its JSON answer; ApiError on a non-2xx status."""
-        response = await self.open(
-            method, path, query=query, body=body, content_type=content_type, timeout=timeout
-        )
-        try:
-            raw = await response.read()
-        finally:
-            response.release()
-        if not 200 <= response.status < 300:
-            raise error_from_body(response.status, response.reason or "", raw)
+        transport = self._transport
+        if transport.session is None:
+            transport.open()
+        if transport.lean is not None and self.lean_writes and method in LEAN_METHODS:
+            status, reason, raw = await self._lean_request(
+                transport.lean, method, path, query, body, content_type, timeout
+            )
+        else:
+            response = await self.open(
+                method, path, query=query, body=body, content_type=content_type, timeout=timeout
+            )
+            try:
+                raw = await response.read()
+            finally:
+                response.release()
+            status, reason = response.status, response.reason or ""
+        if not 200 <= status < 300:
+            raise error_from_body(status, reason, raw)
         try:
             decoded = decode_json(raw) if raw else {}
         except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
-            raise ApiError(response.status, "BadResponse", f"undecodable JSON: {err}", {}) from err
+            raise ApiError(status, "BadResponse", f"undecodable JSON: {err}", {}) from err
         if not isinstance(decoded, dict):
-            raise ApiError(response.status, "BadResponse", "the answer is not a JSON object", {})
+            raise ApiError(status, "BadResponse", "the answer is not a JSON object", {})
         return decoded
+
+    async def _lean_request(
+        self,
+        lean: LeanPool,
+        method: str,
+        path: str,
+        query: Query,
+        body: Any,
+        content_type: str,
+        timeout: aiohttp.ClientTimeout | None,
+    ) -> tuple[int, str, bytes]:
+        """The same request as `open` sends, written by hand on a lean connection."""
+        if self.limiter is not None:
+            await self.limiter.acquire()
+        transport = self._transport
+        target = transport.lean_prefix + path
+        if query:
+            target += "?" + urlencode(query)
+        data = b"" if body is None else _encode_json(body).encode()
+        head = f"{method} {target} HTTP/1.1\r\n{transport.lean_head}"
+        if "BearerToken" in self.api.configuration.api_key:
+            # Runs the refresh hook (exec plugins, OIDC, a rotated service-account token).
+            token = await self.api.configuration.get_api_key_with_prefix("BearerToken")
+            if token:
+                head += f"Authorization: {token}\r\n"
+        head += f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n\r\n"
+        answer = await lean.request(head.encode("latin-1") + data, _total_seconds(timeout))
+        return answer.status, answer.reason, answer.body
 
     async def list_pages(
         self,
@@ -378,6 +451,27 @@ class WatchStream:
             raise WatchBroken(f"watch stream cut: {type(err).__name__}: {err}") from err
         if pending.strip():
             yield [_decode_event(bytes(pending))]
+
+
+def _total_seconds(timeout: aiohttp.ClientTimeout | None) -> float | None:
+    """The limit a lean request honours: aiohttp's `total` (the only one the callers
+    set); None is no limit, as aiohttp's default `ClientTimeout()` has none."""
+    return None if timeout is None else timeout.total
+
+
+def lean_ssl_context(configuration: Configuration) -> ssl.SSLContext:
+    """The TLS context kubernetes_asyncio's REST client builds from the same
+    configuration (CA, client certificate, verification switches), so lean writes
+    trust and present exactly what aiohttp's connections do."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if configuration.disable_strict_ssl_verification:
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return context
 
 
 def decode_json(raw: bytes) -> Any:

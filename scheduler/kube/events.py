@@ -38,8 +38,10 @@ What users see, and how often it is written (docs/kubernetes.md says the same):
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
@@ -69,7 +71,23 @@ MERGE = "application/merge-patch+json"
 
 
 def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """`seconds` since the epoch as RFC 3339 to the second (what Event and condition
+    times carry). Every Scheduled event formats two stamps, nearly always of the same
+    second as the event before: the text is kept per second. The second is found as
+    `datetime.fromtimestamp` finds it (the fraction rounded half-even to microseconds
+    first), so the text is the same."""
+    fraction, whole = math.modf(seconds)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        whole += 1
+    elif micros < 0:
+        whole -= 1
+    return _rfc3339_second(int(whole))
+
+
+@functools.lru_cache(maxsize=4)
+def _rfc3339_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- the queue ----------------------------------------------------------------------------
