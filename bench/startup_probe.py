@@ -145,9 +145,16 @@ def main() -> int:
     _SEEN.add("interpreter")
     with open(_PATH, "a", encoding="utf-8") as out:
         out.write(json.dumps({"step": "interpreter", "at": STARTED}) + "\n")
+    import contextlib
+
+    import scheduler.startup
     from scheduler.cli import main as cli_main
 
-    install()
+    # install() imports what `run` imports: in the same state of the garbage collector
+    # as `run` does (scheduler/cli.py's _run), where the tree has that.
+    loading = getattr(scheduler.startup, "collector_paused_while_loading", contextlib.nullcontext)
+    with loading():
+        install()
     return cli_main(sys.argv[2:])
 
 
