@@ -71,14 +71,16 @@ def _node_agent(args: argparse.Namespace) -> int:
 # --- run -----------------------------------------------------------------------------------------
 def _run(args: argparse.Namespace) -> int:
     # Imported here: the API client and the server are needed by no other command.
-    import asyncio
-    import signal
-    import time
+    from scheduler.startup import StartupError, collector_paused_while_loading
 
-    from scheduler.config import ConfigError, load_config
-    from scheduler.kube.runner import run_scheduler
-    from scheduler.logs import configure_logging
-    from scheduler.startup import StartupError
+    with collector_paused_while_loading():
+        import asyncio
+        import signal
+        import time
+
+        from scheduler.config import ConfigError, load_config
+        from scheduler.kube.runner import run_scheduler
+        from scheduler.logs import configure_logging
 
     try:
         config = load_config(args.config)

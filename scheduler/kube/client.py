@@ -27,7 +27,7 @@ import os
 import ssl
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -354,7 +354,7 @@ class KubeClient:
         query: Query = (),
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout: aiohttp.ClientTimeout | None = None,
-    ) -> AsyncIterator[ListPage]:
+    ) -> AsyncGenerator[ListPage, None]:
         """LIST a collection page by page, following `continue` tokens; page_size 0
         asks for one page. Every page of one list carries the list's resourceVersion.
 
@@ -362,32 +362,65 @@ class KubeClient:
         client-go's pager does, since a list stitched from two snapshots is not one: the
         page that starts it over has `first` set, so a consumer applying pages as they
         come starts its reconciliation over.
+
+        The next page is asked for before a page is handed over, so the server prepares
+        it while the consumer applies this one (the initial sync, issue 13): at most two
+        pages are in memory. Closing the iterator early cancels the request ahead.
         """
         token = ""
         first = True
-        while True:
-            page_query = list(query)
-            if page_size > 0:
-                page_query.append(("limit", str(page_size)))
-            if token:
-                page_query.append(("continue", token))
-            try:
-                page = await self.request_json("GET", path, query=page_query, timeout=timeout)
-            except ApiError as err:
-                if err.gone and token:
-                    token, page_size, first = "", 0, True
-                    continue
-                raise
-            listed = page.get("items")
-            items = [i for i in listed if isinstance(i, dict)] if isinstance(listed, list) else []
-            del page["items"]  # `items` is the only reference left to them
-            meta = page.get("metadata")
-            meta = meta if isinstance(meta, dict) else {}
-            token = str(meta.get("continue") or "")
-            yield ListPage(items, str(meta.get("resourceVersion") or ""), first, not token)
-            first = False
-            if not token:
-                return
+        ahead: asyncio.Task[JsonObject] | None = None
+        try:
+            while True:
+                try:
+                    if ahead is None:
+                        page = await self._list_page(path, query, page_size, token, timeout)
+                    else:
+                        page = await ahead
+                except ApiError as err:
+                    if err.gone and token:
+                        token, page_size, first = "", 0, True
+                        continue
+                    raise
+                finally:
+                    ahead = None
+                listed = page.get("items")
+                items = (
+                    [i for i in listed if isinstance(i, dict)] if isinstance(listed, list) else []
+                )
+                del page["items"]  # `items` is the only reference left to them
+                meta = page.get("metadata")
+                meta = meta if isinstance(meta, dict) else {}
+                token = str(meta.get("continue") or "")
+                if token:
+                    ahead = asyncio.create_task(
+                        self._list_page(path, query, page_size, token, timeout),
+                        name=f"list-ahead {path}",
+                    )
+                yield ListPage(items, str(meta.get("resourceVersion") or ""), first, not token)
+                first = False
+                if not token:
+                    return
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+                await asyncio.gather(ahead, return_exceptions=True)
+
+    async def _list_page(
+        self,
+        path: str,
+        query: Query,
+        page_size: int,
+        token: str,
+        timeout: aiohttp.ClientTimeout | None,
+    ) -> JsonObject:
+        """One page of a LIST: `limit` page_size (0: no limit), from `token` when set."""
+        page_query = list(query)
+        if page_size > 0:
+            page_query.append(("limit", str(page_size)))
+        if token:
+            page_query.append(("continue", token))
+        return await self.request_json("GET", path, query=page_query, timeout=timeout)
 
     async def list_json(
         self,

@@ -5,7 +5,8 @@ the claims, PVs, StorageClasses and CSINodes a pod's volumes need). Its loop:
 
 1. LIST (paged) and hand each page to the core's reconciliation (`relist_*`) as it
    arrives: what the list lacks is gone at the end, reservations of pods that still
-   exist survive. Only one page is in memory at a time, and the event loop serves
+   exist survive. At most two pages are in memory at a time (the next one is asked
+   for while this one is applied: KubeClient.list_pages), and the event loop serves
    binds and scrapes between two pages, so a relist of 150,000 pods neither holds
    their JSON all at once nor stops the scheduler for seconds.
 2. WATCH from the list's resourceVersion with bookmarks and a jittered timeoutSeconds.
