@@ -7,36 +7,45 @@ frees is taken by the next small gang before a whole node is ever empty.
 The model:
 
 - **Who.** A gang that failed and has waited `guard_seconds` since it became ready
-  (entered the queue) starves; the first starving gang (highest priority, then oldest)
-  gets the reservation, one gang at a time, until it is placed or gone. A starving
-  gang of strictly higher priority takes it over. Not for a gang its quota refuses
-  (room would not help), one waiting on a preemption (its victims' room is held
-  already), or one with volume claims (claims are resolved on the core's planning
-  path only).
-- **Where: the nodes it would fit on soonest.** Run times are unknown, so "soonest" is
-  "the least running work to wait for": nodes are ranked by the GPUs (then the pods)
-  of this scheduler's running pods on them, and the planner plans the gang on a
-  what-if copy of the cluster where the first k nodes of that ranking are drained of
-  those pods, for the smallest k that lets it be placed and admitted by its quota. The
-  planner's own choice among the nodes (its filters and scores) decides the rest.
-  Pods of other schedulers are never waited for (they may never finish).
+  (entered the queue) starves. Every starving gang gets a reservation of its own, in
+  order (highest priority, then the most GPUs, then oldest: a small gang is placed as
+  soon as any room frees, a large one needs whole nodes to drain), each planned in the
+  room the earlier ones leave, so reservations do not overlap and none is ever handed
+  to another gang: the room a gang waits for stays its own until it is placed or gone.
+  Except for a larger one: a reservation is planned through those of smaller gangs of
+  its priority (or of lower priority), which are then placed in the room it leaves (a
+  handful of 1-GPU reservations must not keep a 64-GPU gang from ever reserving). Not for a gang its
+  quota refuses (room would not help; checked again every cycle, cheaply), one
+  waiting on a preemption (its victims' room is held already), or one with volume
+  claims (claims are resolved on the core's planning path only).
+- **Where: the nodes it would fit on soonest.** Run times are unknown to the
+  scheduler, so "soonest" is "the least running work to wait for": nodes are ranked by
+  the GPUs (then the pods) of this scheduler's running pods on them, and the planner
+  plans the gang on a what-if copy of the cluster where the first k nodes of that
+  ranking are drained of those pods, for the smallest k that lets it be placed and
+  admitted by its quota. The planner's own choice among the nodes (its filters and
+  scores) decides the rest. Pods of other schedulers are never waited for (they may
+  never finish).
 - **What it holds.** The plan's placements are charged on their nodes
   (`Reservation.RESERVED`, beyond what the nodes have free now) so that every other
   gang sees only the room the starving gang does not need there: what is backfilled
   can never delay it, since even running forever it leaves the reserved room free once
   the pods there now have left. Not counted against the gang's quota.
-- **Who is still placed there.** Gangs of strictly higher priority plan as if the
-  reservation were not there (the guard is against starvation by equal or lower
-  work, not a priority inversion); every other gang only in the room left.
+- **Who still passes.** Only a gang of strictly higher priority that asks at least as
+  many GPUs plans as if the reservation were not there: smaller or lower-priority work
+  (the stream that starves a large gang, whatever its priority) only gets the room left.
 - **For how long.** Released just before the gang is planned (the room is its own),
   and held again when the attempt fails, on the same nodes: a reservation that moved
   would let new work onto the nodes it left and could starve the gang again. Planned
   again only when it no longer holds (a node or a member gone).
+- **Bound.** Once reserved, the gang waits at most for the pods on its reserved nodes
+  at that time to end, plus one backoff: nothing placed after the reservation takes
+  its room (unless a larger gang of higher priority passes).
 
 Limits: pods of this scheduler that never finish on a reserved node keep the gang
-waiting; a reservation is remembered in memory only (a restart
-starts the wait over); the held pods are seen by other gangs' inter-pod terms on
-those nodes as a nominated preemptor's are.
+waiting; a reservation is remembered in memory only (a restart starts the wait over);
+the held pods are seen by other gangs' inter-pod terms on those nodes as a nominated
+preemptor's are.
 """
 
 from __future__ import annotations
@@ -48,15 +57,22 @@ from dataclasses import dataclass, field
 
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
+from cache.quota import GPU
 from cache.snapshot import Snapshot
 from policies.profile import Profile
 from scheduler.gang import Gang
 from scheduler.isolation import FATAL
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.preemption import Preemption, WhatIf
-from scheduler.quotas import refuse_before_planning, within_quota
+from scheduler.quotas import needed_usage, refuse_before_planning, within_quota
 
 log = logging.getLogger(__name__)
+
+# After a starving gang would not fit even with every node drained (most often: the
+# other reservations hold the room), no reservation is planned for this long unless a
+# reservation ends first: each try is about 2 log2(nodes) planning passes, and in an
+# overloaded cluster dozens of gangs starve at once.
+RETRY_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +81,32 @@ class Held:
 
     gang: str
     priority: int
+    gpu_milli: int  # what its needed members ask: a gang passes only if it asks as much
     placements: tuple[Placement, ...]
     since: float  # when it was planned
 
     @property
     def nodes(self) -> frozenset[str]:
         return frozenset(p.node for p in self.placements)
+
+
+def passes(gang: Gang, held: Held) -> bool:
+    """Whether `gang` may plan through `held`: strictly higher priority and at least as
+    large (a smaller gang of any priority is the stream the reservation is against)."""
+    return (
+        gang.key != held.gang
+        and gang.priority > held.priority
+        and needed_usage(gang).get(GPU, 0) >= held.gpu_milli
+    )
+
+
+def overrides(gang: Gang, held: Held) -> bool:
+    """Whether the reservation of `gang` may be planned through `held`: it passes it, or
+    is of the same priority and larger."""
+    if passes(gang, held):
+        return True
+    asked = needed_usage(gang).get(GPU, 0)
+    return gang.key != held.gang and gang.priority == held.priority and asked > held.gpu_milli
 
 
 @dataclass
@@ -82,26 +118,34 @@ class StarvationGuard:
     preempting: Mapping[str, object] = field(default_factory=dict)
     # 0: off (the simulator and the demo; the adapter sets starvation.guardSeconds).
     guard_seconds: float = 0.0
-    held: Held | None = None
+    # gang key -> its reservation, in the order they were made (earlier ones first).
+    held: dict[str, Held] = field(default_factory=dict)
     # (when it starves, gang key) of gangs that failed before starving, earliest first.
     _due: list[tuple[float, str]] = field(default_factory=list)
     _noted: set[str] = field(default_factory=set)
     # Gangs that waited guard_seconds and were not placed since: key -> priority.
     _starving: dict[str, int] = field(default_factory=dict)
+    # When a reservation may be planned again after one that would not fit (0: now).
+    _retry_at: float = 0.0
     # Gangs already told of a reservation (one `Reserved` event each), and the
     # reservations made since the adapter last asked.
     _announced: set[str] = field(default_factory=set)
     _news: list[tuple[str, frozenset[str]]] = field(default_factory=list)
-    _lifted: bool = False  # the hold is lifted for the gang being planned
+    # Reservations lifted while a gang is planned (its own, those it passes).
+    _lifted: list[Held] = field(default_factory=list)
 
     # --- the core's hooks ---------------------------------------------------------------
     def before_planning(self, gang: Gang) -> None:
-        """Lift the hold while `gang` is planned: its own, or for a gang of strictly
-        higher priority."""
-        held = self.held
-        if held is not None and (held.gang == gang.key or gang.priority > held.priority):
-            self._release(held)
-            self._lifted = True
+        """Lift the holds `gang` may plan through while it is planned: its own, those it
+        passes, and when it has a reservation, those its reservation overrides."""
+        if not self.held:
+            return
+        # A reserved gang plans through what its reservation was planned through.
+        lifts = overrides if gang.key in self.held else passes
+        for held in list(self.held.values()):
+            if held.gang == gang.key or lifts(gang, held):
+                self._release(held)
+                self._lifted.append(held)
 
     def after_attempt(
         self,
@@ -112,18 +156,20 @@ class StarvationGuard:
         snapshot: Snapshot,
         now: float,
     ) -> None:
-        """After `gang` was planned or failed: hold the reservation again (or re-plan
-        it), and note when a gang that failed starves."""
-        lifted, self._lifted = self._lifted, False
+        """After `gang` was planned or failed: hold the reservations lifted for it again
+        (its own re-planned if it no longer holds), and note when a gang that failed
+        starves."""
+        lifted, self._lifted = self._lifted, []
         self._guarded(
             lambda: self._after(gang, result, preemption, ready_since, snapshot, now, lifted)
         )
 
     def tick(self, now: float, gangs: Mapping[str, Gang], snapshot: Snapshot) -> None:
         """Before a cycle picks its gang: gangs whose wait passed guard_seconds starve;
-        the first (highest priority, then longest waiting) without a reservation held
-        gets one. A gang starves only behind a stream of work, and a stream wakes the
-        loop, so no timer of its own is needed."""
+        the first starving gang without a reservation (highest priority, then longest
+        waiting) gets one, planned in the room the others leave. A gang starves only
+        behind a stream of work, and a stream wakes the loop, so no timer of its own is
+        needed."""
         if self.guard_seconds <= 0:
             return
         while self._due and self._due[0][0] <= now:
@@ -131,25 +177,16 @@ class StarvationGuard:
             gang = gangs.get(key)
             if gang is not None and key in self._noted:
                 self._starving[key] = gang.priority
-        if not self._starving:
-            return
-        held = self.held
-        if held is not None and self._holds(held) and max(self._starving.values()) <= held.priority:
-            return  # one reservation at a time: a strictly higher priority takes it over
-        self._guarded(lambda: self._choose(now, gangs, snapshot))
+        if len(self._starving) > len(self.held) and now >= self._retry_at:
+            # Some starving gang has no reservation.
+            self._guarded(lambda: self._choose(now, gangs, snapshot))
 
     def waiting_on(self, gone: PodInfo) -> list[str]:
-        """The reserved gang, when `gone` (a pod that held room) was on its nodes."""
-        held = self.held
-        if held is not None and gone.node_name in held.nodes:
-            return [held.gang]
-        return []
+        """The reserved gangs with `gone` (a pod that held room) on their nodes."""
+        return [key for key, held in self.held.items() if gone.node_name in held.nodes]
 
     def reservations(self) -> Mapping[str, frozenset[str]]:
-        held = self.held
-        if held is None or not self._holds(held):
-            return {}
-        return {held.gang: held.nodes}
+        return {key: held.nodes for key, held in self.held.items() if self._holds(held)}
 
     def announcements(self) -> list[tuple[str, frozenset[str]]]:
         """Reservations made for a gang for the first time since the last call (gang
@@ -165,9 +202,9 @@ class StarvationGuard:
             raise
         except Exception:  # a bug here must not stop the cycle: no reservation
             log.exception("the starvation guard failed")
-            if self.held is not None:
-                self._release(self.held)
-                self.held = None
+            for held in list(self.held.values()):
+                self._release(held)
+            self.held.clear()
 
     def _after(
         self,
@@ -177,54 +214,70 @@ class StarvationGuard:
         ready_since: float | None,
         snapshot: Snapshot,
         now: float,
-        lifted: bool,
+        lifted: list[Held],
     ) -> None:
         placed = isinstance(result, Plan) or preemption is not None
         if placed:  # placed, or a preemption holds its room now: not starving
             self._forget(gang.key)
-        held = self.held
-        if held is not None and held.gang == gang.key:
-            if placed:
-                self.held = None
+        for held in lifted:
+            if held.gang != gang.key:
+                self._hold(held, now)
+            elif placed:
+                self.held.pop(held.gang, None)
             elif not self._hold(held, now):  # a node or member gone: planned again
                 self._reserve(gang, snapshot, now)
-            return
-        if lifted and held is not None:
-            self._hold(held, now)
-        if placed or self.guard_seconds <= 0 or ready_since is None:
+        if gang.key in self.held or placed or self.guard_seconds <= 0 or ready_since is None:
             return
         if gang.key not in self._noted:
+            # Counted from when it became ready (first eligible), not from this failure.
             self._noted.add(gang.key)
             heapq.heappush(self._due, (ready_since + self.guard_seconds, gang.key))
 
     def _choose(self, now: float, gangs: Mapping[str, Gang], snapshot: Snapshot) -> None:
         for key in [k for k in self._starving if k not in gangs or k in self.preempting]:
             self._forget(key)
-        if not self._starving:
-            return
-        best = min(self._starving, key=lambda k: (-self._starving[k], gangs[k].created, k))
-        held = self.held
-        if held is not None:
-            self._release(held)
-            self.held = None
-        if not self._reserve(gangs[best], snapshot, now):
-            # It would not fit even drained (or its quota refuses): noted again on its
-            # next failure, not tried on every cycle.
-            self._forget(best)
-            if held is not None and held.gang in gangs:
-                self._hold(held, now)
+        book = self.cache.quotas
+        asked = {
+            key: needed_usage(gangs[key]).get(GPU, 0)
+            for key in self._starving
+            if key not in self.held
+        }
+        waiting = sorted(
+            asked,
+            key=lambda k: (-self._starving[k], -asked[k], gangs[k].created, k),
+        )
+        for key in waiting:
+            gang = gangs[key]
+            if refuse_before_planning(gang, book):
+                continue  # its quota refuses it: room would not help (asked again later)
+            if not self._reserve(gang, snapshot, now):
+                self._retry_at = now + RETRY_SECONDS
+            return  # one reservation planned a cycle
 
     def _forget(self, key: str) -> None:
         self._starving.pop(key, None)
         self._noted.discard(key)
+        held = self.held.pop(key, None)
+        if held is not None:
+            self._release(held)
+            self._retry_at = 0.0  # its room is free for another reservation
 
     def _reserve(self, gang: Gang, snapshot: Snapshot, now: float) -> bool:
-        """Make and hold a reservation for `gang` (told once per gang)."""
-        self.cache.update_snapshot(snapshot)
-        placements = self._soonest(gang, snapshot)
+        """Make and hold a reservation for `gang` (told once per gang), in the room the
+        other reservations leave, except those it passes."""
+        passed = [h for h in self.held.values() if h.gang != gang.key and overrides(gang, h)]
+        for held in passed:
+            self._release(held)
+        try:
+            self.cache.update_snapshot(snapshot)
+            placements = self._soonest(gang, snapshot)
+        finally:
+            for held in passed:
+                self._hold(held, now)
         if placements is None:
             return False
-        made = Held(gang.key, gang.priority, placements, now)
+        asked = needed_usage(gang).get(GPU, 0)
+        made = Held(gang.key, gang.priority, asked, placements, now)
         if not self._hold(made, now):
             return False
         if gang.key not in self._announced:
@@ -293,9 +346,9 @@ class StarvationGuard:
         except AssumeError as error:
             # A member was deleted, bound or planned meanwhile, or a node went.
             log.info("gang %s: its reservation no longer holds: %s", held.gang, error)
-            self.held = None
+            self.held.pop(held.gang, None)
             return False
-        self.held = held
+        self.held[held.gang] = held
         return True
 
     def _release(self, held: Held) -> None:
