@@ -14,7 +14,12 @@ The model:
   to another gang: the room a gang waits for stays its own until it is placed or gone.
   Except for a larger one: a reservation is planned through those of smaller gangs of
   its priority (or of lower priority), which are then placed in the room it leaves (a
-  handful of 1-GPU reservations must not keep a 64-GPU gang from ever reserving). Not for a gang its
+  handful of 1-GPU reservations must not keep a 64-GPU gang from ever reserving).
+  Among starving gangs of one priority and size, the namespace served least recently
+  goes first. Every record is of one stay in the queue: a gang deleted and recreated
+  under its name (or no longer ready, then ready again) waits anew and loses its
+  reservation; one that would not fit even drained is searched again only a guard
+  period later. Not for a gang its
   quota refuses (room would not help; checked again every cycle, cheaply), one
   waiting on a preemption (its victims' room is held already), or one with volume
   claims (claims are resolved on the core's planning path only).
@@ -32,8 +37,11 @@ The model:
   can never delay it, since even running forever it leaves the reserved room free once
   the pods there now have left. Not counted against the gang's quota.
 - **Who still passes.** Only a gang of strictly higher priority that asks at least as
-  many GPUs plans as if the reservation were not there: smaller or lower-priority work
-  (the stream that starves a large gang, whatever its priority) only gets the room left.
+  many GPUs plans as if the reservation were not there, and a gang within its quota's
+  min when the reserved gang borrows (a guarantee beats priority: held back, it would
+  wait for the borrower to run and then reclaim from it). Smaller or lower-priority
+  work (the stream that starves a large gang, whatever its priority) only gets the
+  room left.
 - **For how long.** Released just before the gang is planned (the room is its own),
   and held again when the attempt fails, on the same nodes: a reservation that moved
   would let new work onto the nodes it left and could starve the gang again. Planned
@@ -57,14 +65,15 @@ from dataclasses import dataclass, field
 
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
-from cache.quota import GPU
+from cache.quota import GPU, QuotaBook
 from cache.snapshot import Snapshot
 from policies.profile import Profile
 from scheduler.gang import Gang
 from scheduler.isolation import FATAL
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.preemption import Preemption, WhatIf
-from scheduler.quotas import needed_usage, refuse_before_planning, within_quota
+from scheduler.quotas import needed_usage, refuse_before_planning, within_quota, would_borrow
+from scheduler.reclaim import reclaimed_resources
 
 log = logging.getLogger(__name__)
 
@@ -84,26 +93,33 @@ class Held:
     gpu_milli: int  # what its needed members ask: a gang passes only if it asks as much
     placements: tuple[Placement, ...]
     since: float  # when it was planned
+    # When the gang entered the queue: a gang deleted and recreated under its name (or
+    # that stopped being ready) enters again later and is another gang to the guard.
+    ready_since: float | None = None
+    # Whether the gang would borrow beyond its quota's min: then a gang within its own
+    # min passes the reservation (a guarantee beats priority, and so a reservation).
+    borrowing: bool = False
 
     @property
     def nodes(self) -> frozenset[str]:
         return frozenset(p.node for p in self.placements)
 
 
-def passes(gang: Gang, held: Held) -> bool:
+def passes(gang: Gang, held: Held, book: QuotaBook) -> bool:
     """Whether `gang` may plan through `held`: strictly higher priority and at least as
-    large (a smaller gang of any priority is the stream the reservation is against)."""
-    return (
-        gang.key != held.gang
-        and gang.priority > held.priority
-        and needed_usage(gang).get(GPU, 0) >= held.gpu_milli
-    )
+    large (a smaller gang of any priority is the stream the reservation is against), or
+    within its quota's min against a borrowing gang's reservation."""
+    if gang.key == held.gang:
+        return False
+    if gang.priority > held.priority and needed_usage(gang).get(GPU, 0) >= held.gpu_milli:
+        return True
+    return held.borrowing and bool(reclaimed_resources(gang, book))
 
 
-def overrides(gang: Gang, held: Held) -> bool:
+def overrides(gang: Gang, held: Held, book: QuotaBook) -> bool:
     """Whether the reservation of `gang` may be planned through `held`: it passes it, or
     is of the same priority and larger."""
-    if passes(gang, held):
+    if passes(gang, held, book):
         return True
     asked = needed_usage(gang).get(GPU, 0)
     return gang.key != held.gang and gang.priority == held.priority and asked > held.gpu_milli
@@ -118,11 +134,17 @@ class StarvationGuard:
     preempting: Mapping[str, object] = field(default_factory=dict)
     # 0: off (the simulator and the demo; the adapter sets starvation.guardSeconds).
     guard_seconds: float = 0.0
+    # When a gang entered the queue (the core's queue.ready_since), or None when it is not
+    # queued: every record below is of one stay in the queue, so that a gang deleted and
+    # recreated under its name starts its wait over (no old clock, no old reservation)
+    # and a gang gone leaves nothing behind.
+    ready_since_of: Callable[[str], float | None] = lambda key: None
     # gang key -> its reservation, in the order they were made (earlier ones first).
     held: dict[str, Held] = field(default_factory=dict)
-    # (when it starves, gang key) of gangs that failed before starving, earliest first.
-    _due: list[tuple[float, str]] = field(default_factory=list)
-    _noted: set[str] = field(default_factory=set)
+    # (when it starves, gang key, ready since) of gangs that failed before starving.
+    _due: list[tuple[float, str, float]] = field(default_factory=list)
+    # key -> when the gang noted entered the queue.
+    _noted: dict[str, float] = field(default_factory=dict)
     # Gangs that waited guard_seconds and were not placed since: key -> priority.
     _starving: dict[str, int] = field(default_factory=dict)
     # When a reservation may be planned again after one that would not fit (0: now).
@@ -133,6 +155,12 @@ class StarvationGuard:
     _news: list[tuple[str, frozenset[str]]] = field(default_factory=list)
     # Reservations lifted while a gang is planned (its own, those it passes).
     _lifted: list[Held] = field(default_factory=list)
+    # namespace -> the ordinal of its latest reservation (0: never): among starving gangs
+    # of one priority and size the namespace served least recently goes first, so a
+    # tenant that keeps many large gangs waiting (and gives a reservation up by deleting
+    # its gang) cannot keep the reservations, and the nodes draining, to itself.
+    _turns: dict[str, int] = field(default_factory=dict)
+    _made: int = 0
 
     # --- the core's hooks ---------------------------------------------------------------
     def before_planning(self, gang: Gang) -> None:
@@ -142,8 +170,9 @@ class StarvationGuard:
             return
         # A reserved gang plans through what its reservation was planned through.
         lifts = overrides if gang.key in self.held else passes
+        book = self.cache.quotas
         for held in list(self.held.values()):
-            if held.gang == gang.key or lifts(gang, held):
+            if held.gang == gang.key or lifts(gang, held, book):
                 self._release(held)
                 self._lifted.append(held)
 
@@ -173,10 +202,14 @@ class StarvationGuard:
         if self.guard_seconds <= 0:
             return
         while self._due and self._due[0][0] <= now:
-            _, key = heapq.heappop(self._due)
+            _, key, since = heapq.heappop(self._due)
+            if self._noted.get(key) != since:
+                continue  # an earlier stay of the gang, forgotten since
             gang = gangs.get(key)
-            if gang is not None and key in self._noted:
+            if gang is not None and self._same_stay(key, since):
                 self._starving[key] = gang.priority
+            else:
+                self._forget(key)
         if len(self._starving) > len(self.held) and now >= self._retry_at:
             # Some starving gang has no reservation.
             self._guarded(lambda: self._choose(now, gangs, snapshot))
@@ -187,6 +220,10 @@ class StarvationGuard:
 
     def reservations(self) -> Mapping[str, frozenset[str]]:
         return {key: held.nodes for key, held in self.held.items() if self._holds(held)}
+
+    def remembered(self) -> frozenset[str]:
+        """The gangs the guard keeps a record of (for tests and /debug)."""
+        return frozenset({*self._noted, *self._starving, *self._announced, *self.held})
 
     def announcements(self) -> list[tuple[str, frozenset[str]]]:
         """Reservations made for a gang for the first time since the last call (gang
@@ -219,22 +256,31 @@ class StarvationGuard:
         placed = isinstance(result, Plan) or preemption is not None
         if placed:  # placed, or a preemption holds its room now: not starving
             self._forget(gang.key)
+        noted = self._noted.get(gang.key)
+        if noted is not None and ready_since is not None and noted != ready_since:
+            self._forget(gang.key)  # another stay in the queue: its wait starts over
         for held in lifted:
             if held.gang != gang.key:
                 self._hold(held, now)
-            elif placed:
-                self.held.pop(held.gang, None)
+            elif placed or gang.key not in self.held:
+                continue  # forgotten above: its reservation ended with its stay
+            elif not self._same_stay(gang.key, held.ready_since, ready_since):
+                self._forget(gang.key)
             elif not self._hold(held, now):  # a node or member gone: planned again
-                self._reserve(gang, snapshot, now)
+                self._reserve(gang, snapshot, now, ready_since)
         if gang.key in self.held or placed or self.guard_seconds <= 0 or ready_since is None:
             return
         if gang.key not in self._noted:
             # Counted from when it became ready (first eligible), not from this failure.
-            self._noted.add(gang.key)
-            heapq.heappush(self._due, (ready_since + self.guard_seconds, gang.key))
+            self._noted[gang.key] = ready_since
+            heapq.heappush(self._due, (ready_since + self.guard_seconds, gang.key, ready_since))
 
     def _choose(self, now: float, gangs: Mapping[str, Gang], snapshot: Snapshot) -> None:
-        for key in [k for k in self._starving if k not in gangs or k in self.preempting]:
+        for key in [
+            k
+            for k in self._starving
+            if k not in gangs or k in self.preempting or not self._same_stay(k, self._noted.get(k))
+        ]:
             self._forget(key)
         book = self.cache.quotas
         asked = {
@@ -244,28 +290,51 @@ class StarvationGuard:
         }
         waiting = sorted(
             asked,
-            key=lambda k: (-self._starving[k], -asked[k], gangs[k].created, k),
+            key=lambda k: (
+                -self._starving[k],
+                -asked[k],
+                self._turns.get(gangs[k].namespace, 0),
+                gangs[k].created,
+                k,
+            ),
         )
         for key in waiting:
             gang = gangs[key]
             if refuse_before_planning(gang, book):
                 continue  # its quota refuses it: room would not help (asked again later)
-            if not self._reserve(gang, snapshot, now):
+            stay = self._noted.get(key)
+            if not self._reserve(gang, snapshot, now, stay):
+                # It would not fit even drained (the other reservations may hold the
+                # room): looked at again only after another guard period of this stay,
+                # not on each retry (a tenant may submit many such gangs).
+                self._forget(key)
+                if stay is not None:
+                    self._noted[key] = stay
+                    heapq.heappush(self._due, (now + self.guard_seconds, key, stay))
                 self._retry_at = now + RETRY_SECONDS
             return  # one reservation planned a cycle
 
     def _forget(self, key: str) -> None:
         self._starving.pop(key, None)
-        self._noted.discard(key)
+        self._noted.pop(key, None)
         held = self.held.pop(key, None)
         if held is not None:
             self._release(held)
             self._retry_at = 0.0  # its room is free for another reservation
 
-    def _reserve(self, gang: Gang, snapshot: Snapshot, now: float) -> bool:
+    def _same_stay(self, key: str, since: float | None, current: float | None = None) -> bool:
+        """Whether the gang is still in the stay in the queue that began at `since`
+        (unknown times count as the same: the simulator's tests drive the guard alone)."""
+        now_since = current if current is not None else self.ready_since_of(key)
+        return since is None or now_since is None or since == now_since
+
+    def _reserve(
+        self, gang: Gang, snapshot: Snapshot, now: float, ready_since: float | None
+    ) -> bool:
         """Make and hold a reservation for `gang` (told once per gang), in the room the
         other reservations leave, except those it passes."""
-        passed = [h for h in self.held.values() if h.gang != gang.key and overrides(gang, h)]
+        book = self.cache.quotas
+        passed = [h for h in self.held.values() if overrides(gang, h, book)]
         for held in passed:
             self._release(held)
         try:
@@ -277,9 +346,15 @@ class StarvationGuard:
         if placements is None:
             return False
         asked = needed_usage(gang).get(GPU, 0)
-        made = Held(gang.key, gang.priority, asked, placements, now)
+        borrows = would_borrow(gang, book)
+        made = Held(gang.key, gang.priority, asked, placements, now, ready_since, borrows)
         if not self._hold(made, now):
             return False
+        self._made += 1
+        self._turns[gang.namespace] = self._made
+        if len(self._turns) > 4096:  # namespaces gone long ago: keep the recent ones
+            recent = sorted(self._turns.items(), key=lambda item: item[1])[-2048:]
+            self._turns = dict(recent)
         if gang.key not in self._announced:
             present = {pod.gang_key for pod in self.cache.pods()}
             self._announced = {key for key in self._announced if key in present}
