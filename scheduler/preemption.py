@@ -51,6 +51,7 @@ from scheduler.reclaim import (
     reclaimable,
     reclaimed_resources,
 )
+from scheduler.reclaim_cost import cost_bounded
 from scheduler.victim_fit import RoomBound, VictimFit, WhatIfSnapshot
 
 log = logging.getLogger(__name__)
@@ -266,6 +267,7 @@ class Preempter:
             return None
         victims = {key: running[key] for key in keys}
         admissible = floors_kept(gang, pods, book)
+        victims, admissible = cost_bounded(gang, now, victims, admissible)
         found = self._search(gang, snapshot, now, victims, FEWEST_GPUS, admissible)
         if found is None:
             return None
