@@ -36,19 +36,20 @@ The model:
   gang sees only the room the starving gang does not need there: what is backfilled
   can never delay it, since even running forever it leaves the reserved room free once
   the pods there now have left. Not counted against the gang's quota.
-- **Who still passes.** Only a gang of strictly higher priority that asks at least as
-  many GPUs plans as if the reservation were not there, and a gang within its quota's
-  min when the reserved gang borrows (a guarantee beats priority: held back, it would
-  wait for the borrower to run and then reclaim from it). Smaller or lower-priority
-  work (the stream that starves a large gang, whatever its priority) only gets the
-  room left.
+- **Who still passes.** A gang of strictly higher priority plans as if the reservation
+  were not there (the guard is against starvation by equal or lower work, not a
+  priority inversion), and so does a gang within its quota's min when the reserved
+  gang borrows (a guarantee beats priority: held back, it would wait for the borrower
+  to run and then reclaim from it). Everyone else only gets the room left. (Holding
+  back smaller work of higher priority too was tried: docs/quotas.md says what it
+  cost.)
 - **For how long.** Released just before the gang is planned (the room is its own),
   and held again when the attempt fails, on the same nodes: a reservation that moved
   would let new work onto the nodes it left and could starve the gang again. Planned
   again only when it no longer holds (a node or a member gone).
 - **Bound.** Once reserved, the gang waits at most for the pods on its reserved nodes
   at that time to end, plus one backoff: nothing placed after the reservation takes
-  its room (unless a larger gang of higher priority passes).
+  its room (unless a gang of higher priority passes).
 
 Limits: pods of this scheduler that never finish on a reserved node keep the gang
 waiting; a reservation is remembered in memory only (a restart starts the wait over);
@@ -106,12 +107,12 @@ class Held:
 
 
 def passes(gang: Gang, held: Held, book: QuotaBook) -> bool:
-    """Whether `gang` may plan through `held`: strictly higher priority and at least as
-    large (a smaller gang of any priority is the stream the reservation is against), or
-    within its quota's min against a borrowing gang's reservation."""
+    """Whether `gang` may plan through `held`: strictly higher priority (the guard is
+    against starvation by equal or lower work, not a priority inversion), or within its
+    quota's min against a borrowing gang's reservation."""
     if gang.key == held.gang:
         return False
-    if gang.priority > held.priority and needed_usage(gang).get(GPU, 0) >= held.gpu_milli:
+    if gang.priority > held.priority:
         return True
     return held.borrowing and bool(reclaimed_resources(gang, book))
 

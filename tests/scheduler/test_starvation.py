@@ -135,16 +135,17 @@ def test_backfill_takes_only_room_the_reserved_gang_does_not_need() -> None:
     assert [
         {p.node for p in a.result.placements} for a in placed if isinstance(a.result, Plan)
     ] == [{"n2"}]
-    # A smaller gang is held back whatever its priority: a stream of small high-priority
-    # work would starve the large gang as surely as one of its own priority.
+    # A higher priority is not held back by the reservation.
     for pod in gang("urgent", 1, 4, priority=10):
         core.apply_pod(ADDED, pod, 22.0)
     [urgent] = run(core, 22.0)
-    assert not isinstance(urgent.result, Plan)
+    assert isinstance(urgent.result, Plan) and urgent.result.placements[0].node in {"n0", "n1"}
     assert core.starvation_reservations() == {"default/large": frozenset({"n0", "n1"})}
     # The running pods on the reserved nodes leave: the large gang is retried and placed.
     core.apply_pod(EventType.DELETED, pod_obj("r0", node_name="n0"), 30.0)
     core.apply_pod(EventType.DELETED, pod_obj("r1", node_name="n1"), 30.0)
+    urgent_uid = urgent.result.placements[0].pod_uid
+    core.apply_pod(EventType.DELETED, {"metadata": {"uid": urgent_uid}}, 30.0)
     placed = [a.gang.key for a in run(core, 200.0) if isinstance(a.result, Plan)]
     assert "default/large" in placed
     assert "default/large" not in core.starvation_reservations()  # over once placed
