@@ -1,7 +1,8 @@
 """The starvation guard on a workload built to starve (scheduler/sim/starving.py): a
 64-GPU gang behind a stream of 1-4-GPU gangs with long-tailed runs, on 16 nodes of 8
-GPUs, the stream of the large gang's priority or above it. Prints the Markdown table of
-docs/benchmarks.md ("The starvation guard on a workload built to starve").
+GPUs, the stream of the large gang's priority or above it. Prints the figures behind
+docs/benchmarks.md ("The starvation guard on a workload built to starve"), guard off
+and on, for the tree it runs on (run it on two trees for a before and after).
 
     .venv/bin/python bench/starvation.py
     .venv/bin/python bench/starvation.py --seeds 1 2 3 --guard 300
