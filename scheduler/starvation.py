@@ -7,42 +7,54 @@ frees is taken by the next small gang before a whole node is ever empty.
 The model:
 
 - **Who.** A gang that failed and has waited `guard_seconds` since it became ready
-  (entered the queue) starves; the first starving gang (highest priority, then oldest)
-  gets the reservation, one gang at a time, until it is placed or gone (among gangs
-  of one priority, the namespace served least recently first). A starving gang of
-  strictly higher priority takes it over. Not for a gang its quota refuses
-  (room would not help), one waiting on a preemption (its victims' room is held
-  already), or one with volume claims (claims are resolved on the core's planning
-  path only). Every record is of one stay in the queue: a gang deleted and recreated
+  (entered the queue) starves. Every starving gang gets a reservation of its own, in
+  order (highest priority, then the most GPUs, then oldest: a small gang is placed as
+  soon as any room frees, a large one needs whole nodes to drain), each planned in the
+  room the earlier ones leave, so reservations do not overlap and none is ever handed
+  to another gang: the room a gang waits for stays its own until it is placed or gone.
+  Except for a larger one: a reservation is planned through those of smaller gangs of
+  its priority (or of lower priority), which are then placed in the room it leaves (a
+  handful of 1-GPU reservations must not keep a 64-GPU gang from ever reserving).
+  Among starving gangs of one priority and size, the namespace served least recently
+  goes first. Every record is of one stay in the queue: a gang deleted and recreated
   under its name (or no longer ready, then ready again) waits anew and loses its
   reservation; one that would not fit even drained is searched again only a guard
-  period later.
-- **Where: the nodes it would fit on soonest.** Run times are unknown, so "soonest" is
-  "the least running work to wait for": nodes are ranked by the GPUs (then the pods)
-  of this scheduler's running pods on them, and the planner plans the gang on a
-  what-if copy of the cluster where the first k nodes of that ranking are drained of
-  those pods, for the smallest k that lets it be placed and admitted by its quota. The
-  planner's own choice among the nodes (its filters and scores) decides the rest.
-  Pods of other schedulers are never waited for (they may never finish).
+  period later. Not for a gang its
+  quota refuses (room would not help; checked again every cycle, cheaply), one
+  waiting on a preemption (its victims' room is held already), or one with volume
+  claims (claims are resolved on the core's planning path only).
+- **Where: the nodes it would fit on soonest.** Run times are unknown to the
+  scheduler, so "soonest" is "the least running work to wait for": nodes are ranked by
+  the GPUs (then the pods) of this scheduler's running pods on them, and the planner
+  plans the gang on a what-if copy of the cluster where the first k nodes of that
+  ranking are drained of those pods, for the smallest k that lets it be placed and
+  admitted by its quota. The planner's own choice among the nodes (its filters and
+  scores) decides the rest. Pods of other schedulers are never waited for (they may
+  never finish).
 - **What it holds.** The plan's placements are charged on their nodes
   (`Reservation.RESERVED`, beyond what the nodes have free now) so that every other
   gang sees only the room the starving gang does not need there: what is backfilled
   can never delay it, since even running forever it leaves the reserved room free once
   the pods there now have left. Not counted against the gang's quota.
-- **Who is still placed there.** Gangs of strictly higher priority plan as if the
-  reservation were not there (the guard is against starvation by equal or lower
-  work, not a priority inversion), and so do gangs within their quota's min when the
-  reserved gang borrows (a guarantee beats priority: held back, they would wait for the
-  borrower to run and then reclaim from it); every other gang only in the room left.
+- **Who still passes.** A gang of strictly higher priority plans as if the reservation
+  were not there (the guard is against starvation by equal or lower work, not a
+  priority inversion), and so does a gang within its quota's min when the reserved
+  gang borrows (a guarantee beats priority: held back, it would wait for the borrower
+  to run and then reclaim from it). Everyone else only gets the room left. (Holding
+  back smaller work of higher priority too was tried: docs/quotas.md says what it
+  cost.)
 - **For how long.** Released just before the gang is planned (the room is its own),
   and held again when the attempt fails, on the same nodes: a reservation that moved
   would let new work onto the nodes it left and could starve the gang again. Planned
   again only when it no longer holds (a node or a member gone).
+- **Bound.** Once reserved, the gang waits at most for the pods on its reserved nodes
+  at that time to end, plus one backoff: nothing placed after the reservation takes
+  its room (unless a gang of higher priority passes).
 
 Limits: pods of this scheduler that never finish on a reserved node keep the gang
-waiting; a reservation is remembered in memory only (a restart
-starts the wait over); the held pods are seen by other gangs' inter-pod terms on
-those nodes as a nominated preemptor's are.
+waiting; a reservation is remembered in memory only (a restart starts the wait over);
+the held pods are seen by other gangs' inter-pod terms on those nodes as a nominated
+preemptor's are.
 """
 
 from __future__ import annotations
@@ -54,16 +66,23 @@ from dataclasses import dataclass, field
 
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
+from cache.quota import GPU, QuotaBook
 from cache.snapshot import Snapshot
 from policies.profile import Profile
 from scheduler.gang import Gang
 from scheduler.isolation import FATAL
 from scheduler.planner import Plan, Planner, Unschedulable
 from scheduler.preemption import Preemption, WhatIf
-from scheduler.quotas import refuse_before_planning, within_quota, would_borrow
+from scheduler.quotas import needed_usage, refuse_before_planning, within_quota, would_borrow
 from scheduler.reclaim import reclaimed_resources
 
 log = logging.getLogger(__name__)
+
+# After a starving gang would not fit even with every node drained (most often: the
+# other reservations hold the room), no reservation is planned for this long unless a
+# reservation ends first: each try is about 2 log2(nodes) planning passes, and in an
+# overloaded cluster dozens of gangs starve at once.
+RETRY_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +91,7 @@ class Held:
 
     gang: str
     priority: int
+    gpu_milli: int  # what its needed members ask: a gang passes only if it asks as much
     placements: tuple[Placement, ...]
     since: float  # when it was planned
     # When the gang entered the queue: a gang deleted and recreated under its name (or
@@ -84,6 +104,26 @@ class Held:
     @property
     def nodes(self) -> frozenset[str]:
         return frozenset(p.node for p in self.placements)
+
+
+def passes(gang: Gang, held: Held, book: QuotaBook) -> bool:
+    """Whether `gang` may plan through `held`: strictly higher priority (the guard is
+    against starvation by equal or lower work, not a priority inversion), or within its
+    quota's min against a borrowing gang's reservation."""
+    if gang.key == held.gang:
+        return False
+    if gang.priority > held.priority:
+        return True
+    return held.borrowing and bool(reclaimed_resources(gang, book))
+
+
+def overrides(gang: Gang, held: Held, book: QuotaBook) -> bool:
+    """Whether the reservation of `gang` may be planned through `held`: it passes it, or
+    is of the same priority and larger."""
+    if passes(gang, held, book):
+        return True
+    asked = needed_usage(gang).get(GPU, 0)
+    return gang.key != held.gang and gang.priority == held.priority and asked > held.gpu_milli
 
 
 @dataclass
@@ -100,37 +140,42 @@ class StarvationGuard:
     # recreated under its name starts its wait over (no old clock, no old reservation)
     # and a gang gone leaves nothing behind.
     ready_since_of: Callable[[str], float | None] = lambda key: None
-    held: Held | None = None
+    # gang key -> its reservation, in the order they were made (earlier ones first).
+    held: dict[str, Held] = field(default_factory=dict)
     # (when it starves, gang key, ready since) of gangs that failed before starving.
     _due: list[tuple[float, str, float]] = field(default_factory=list)
     # key -> when the gang noted entered the queue.
     _noted: dict[str, float] = field(default_factory=dict)
     # Gangs that waited guard_seconds and were not placed since: key -> priority.
     _starving: dict[str, int] = field(default_factory=dict)
+    # When a reservation may be planned again after one that would not fit (0: now).
+    _retry_at: float = 0.0
     # Gangs already told of a reservation (one `Reserved` event each), and the
     # reservations made since the adapter last asked.
     _announced: set[str] = field(default_factory=set)
     _news: list[tuple[str, frozenset[str]]] = field(default_factory=list)
-    _lifted: bool = False  # the hold is lifted for the gang being planned
+    # Reservations lifted while a gang is planned (its own, those it passes).
+    _lifted: list[Held] = field(default_factory=list)
     # namespace -> the ordinal of its latest reservation (0: never): among starving gangs
-    # of one priority the namespace served least recently goes first, so a tenant that
-    # keeps many large gangs waiting (and gives a reservation up by deleting its gang)
-    # cannot keep the reservation, and the nodes draining, to itself.
+    # of one priority and size the namespace served least recently goes first, so a
+    # tenant that keeps many large gangs waiting (and gives a reservation up by deleting
+    # its gang) cannot keep the reservations, and the nodes draining, to itself.
     _turns: dict[str, int] = field(default_factory=dict)
     _made: int = 0
 
     # --- the core's hooks ---------------------------------------------------------------
     def before_planning(self, gang: Gang) -> None:
-        """Lift the hold while `gang` is planned: its own, or for a gang of strictly
-        higher priority."""
-        held = self.held
-        if held is not None and (
-            held.gang == gang.key
-            or gang.priority > held.priority
-            or (held.borrowing and reclaimed_resources(gang, self.cache.quotas))
-        ):
-            self._release(held)
-            self._lifted = True
+        """Lift the holds `gang` may plan through while it is planned: its own, those it
+        passes, and when it has a reservation, those its reservation overrides."""
+        if not self.held:
+            return
+        # A reserved gang plans through what its reservation was planned through.
+        lifts = overrides if gang.key in self.held else passes
+        book = self.cache.quotas
+        for held in list(self.held.values()):
+            if held.gang == gang.key or lifts(gang, held, book):
+                self._release(held)
+                self._lifted.append(held)
 
     def after_attempt(
         self,
@@ -141,18 +186,20 @@ class StarvationGuard:
         snapshot: Snapshot,
         now: float,
     ) -> None:
-        """After `gang` was planned or failed: hold the reservation again (or re-plan
-        it), and note when a gang that failed starves."""
-        lifted, self._lifted = self._lifted, False
+        """After `gang` was planned or failed: hold the reservations lifted for it again
+        (its own re-planned if it no longer holds), and note when a gang that failed
+        starves."""
+        lifted, self._lifted = self._lifted, []
         self._guarded(
             lambda: self._after(gang, result, preemption, ready_since, snapshot, now, lifted)
         )
 
     def tick(self, now: float, gangs: Mapping[str, Gang], snapshot: Snapshot) -> None:
         """Before a cycle picks its gang: gangs whose wait passed guard_seconds starve;
-        the first (highest priority, then longest waiting) without a reservation held
-        gets one. A gang starves only behind a stream of work, and a stream wakes the
-        loop, so no timer of its own is needed."""
+        the first starving gang without a reservation (highest priority, then longest
+        waiting) gets one, planned in the room the others leave. A gang starves only
+        behind a stream of work, and a stream wakes the loop, so no timer of its own is
+        needed."""
         if self.guard_seconds <= 0:
             return
         while self._due and self._due[0][0] <= now:
@@ -164,30 +211,20 @@ class StarvationGuard:
                 self._starving[key] = gang.priority
             else:
                 self._forget(key)
-        if not self._starving:
-            return
-        held = self.held
-        if held is not None and self._holds(held) and max(self._starving.values()) <= held.priority:
-            return  # one reservation at a time: a strictly higher priority takes it over
-        self._guarded(lambda: self._choose(now, gangs, snapshot))
+        if len(self._starving) > len(self.held) and now >= self._retry_at:
+            # Some starving gang has no reservation.
+            self._guarded(lambda: self._choose(now, gangs, snapshot))
 
     def waiting_on(self, gone: PodInfo) -> list[str]:
-        """The reserved gang, when `gone` (a pod that held room) was on its nodes."""
-        held = self.held
-        if held is not None and gone.node_name in held.nodes:
-            return [held.gang]
-        return []
+        """The reserved gangs with `gone` (a pod that held room) on their nodes."""
+        return [key for key, held in self.held.items() if gone.node_name in held.nodes]
 
     def reservations(self) -> Mapping[str, frozenset[str]]:
-        held = self.held
-        if held is None or not self._holds(held):
-            return {}
-        return {held.gang: held.nodes}
+        return {key: held.nodes for key, held in self.held.items() if self._holds(held)}
 
     def remembered(self) -> frozenset[str]:
         """The gangs the guard keeps a record of (for tests and /debug)."""
-        held = {self.held.gang} if self.held is not None else set()
-        return frozenset({*self._noted, *self._starving, *self._announced, *held})
+        return frozenset({*self._noted, *self._starving, *self._announced, *self.held})
 
     def announcements(self) -> list[tuple[str, frozenset[str]]]:
         """Reservations made for a gang for the first time since the last call (gang
@@ -203,9 +240,9 @@ class StarvationGuard:
             raise
         except Exception:  # a bug here must not stop the cycle: no reservation
             log.exception("the starvation guard failed")
-            if self.held is not None:
-                self._release(self.held)
-                self.held = None
+            for held in list(self.held.values()):
+                self._release(held)
+            self.held.clear()
 
     def _after(
         self,
@@ -215,7 +252,7 @@ class StarvationGuard:
         ready_since: float | None,
         snapshot: Snapshot,
         now: float,
-        lifted: bool,
+        lifted: list[Held],
     ) -> None:
         placed = isinstance(result, Plan) or preemption is not None
         if placed:  # placed, or a preemption holds its room now: not starving
@@ -223,23 +260,19 @@ class StarvationGuard:
         noted = self._noted.get(gang.key)
         if noted is not None and ready_since is not None and noted != ready_since:
             self._forget(gang.key)  # another stay in the queue: its wait starts over
-        held = self.held
-        if held is not None and held.gang == gang.key:
-            if placed:
-                self.held = None
+        for held in lifted:
+            if held.gang != gang.key:
+                self._hold(held, now)
+            elif placed or gang.key not in self.held:
+                continue  # forgotten above: its reservation ended with its stay
             elif not self._same_stay(gang.key, held.ready_since, ready_since):
-                self._release(held)
-                self.held = None
+                self._forget(gang.key)
             elif not self._hold(held, now):  # a node or member gone: planned again
                 self._reserve(gang, snapshot, now, ready_since)
-            if self.held is not None or placed:
-                return
-            held = None  # its reservation ended with its stay: noted anew below
-        if lifted and held is not None:
-            self._hold(held, now)
-        if placed or self.guard_seconds <= 0 or ready_since is None:
+        if gang.key in self.held or placed or self.guard_seconds <= 0 or ready_since is None:
             return
         if gang.key not in self._noted:
+            # Counted from when it became ready (first eligible), not from this failure.
             self._noted[gang.key] = ready_since
             heapq.heappush(self._due, (ready_since + self.guard_seconds, gang.key, ready_since))
 
@@ -250,36 +283,45 @@ class StarvationGuard:
             if k not in gangs or k in self.preempting or not self._same_stay(k, self._noted.get(k))
         ]:
             self._forget(key)
-        if not self._starving:
-            return
-        best = min(
-            self._starving,
+        book = self.cache.quotas
+        asked = {
+            key: needed_usage(gangs[key]).get(GPU, 0)
+            for key in self._starving
+            if key not in self.held
+        }
+        waiting = sorted(
+            asked,
             key=lambda k: (
                 -self._starving[k],
+                -asked[k],
                 self._turns.get(gangs[k].namespace, 0),
                 gangs[k].created,
                 k,
             ),
         )
-        held = self.held
-        if held is not None:
-            self._release(held)
-            self.held = None
-        stay = self._noted.get(best)
-        if not self._reserve(gangs[best], snapshot, now, stay):
-            # It would not fit even drained (or its quota refuses): looked at again only
-            # after another guard period of this stay, not on each retry (the search
-            # costs about 2 log2(nodes) plans, and a tenant may submit many such gangs).
-            self._forget(best)
-            if stay is not None:
-                self._noted[best] = stay
-                heapq.heappush(self._due, (now + self.guard_seconds, best, stay))
-            if held is not None and held.gang in gangs:
-                self._hold(held, now)
+        for key in waiting:
+            gang = gangs[key]
+            if refuse_before_planning(gang, book):
+                continue  # its quota refuses it: room would not help (asked again later)
+            stay = self._noted.get(key)
+            if not self._reserve(gang, snapshot, now, stay):
+                # It would not fit even drained (the other reservations may hold the
+                # room): looked at again only after another guard period of this stay,
+                # not on each retry (a tenant may submit many such gangs).
+                self._forget(key)
+                if stay is not None:
+                    self._noted[key] = stay
+                    heapq.heappush(self._due, (now + self.guard_seconds, key, stay))
+                self._retry_at = now + RETRY_SECONDS
+            return  # one reservation planned a cycle
 
     def _forget(self, key: str) -> None:
         self._starving.pop(key, None)
         self._noted.pop(key, None)
+        held = self.held.pop(key, None)
+        if held is not None:
+            self._release(held)
+            self._retry_at = 0.0  # its room is free for another reservation
 
     def _same_stay(self, key: str, since: float | None, current: float | None = None) -> bool:
         """Whether the gang is still in the stay in the queue that began at `since`
@@ -290,13 +332,23 @@ class StarvationGuard:
     def _reserve(
         self, gang: Gang, snapshot: Snapshot, now: float, ready_since: float | None
     ) -> bool:
-        """Make and hold a reservation for `gang` (told once per gang)."""
-        self.cache.update_snapshot(snapshot)
-        placements = self._soonest(gang, snapshot)
+        """Make and hold a reservation for `gang` (told once per gang), in the room the
+        other reservations leave, except those it passes."""
+        book = self.cache.quotas
+        passed = [h for h in self.held.values() if overrides(gang, h, book)]
+        for held in passed:
+            self._release(held)
+        try:
+            self.cache.update_snapshot(snapshot)
+            placements = self._soonest(gang, snapshot)
+        finally:
+            for held in passed:
+                self._hold(held, now)
         if placements is None:
             return False
-        borrows = would_borrow(gang, self.cache.quotas)
-        made = Held(gang.key, gang.priority, placements, now, ready_since, borrows)
+        asked = needed_usage(gang).get(GPU, 0)
+        borrows = would_borrow(gang, book)
+        made = Held(gang.key, gang.priority, asked, placements, now, ready_since, borrows)
         if not self._hold(made, now):
             return False
         self._made += 1
@@ -370,9 +422,9 @@ class StarvationGuard:
         except AssumeError as error:
             # A member was deleted, bound or planned meanwhile, or a node went.
             log.info("gang %s: its reservation no longer holds: %s", held.gang, error)
-            self.held = None
+            self.held.pop(held.gang, None)
             return False
-        self.held = held
+        self.held[held.gang] = held
         return True
 
     def _release(self, held: Held) -> None:
