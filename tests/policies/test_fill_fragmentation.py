@@ -124,3 +124,13 @@ def test_the_fast_loop_gives_the_formula_bit_for_bit(
     # not reorder the sum.
     shares = {WorkloadShape(c, m, k if m == 1000 else 1): w for c, m, k, w in shapes}
     assert waste(free, cpu, shares) == _waste_as_written(free, cpu, shares)
+
+
+def test_the_kept_gpu_copies_serve_every_free_cpu_amount() -> None:
+    # The score keeps the GPU side per free-milli tuple: nodes with the same free milli
+    # and different free CPU must still get their own CPU caps.
+    shares = {SHARE_810: 1.0, TWO_WHOLE: 2.0, WorkloadShape(2000, 250, 1): 1.0}
+    score = FillFragmentation(TargetWorkload(shares))
+    free = (1000, 1000, 1000, 500)
+    for cpu in (64000, 4000, 2000, 0, 8000):
+        assert score._value(free, cpu, "") == waste(list(free), cpu, shares)
