@@ -80,3 +80,57 @@ def test_waste_is_between_zero_and_all_idle(
     shares = {WorkloadShape(c, m, k if m == 1000 else 1): w for c, m, k, w in shapes}
     value = waste(free, cpu, shares)
     assert -1e-6 <= value <= sum(free) + 1e-6
+
+
+def _waste_as_written(free: list[int], cpu: int, shares: dict[WorkloadShape, float]) -> float:
+    """The module docstring's formula, term by term in the workload's shape order (the
+    order the fast version sums in, so the two agree to the last bit)."""
+    total, groups = _groups_for(TargetWorkload(shares), "")
+    idle = sum(free)
+    if not idle:
+        return 0.0
+    used = 0.0
+    for milli, count, entries in groups:
+        if milli >= 1000:
+            gpu_copies = sum(1 for room in free if room >= 1000) // count
+        else:
+            gpu_copies = sum(room // milli for room in free) // count
+        for shape_cpu, share in entries:
+            if gpu_copies and shape_cpu <= cpu:
+                copies = min(gpu_copies, cpu // shape_cpu) if shape_cpu else gpu_copies
+                used += share * copies * milli * count
+    return total * idle - used
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([0, 0, 100, 250, 500, 700, 1000]), min_size=1, max_size=8),
+    st.integers(0, 96000),
+    st.lists(
+        st.tuples(
+            st.sampled_from([0, 2000, 8000, 32000]),
+            st.sampled_from([100, 250, 470, 810, 1000]),
+            st.integers(1, 8),
+            st.floats(0.01, 1.0),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_the_fast_loop_gives_the_formula_bit_for_bit(
+    free: list[int], cpu: int, shapes: list[tuple[int, int, int, float]]
+) -> None:
+    # Placements of a replay follow the tie-break to the last bit: a faster loop must
+    # not reorder the sum.
+    shares = {WorkloadShape(c, m, k if m == 1000 else 1): w for c, m, k, w in shapes}
+    assert waste(free, cpu, shares) == _waste_as_written(free, cpu, shares)
+
+
+def test_the_kept_gpu_copies_serve_every_free_cpu_amount() -> None:
+    # The score keeps the GPU side per free-milli tuple: nodes with the same free milli
+    # and different free CPU must still get their own CPU caps.
+    shares = {SHARE_810: 1.0, TWO_WHOLE: 2.0, WorkloadShape(2000, 250, 1): 1.0}
+    score = FillFragmentation(TargetWorkload(shares))
+    free = (1000, 1000, 1000, 500)
+    for cpu in (64000, 4000, 2000, 0, 8000):
+        assert score._value(free, cpu, "") == waste(list(free), cpu, shares)
