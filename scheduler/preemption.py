@@ -325,17 +325,7 @@ class Preempter:
         holdings = {key: victim.holding for key, victim in victims.items()}
         admissible = floors_kept(gang, holdings, self.cache.quotas)
         found = self._search(gang, snapshot, now, victims, FEWEST_VICTIMS, admissible)
-        if found is None:
-            return None
-        picked, plan = found
-        names = ", ".join(v.key for v in picked)
-        message = (
-            f"gang {gang.key} (priority {gang.priority}) preempts {len(picked)} "
-            f"lower-priority gang(s) to fit: {names}"
-        )
-        return Preemption(
-            gang.key, gang.priority, picked, tuple(plan.placements), message, PRIORITY, held(plan)
-        )
+        return None if found is None else _decision(gang, *found, PRIORITY)
 
     def _reclaim(
         self,
@@ -360,17 +350,7 @@ class Preempter:
         victims = {key: gangs[key] for key in keys}
         admissible = floors_kept(gang, holdings, book)
         found = self._search(gang, snapshot, now, victims, FEWEST_GPUS, admissible)
-        if found is None:
-            return None
-        picked, plan = found
-        names = ", ".join(v.key for v in picked)
-        message = (
-            f"gang {gang.key} reclaims the min guaranteed to quota {gang.namespace}: "
-            f"evicts {len(picked)} gang(s) borrowing beyond their quota's min: {names}"
-        )
-        return Preemption(
-            gang.key, gang.priority, picked, tuple(plan.placements), message, RECLAIM, held(plan)
-        )
+        return None if found is None else _decision(gang, *found, RECLAIM)
 
     def _search(
         self,
@@ -435,6 +415,23 @@ class Preempter:
             return
         for volume, claim in decision.volumes:
             self.volumes.hold(volume, claim)
+
+
+def _decision(gang: Gang, picked: tuple[VictimGang, ...], plan: Plan, reason: str) -> Preemption:
+    """The decision to carry out, with the preemptor's message saying why."""
+    names = ", ".join(v.key for v in picked)
+    if reason == RECLAIM:
+        message = (
+            f"gang {gang.key} reclaims the min guaranteed to quota {gang.namespace}: "
+            f"evicts {len(picked)} gang(s) borrowing beyond their quota's min: {names}"
+        )
+    else:
+        message = (
+            f"gang {gang.key} (priority {gang.priority}) preempts {len(picked)} "
+            f"lower-priority gang(s) to fit: {names}"
+        )
+    placements = tuple(plan.placements)
+    return Preemption(gang.key, gang.priority, picked, placements, message, reason, held(plan))
 
 
 def held(plan: Plan) -> tuple[tuple[str, str], ...]:
