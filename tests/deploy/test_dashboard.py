@@ -200,7 +200,50 @@ def test_the_dashboard_shows_waiting_by_reason_namespace_and_the_process() -> No
     ):
         assert name in shown, name
     # process_* and python_* exist on every target Prometheus scrapes: each query keeps
-    # the scheduler's own by joining on a series only the scheduler has.
+    # one program's own by joining on a series only that program exports.
     for expr in expressions():
         if re.search(r"\b(?:process|python)_", expr):
-            assert "and on (cluster, instance) gang_scheduler_build_info" in expr, expr
+            assert any(f"and on (cluster, instance) {own}{{" in expr for own in OWN.values()), expr
+
+
+# The series a process row joins on: one only that program exports (build info for the
+# scheduler; for the node agent, which has none, its GPU health gauge, since the
+# DCGM-named series are also what NVIDIA's own exporter serves).
+OWN = {
+    "Process (scheduler replicas)": "gang_scheduler_build_info",
+    "Node agent process": "gang_scheduler_node_agent_gpu_healthy",
+}
+
+
+def rows() -> dict[str, list[dict[str, Any]]]:
+    """The dashboard's panels under each row (a row holds the panels after it, up to
+    the next row, unless it is collapsed and holds them itself)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    current: list[dict[str, Any]] = []
+    for panel in dashboard()["panels"]:
+        if panel["type"] == "row":
+            current = found.setdefault(panel["title"], list(panel.get("panels", [])))
+        else:
+            current.append(panel)
+    return found
+
+
+def test_each_process_row_shows_only_its_own_program() -> None:
+    scheduler = {f.name for f in SchedulerMetrics(namespace_labels=True).registry.collect()}
+    agent = {f.name for f in agent_registry().collect()}
+    by_row = rows()
+    for title, own in OWN.items():
+        # Only that program exports the series joined on, so no other target shows.
+        others = agent if own in scheduler else scheduler
+        assert (own in scheduler or own in agent) and own not in others, own
+        assert title in by_row, f"no row {title!r}"
+        exprs = [t["expr"] for p in by_row[title] for t in p["targets"]]
+        shown = {name for expr in exprs for name in NAME.findall(expr)}
+        assert {
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+        } <= shown, title
+        for expr in exprs:
+            join = f'and on (cluster, instance) {own}{{cluster=~"$cluster"}}'
+            assert join in expr, f"{title}: {expr!r} is not restricted to {own}"
