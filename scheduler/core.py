@@ -178,7 +178,7 @@ class SchedulingCore:
         self.preempter = Preempter(self.cache, profile, scheduler_name, volumes=self.volumes)
         # The starvation guard: room reserved for a gang that waited too long.
         self.starvation = StarvationGuard(
-            self.cache, profile, scheduler_name, self.preempter.decisions
+            self.cache, profile, scheduler_name, self.preempter.decisions, volumes=self.volumes
         )
         self.starvation.ready_since_of = self.queue.ready_since
         self.queue.borrows_now = self._borrows_now

@@ -21,8 +21,11 @@ The model:
   reservation; one that would not fit even drained is searched again only a guard
   period later. Not for a gang its
   quota refuses (room would not help; checked again every cycle, cheaply), one
-  waiting on a preemption (its victims' room is held already), or one with volume
-  claims (claims are resolved on the core's planning path only).
+  waiting on a preemption (its victims' room is held already). A gang with volume
+  claims is planned with them resolved (scheduler/claim_planning.py), the drained pods
+  taken as gone, so it reserves where its volumes can be reached; the static PVs that
+  plan chose are not held (the reservation holds room, not volumes: the claims are
+  resolved again when the gang is planned).
 - **Where: the nodes it would fit on soonest.** Run times are unknown to the
   scheduler, so "soonest" is "the least running work to wait for": nodes are ranked by
   the GPUs (then the pods) of this scheduler's running pods on them, and the planner
@@ -68,7 +71,9 @@ from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
 from cache.quota import GPU, QuotaBook
 from cache.snapshot import Snapshot
+from cache.volumes import VolumeCache
 from policies.profile import Profile
+from scheduler.claim_planning import plan_with_claims
 from scheduler.gang import Gang
 from scheduler.isolation import FATAL
 from scheduler.planner import Plan, Planner, Unschedulable
@@ -140,6 +145,9 @@ class StarvationGuard:
     # recreated under its name starts its wait over (no old clock, no old reservation)
     # and a gang gone leaves nothing behind.
     ready_since_of: Callable[[str], float | None] = lambda key: None
+    # The core's volumes: a gang's claims are resolved in the what-if (the core passes
+    # its own; empty, a gang with claims finds none of them and is not reserved for).
+    volumes: VolumeCache = field(default_factory=VolumeCache)
     # gang key -> its reservation, in the order they were made (earlier ones first).
     held: dict[str, Held] = field(default_factory=dict)
     # (when it starves, gang key, ready since) of gangs that failed before starving.
@@ -368,7 +376,7 @@ class StarvationGuard:
         """The placements of `gang` on the nodes it would fit on soonest (module
         docstring), or None when it would not fit even with every node drained."""
         book = self.cache.quotas
-        if any(pod.claims for pod in gang.pending) or refuse_before_planning(gang, book):
+        if refuse_before_planning(gang, book):
             return None
         drained: dict[str, list[PodInfo]] = {}
         for name in snapshot.nodes:
@@ -388,8 +396,10 @@ class StarvationGuard:
         planner = Planner(self.profile, explain=False)
 
         def plan_draining(count: int) -> Plan | None:
-            view = what_if.without(p for name in order[:count] for p in drained[name])
-            result = planner.plan(gang, view)
+            gone = [p for name in order[:count] for p in drained[name]]
+            view = what_if.without(gone)
+            uids = frozenset(p.uid for p in gone)
+            result = plan_with_claims(planner, gang, view, self.volumes, self.cache, uids)
             if not isinstance(result, Plan):
                 return None
             admitted = within_quota(gang, result, book, self.cache.pod)

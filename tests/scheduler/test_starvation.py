@@ -19,6 +19,7 @@ from tests.cache.test_quota import quota_obj
 from tests.factories import gang_pods, pod_obj
 from tests.scheduler.cores import core_on_nodes
 from tests.scheduler.cores import run_binding as run
+from tests.volume_objects import pv_obj, pvc_obj, storage_class_obj, with_claims
 
 ADDED = EventType.ADDED
 
@@ -148,3 +149,31 @@ def test_the_guard_is_read_from_the_configuration() -> None:
     off = config_from_mapping({"starvation": {"guardSeconds": 0}})
     assert build_core_from(off).starvation.guard_seconds == 0.0
     assert SchedulingCore(build_profile()).starvation.guard_seconds == 0.0  # sim, demo
+
+
+def test_a_starving_gang_with_a_claim_reserves_the_node_its_volume_is_pinned_to() -> None:
+    # 3 nodes of 8 GPUs, each with 4 GPUs used by a running 1-pod gang; a gang of 1 x 8
+    # GPUs starves. Its claim is bound to a PV pinned to n2: the reservation is on n2,
+    # not on n0 (first by name among nodes of equal work), where it could never run.
+    core = core_with(3, guard=10.0)
+    for i in range(3):
+        core.apply_pod(ADDED, pod_obj(f"r{i}", gpus=4, node_name=f"n{i}", phase="Running"), 0.0)
+    for kind, obj in (
+        ("classes", storage_class_obj("local")),
+        ("volumes", pv_obj("disk-n2", node="n2", claim=("default", "data"), phase="Bound")),
+        ("claims", pvc_obj("data", volume_name="disk-n2")),
+    ):
+        core.apply_volume_object(kind, ADDED, obj, 0.0)
+    for pod in gang("large", 1, 8):
+        core.apply_pod(ADDED, with_claims(pod, "data"), 0.0)
+    run(core, 1.0)
+    assert core.starvation_reservations() == {}  # has not waited long enough
+    run(core, 20.0)
+    assert core.starvation.announcements() == [("default/large", frozenset({"n2"}))]
+    assert core.starvation_reservations() == {"default/large": frozenset({"n2"})}
+    # The pod on n2 leaves: the gang is placed there, with its volume.
+    core.apply_pod(EventType.DELETED, pod_obj("r2", node_name="n2"), 30.0)
+    placed = [a for a in run(core, 200.0) if a.gang.key == "default/large"]
+    assert placed and isinstance(placed[-1].result, Plan)
+    assert [p.node for p in placed[-1].result.placements] == ["n2"]
+    assert "default/large" not in core.starvation_reservations()
