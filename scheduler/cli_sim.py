@@ -3,10 +3,11 @@
 and rich, which only these commands use (issue 13: first bind within 1 s of start-up)."""
 
 import argparse
+import contextlib
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -100,6 +101,19 @@ class _UsageError(Exception):
     """A mistake in what the user asked for: one line on stderr, exit code 2."""
 
 
+@contextlib.contextmanager
+def _reading(what: str, *format_errors: type[Exception]) -> Iterator[None]:
+    """A file the user named that cannot be read or parsed: one usage line naming it
+    (`what` when the error names no file), never a traceback."""
+    unreadable: tuple[type[Exception], ...] = (UnicodeDecodeError, *format_errors)
+    try:
+        yield
+    except OSError as error:
+        raise _UsageError(f"cannot read {error.filename or what}: {error.strerror}") from None
+    except unreadable as error:
+        raise _UsageError(str(error)) from None
+
+
 def _read_bundled(filename: str) -> str:
     return resources.files("scheduler.sim").joinpath("data", "openb", filename).read_text("utf-8")
 
@@ -107,15 +121,9 @@ def _read_bundled(filename: str) -> str:
 def _load_trace(args: argparse.Namespace) -> tuple[list[dict[str, object]], list[OpenbPod]]:
     if args.trace not in TRACES:
         raise _UsageError(f"unknown trace {args.trace!r}; known: {', '.join(TRACES)}")
-    try:
+    with _reading("the trace", OpenbFormatError):
         nodes = load_nodes(Path(args.nodes) if args.nodes else _read_bundled(NODE_FILE))
         pods = load_pods(Path(args.pods) if args.pods else _read_bundled(TRACES[args.trace]))
-    except OSError as error:
-        raise _UsageError(
-            f"cannot read {error.filename or 'the trace'}: {error.strerror}"
-        ) from None
-    except (OpenbFormatError, UnicodeDecodeError) as error:
-        raise _UsageError(str(error)) from None
     if not nodes:
         raise _UsageError("the node list has no nodes")
     return nodes, pods
@@ -253,14 +261,8 @@ def _report(
 
 # --- part 2: learning tasks over time ---------------------------------------------------------
 def _timeline_cluster(args: argparse.Namespace) -> list[dict[str, object]]:
-    try:
+    with _reading("the cluster file", ClusterSpecError):
         nodes = load_cluster(Path(args.cluster)) if args.cluster else default_cluster()
-    except OSError as error:
-        raise _UsageError(
-            f"cannot read {error.filename or 'the cluster file'}: {error.strerror}"
-        ) from None
-    except (ClusterSpecError, UnicodeDecodeError) as error:
-        raise _UsageError(str(error)) from None
     if not cluster_size(nodes).total_gpu_milli:
         raise _UsageError("the cluster has no GPU")
     return nodes
@@ -282,14 +284,8 @@ def _timeline_workloads(
             for seed in dict.fromkeys(args.seed or [DEFAULT_SEED])
         ]
     if args.workload is not None:
-        try:
+        with _reading("the workload", WorkloadError):
             return [(None, load_workload(Path(args.workload)))]
-        except OSError as error:
-            raise _UsageError(
-                f"cannot read {error.filename or 'the workload'}: {error.strerror}"
-            ) from None
-        except (WorkloadError, UnicodeDecodeError) as error:
-            raise _UsageError(str(error)) from None
     if args.generate < 1:
         raise _UsageError(f"--generate needs a number of tasks >= 1, got {args.generate}")
     gpus = cluster_size(nodes).total_gpu_milli // 1000
