@@ -44,6 +44,22 @@ def gang(
     return [signed(pod) for pod in pods] if node else pods
 
 
+def team_b_borrows_from_a(api: KubeApiEmulator) -> None:
+    """Two 8-GPU nodes, teams a and b each guaranteed 8 GPUs (max 16); b runs gang "own"
+    (within its min, on n0) and gang "borrow" (a's idle guarantee, on n1), priority 50,
+    both bound by the scheduler."""
+    api.put_node(node_obj("n0", gpus=8))
+    api.put_node(node_obj("n1", gpus=8))
+    for team in ("a", "b"):
+        gpus = {"nvidia.com/gpu": 8}
+        api.put(ELASTIC_QUOTAS, quota_obj(team, {"nvidia.com/gpu": 16}, gpus))
+    for pod in [
+        *gang("own", 50, node="n0", namespace="b"),
+        *gang("borrow", 50, node="n1", namespace="b"),
+    ]:
+        api.put_pod(pod)
+
+
 async def sample(port: int, line_prefix: str) -> float:
     url = f"http://127.0.0.1:{port}/metrics"
     async with aiohttp.ClientSession() as session, session.get(url) as response:
@@ -179,16 +195,7 @@ async def test_a_team_under_its_min_reclaims_a_borrowing_gang_through_the_evicti
 
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
-            api.put_node(node_obj("n0", gpus=8))
-            api.put_node(node_obj("n1", gpus=8))
-            for team in ("a", "b"):
-                gpus = {"nvidia.com/gpu": 8}
-                api.put(ELASTIC_QUOTAS, quota_obj(team, {"nvidia.com/gpu": 16}, gpus))
-            for pod in [
-                *gang("own", 50, node="n0", namespace="b"),
-                *gang("borrow", 50, node="n1", namespace="b"),
-            ]:
-                api.put_pod(pod)
+            team_b_borrows_from_a(api)
             port = free_port()
             async with running_with(api, tmp_path, with_key(fast_config(port), tmp_path)):
                 for pod in gang("job", 1, namespace="a"):

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj
-from tests.kube.test_preemption import gang
+from tests.kube.test_preemption import gang, team_b_borrows_from_a
 from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_with
-from tests.kubeapi import ELASTIC_QUOTAS, KubeApiEmulator
+from tests.kubeapi import KubeApiEmulator
 from tests.kubeapi.resources import POD_DISRUPTION_BUDGETS
 from tests.signed import with_key
 from tests.waiting import eventually, free_port
@@ -61,16 +60,7 @@ async def test_a_tenants_budget_does_not_turn_borrowed_gpus_into_its_own(tmp_pat
 
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
-            api.put_node(node_obj("n0", gpus=8))
-            api.put_node(node_obj("n1", gpus=8))
-            for team in ("a", "b"):
-                gpus = {"nvidia.com/gpu": 8}
-                api.put(ELASTIC_QUOTAS, quota_obj(team, {"nvidia.com/gpu": 16}, gpus))
-            for pod in [
-                *gang("own", 50, node="n0", namespace="b"),
-                *gang("borrow", 50, node="n1", namespace="b"),
-            ]:
-                api.put_pod(pod)
+            team_b_borrows_from_a(api)
             for name in ("own", "borrow"):  # every gang of b under a budget
                 api.put(POD_DISRUPTION_BUDGETS, budget("b", name))
             async with running_with(api, tmp_path, with_key(fast_config(free_port()), tmp_path)):
