@@ -38,6 +38,7 @@ from scheduler.sim.workload import (
     Task,
     _draw_roles,
     _pin_models,
+    refuse_unknown,
 )
 from scheduler.yamltext import YamlSyntaxError, load_yaml
 
@@ -94,7 +95,7 @@ def parse_teams(text: str, source: str = "<teams>") -> Teams:
         raise TeamsError(f"{source}: {error}") from None
     if not isinstance(data, dict):
         raise TeamsError(f"{source}: expected a mapping with fields {', '.join(_TOP_FIELDS)}")
-    _refuse_unknown(data, _TOP_FIELDS, source)
+    refuse_unknown(data, _TOP_FIELDS, source, TeamsError)
     hours = _positive(data, "hours", source)
     raw_teams = data.get("teams")
     if not isinstance(raw_teams, list) or not raw_teams:
@@ -125,7 +126,7 @@ def _parse_team(raw: object, where: str) -> Team:
             f"digits or '-'), got {name!r}"
         )
     where = f"{where.rsplit(': ', 1)[0]}: team {name!r}"
-    _refuse_unknown(raw, _TEAM_FIELDS, where)
+    refuse_unknown(raw, _TEAM_FIELDS, where, TeamsError)
     rate = _positive(raw, "arrivals_per_hour", where)
     gpus = _weights(raw, "gpus", where, minimum=1, maximum=MAX_PODS_PER_TASK * 8)
     priorities = _weights(raw, "priorities", where, minimum=-(2**31), maximum=2**31 - 1)
@@ -137,12 +138,6 @@ def _parse_team(raw: object, where: str) -> Team:
             f"({median:g}): a log-normal's mean is never below its median"
         )
     return Team(name, rate, gpus, priorities, median, mean)
-
-
-def _refuse_unknown(raw: Mapping[object, object], known: Sequence[str], where: str) -> None:
-    for key in raw:
-        if key not in known:
-            raise TeamsError(f"{where}: unknown field {key!r}; known: {', '.join(known)}")
 
 
 def _positive(raw: Mapping[object, object], field: str, where: str) -> float:

@@ -154,7 +154,7 @@ def _parse_task(raw: object, where: str) -> Task:
             f"and ending with a letter or digit, got {name!r}"
         )
     where = f"{where.rsplit(': ', 1)[0]}: task {name!r}"
-    _refuse_unknown(raw, _TASK_FIELDS, where)
+    refuse_unknown(raw, _TASK_FIELDS, where)
     arrival = _number(raw, "arrival", where, minimum=0.0)
     duration = _number(raw, "duration", where, minimum=0.0, strict=True)
     priority = _integer(raw, "priority", where, default=0, minimum=-(2**31))
@@ -199,7 +199,7 @@ def _parse_role(raw: object, task_where: str) -> Role:
             f"'-', starting and ending with a letter or digit, got {name!r}"
         )
     where = f"{task_where}, role {name!r}"
-    _refuse_unknown(raw, _ROLE_FIELDS, where)
+    refuse_unknown(raw, _ROLE_FIELDS, where)
     replicas = _integer(raw, "replicas", where, minimum=1)
     cpu_milli = _quantity(raw, "cpu", where, milli=True)
     memory = _quantity(raw, "memory", where, milli=False)
@@ -229,10 +229,16 @@ def _parse_role(raw: object, task_where: str) -> Role:
     return Role(name, replicas, cpu_milli, memory, gpus, gpu_milli, gpu_types)
 
 
-def _refuse_unknown(raw: Mapping[Any, Any], known: Sequence[str], where: str) -> None:
+def refuse_unknown(
+    raw: Mapping[Any, Any],
+    known: Sequence[str],
+    where: str,
+    error: type[ValueError] = WorkloadError,
+) -> None:
+    """`error` naming the first field of `raw` not in `known` (workload and team files)."""
     for key in raw:
         if key not in known:
-            raise WorkloadError(f"{where}: unknown field {key!r}; known: {', '.join(known)}")
+            raise error(f"{where}: unknown field {key!r}; known: {', '.join(known)}")
 
 
 def _present(raw: Mapping[Any, Any], field: str, where: str) -> object:
