@@ -7,10 +7,16 @@ BIN := $(VENV)/bin
 
 .PHONY: simulate demo test lint typecheck unit bench fmt clean lock helm
 
-$(BIN)/gang-scheduler: pyproject.toml
+# The image's packages are installed at their pinned versions (requirements.lock as pip
+# constraints): the tests then run what the image runs, and a release upstream changes
+# nothing until the lock is moved (tests/deploy/test_lockfile.py compares the two).
+# To move the pins to newer releases: rm -rf .venv && make CONSTRAINTS= lock
+CONSTRAINTS ?= -c requirements.lock
+
+$(BIN)/gang-scheduler: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,agent,plot]'
+	$(BIN)/pip install --quiet $(CONSTRAINTS) -e '.[dev,agent,plot]'
 	touch $@
 
 simulate: $(BIN)/gang-scheduler
