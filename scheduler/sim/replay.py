@@ -1,7 +1,9 @@
 """One replay of the openb protocol through the scheduling core the real scheduler runs.
 
-Each pod of the arrival order is a new gang of one, tried exactly once: it is added,
-`SchedulingCore.schedule_next` plans it, and a plan is bound at once (there is no API
+Each pod of the arrival order is a new gang of one, tried exactly once: it is added
+(`SchedulingCore.add_parsed_pod`: the watch event's path once the pod object is parsed;
+`openb.PodRecords` parses each distinct trace pod once), `SchedulingCore.schedule_next`
+plans it, and a plan is bound at once (there is no API
 server: `core.bound` records the bind). A pod that fits nowhere is dropped for good (a
 DELETED event), so the queue never retries it and never holds it back. Nothing leaves.
 The clock is virtual: one second per pod, so the queue's timing rules never come into
@@ -24,7 +26,14 @@ from cache.resources import MILLI_PER_GPU
 from policies.profile import Profile
 from scheduler.core import SchedulingCore
 from scheduler.planner import Plan
-from scheduler.sim.openb import NAMESPACE, OpenbPod, Readings, pod_object, requested_gpu_milli
+from scheduler.sim.openb import (
+    NAMESPACE,
+    OpenbPod,
+    PodRecords,
+    Readings,
+    deleted_pod_object,
+    requested_gpu_milli,
+)
 from scheduler.sim.sizes import FailuresBySize, SizeFailures
 
 # The arrived loads (in %) the paper reports.
@@ -79,11 +88,13 @@ def replay_openb(
     by_size = FailuresBySize(readings.total_gpu_milli)
     count = len(pods_in_order)
     arrived = allocated = failed = 0
+    # Each pod is parsed once per distinct shape, not once per arrival (PodRecords).
+    records = PodRecords(core.scheduler_name, core.cache.share_milli, core.cache.gang_keys)
     for position, pod in enumerate(pods_in_order):
         now = float(position)
-        obj = pod_object(pod, position)
+        record = records.record(pod, position)
         arrived += requested_gpu_milli(pod)
-        core.apply_pod(EventType.ADDED, obj, now)
+        core.add_parsed_pod(record, now)
         attempt = core.schedule_next(now)
         expected = f"{NAMESPACE}/pod:{pod.name}"
         if attempt is None or attempt.gang.key != expected:
@@ -96,7 +107,7 @@ def replay_openb(
                 allocated += sum(milli for _, milli in placement.shares)
         else:
             failed += 1
-            core.apply_pod(EventType.DELETED, obj, now)
+            core.apply_pod(EventType.DELETED, deleted_pod_object(record), now)
         by_size.record(pod, arrived, failed=not placed)
         readings.record(arrived, allocated)
         if progress is not None and (position + 1) % PROGRESS_EVERY == 0:
