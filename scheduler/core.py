@@ -14,7 +14,6 @@ definitely failed (`bind_failed`); never on a clock (cache/cluster.py).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,6 +24,7 @@ from cache.cluster import ClusterCache, EventType, Placement, Reservation
 from cache.gang_groups import GangGroupStore, GroupParser
 from cache.jsonobj import mapping, metadata, object_uid
 from cache.pod import DEFAULT_SCHEDULER, PodInfo
+from cache.pod_copy import copied
 from cache.podgroup import PodGroupInfo
 from cache.quota import quota_names
 from cache.snapshot import Snapshot
@@ -455,7 +455,8 @@ class SchedulingCore:
             and not pod.node_name
             and self.cache.reservation(pod.uid) not in (Reservation.NOMINATED, Reservation.RESERVED)
         ):
-            pod = dataclasses.replace(pod, node_name=placement.node, phase="Running")
+            pod = copied(pod)  # dataclasses.replace costs 5x (cache/pod_copy.py)
+            pod.node_name, pod.phase = placement.node, "Running"
         self.index.upsert_pod(pod)
 
     # --- the cycle ----------------------------------------------------------------------

@@ -36,6 +36,7 @@ from typing import Any
 
 from cache.gpu import PRODUCT_LABEL
 from cache.pod import DEFAULT_GANG_KEYS, GangKeys, PodInfo, pod_from_api
+from cache.pod_copy import copied
 from cache.resources import CPU, MILLI_PER_GPU, WHOLE_GPU, parse_resource_list
 from scheduler.core import DEFAULT_SCHEDULER_NAME
 from scheduler.sim import objects
@@ -334,9 +335,9 @@ class PodRecords:
             parsed = self._parsed[shape] = self.parse(pod, uid)
         # The object's uid, name and creationTimestamp (whole seconds from the epoch,
         # so the sum is exact) are all that differ between pods of one shape.
-        return dataclasses.replace(
-            parsed, uid=f"openb-{uid}", name=pod.name, created=_EPOCH_SECONDS + uid
-        )
+        record = copied(parsed)
+        record.uid, record.name, record.created = f"openb-{uid}", pod.name, _EPOCH_SECONDS + uid
+        return record
 
 
 def deleted_pod_object(record: PodInfo) -> dict[str, Any]:
