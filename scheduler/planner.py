@@ -587,7 +587,8 @@ class _GangPlanning:
                 continue  # its candidates were collected by _plan_lone_member
             if self.planner.exhaustive:
                 shape.ranking = self.planner.ranking(shape.pod, self.snapshot)
-                shape.candidates = list(shape.ranking.keys)
+                if not self._ranking_alone():
+                    shape.candidates = list(shape.ranking.keys)
             else:
                 shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
                 self._collect_candidates(shape)
@@ -636,6 +637,10 @@ class _GangPlanning:
             yield from self._domain_attempts(by_size)
         first = self._greedy("best-score", by_size, None, self._best_scored)
         yield first
+        if self.planner.exhaustive and self._ranking_alone():
+            for shape in self.shapes.values():  # the later attempts walk the candidates
+                assert shape.ranking is not None
+                shape.candidates = list(shape.ranking.keys)
         if first.refused_by & _SPREAD_REASONS:
             # Spread first: each member to the least-filled domain of its constraints,
             # so that the gang fills the domains level by level (docs/policies.md).
@@ -666,6 +671,15 @@ class _GangPlanning:
             # first, so that room runs out, if it does, on members beyond the minimums.
             order = _roles_first(self.gang, by_size)
             yield self._greedy("required-roles-first", order, None, self._best_scored)
+
+    def _ranking_alone(self) -> bool:
+        """Whether the "best-score" attempt needs nothing but the exhaustive ranking:
+        one plain member (no inter-pod constraint or score, no volumes), which the
+        ranking's head decides, so that its candidate list (every feasible node) is
+        only made if a later attempt must walk it. A replay's every pod is one."""
+        return (
+            len(self.members) == 1 and not self.volumes and not self.constrained and not self.scored
+        )
 
     # --- one member: candidates and choice in one pass ----------------------------------
     def _lone_member(self) -> _Shape | None:
