@@ -582,6 +582,10 @@ class _GangPlanning:
             plan = self._plan_lone_member(single)
             if plan is not None:
                 return plan
+        elif self.planner.exhaustive and self._ranking_alone():
+            plan = self._plan_ranked_member()
+            if plan is not None:
+                return plan
         for shape in self.shapes.values():
             if shape is single:
                 continue  # its candidates were collected by _plan_lone_member
@@ -679,6 +683,28 @@ class _GangPlanning:
         only made if a later attempt must walk it. A replay's every pod is one."""
         return (
             len(self.members) == 1 and not self.volumes and not self.constrained and not self.scored
+        )
+
+    def _plan_ranked_member(self) -> Plan | None:
+        """What the "best-score" attempt decides for a lone plain member in exhaustive
+        mode, without the attempt's bookkeeping (a view, a context, a record): the
+        ranking's head, the gang having changed no node yet. None when the ranking is
+        empty, or when the gang's roles or refused members need the general path, which
+        then says why (tests/scheduler/test_planner_ranking.py compares the two)."""
+        if self.refused or self.gang.role_needed:
+            return None
+        shape = next(iter(self.shapes.values()))
+        ranking = self.planner.ranking(shape.pod, self.snapshot)
+        head = ranking.head()
+        if head is None or self.gang.roles_missing(shape.members):
+            return None
+        name = head[2]
+        choice = ranking.choices[name]
+        return Plan(
+            gang_key=self.gang.key,
+            placements=(Placement(shape.pod.uid, name, choice.shares),),
+            score=0.0 + choice.score,
+            attempt="best-score",
         )
 
     # --- one member: candidates and choice in one pass ----------------------------------

@@ -1,8 +1,9 @@
 """The exhaustive rankings (candidate limit 0): a heap with lazy removal, caught up
 from the snapshot's change log. A planner that keeps its rankings across calls places
-every gang, one pod or several, exactly as a planner that ranks afresh, over random
-clusters and streams of gangs with pods coming and going; and after every catch-up the
-heap's walk lists exactly the valid keys, best first."""
+every gang, one pod or several, exactly as a planner that ranks afresh, and a lone
+member's shortcut (the ranking's head) exactly as the attempts, over random clusters
+and streams of gangs with pods coming and going; and after every catch-up the heap's
+walk lists exactly the valid keys, best first."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import scheduler.planner as planner_module
 from cache.cluster import ClusterCache, EventType
 from cache.pod import pod_from_api
 from cache.snapshot import Snapshot
 from policies.profile import Profile, build_profile
-from scheduler.gang import assemble_gangs
+from scheduler.gang import Gang, assemble_gangs
 from scheduler.planner import Plan, Planner, PlanResult
 from scheduler.sim.profiles import openb_profile
 from tests.factories import dgx_links, node_obj, pod_obj
@@ -75,6 +78,13 @@ def _same(kept: PlanResult, fresh: PlanResult) -> None:
         assert kept == fresh
 
 
+def _general(planner: Planner, gang: Gang, snapshot: Snapshot) -> PlanResult:
+    """The attempts, without the shortcut for a lone plain member."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planner_module._GangPlanning, "_plan_ranked_member", lambda self: None)
+        return planner.plan(gang, snapshot)
+
+
 def _check_rankings(planner: Planner) -> None:
     for ranking in planner._rankings.values():
         valid = sorted(ranking.keys.values())
@@ -114,6 +124,7 @@ def test_kept_rankings_place_as_fresh_ones(data: st.DataObject) -> None:
         result = kept.plan(found, snapshot)
         _check_rankings(kept)
         _same(result, Planner(profile).plan(found, cache.snapshot()))
+        _same(result, _general(Planner(profile), found, cache.snapshot()))
         if isinstance(result, Plan):
             cache.assume(result.placements, now=0)
             bound += [
