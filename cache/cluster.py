@@ -329,7 +329,20 @@ class ClusterCache:
             self._bound_by_us.forget(uid)
             self._set_charge(uid, None)
             return None
-        pod = pod_from_api(obj, self.share_milli, self.gang_keys)
+        return self._store_pod(uid, old, pod_from_api(obj, self.share_milli, self.gang_keys))
+
+    def add_parsed_pod(self, pod: PodInfo) -> PodInfo:
+        """`apply_pod(ADDED, obj)` for a pod already parsed: `pod` must be what
+        `pod_from_api(obj, self.share_milli, self.gang_keys)` reads. The simulator
+        parses each distinct trace pod once and clones the record per arrival
+        (scheduler/sim/openb.py, `PodRecords`); what follows the parse is the same code."""
+        old = self._pods.get(pod.uid)
+        if old is not None and is_older(old.resource_version, pod.resource_version):
+            return old
+        return self._store_pod(pod.uid, old, pod)
+
+    def _store_pod(self, uid: str, old: PodInfo | None, pod: PodInfo) -> PodInfo:
+        """Store a pod's new record (`old`: its previous one) and charge it."""
         self._pods[uid] = pod
         self._gangs.put(pod, old)
         charged = self._charges.get(uid)

@@ -9,6 +9,7 @@ match this pod" costs the answers, not a scan of every pod in the cluster.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -71,11 +72,17 @@ class PodIndex:
         """The node's pods are now `pods` (and its labels `labels`; None: the node is
         gone). Only the difference is re-indexed unless the labels changed."""
         old = self.on_node.get(name, ())
-        if old_labels == labels:
+        removed: Iterable[PodInfo]
+        added: Iterable[PodInfo]
+        if old_labels == labels and len(pods) >= len(old) and all(map(operator.is_, old, pods)):
+            # The same records first, pods only added after them (a bind): the common
+            # case, without building the two identity sets below.
+            removed, added = (), pods[len(old) :]
+        elif old_labels == labels:
             kept = {id(p) for p in pods}
             fresh = {id(p) for p in old}
-            removed: Iterable[PodInfo] = [p for p in old if id(p) not in kept]
-            added: Iterable[PodInfo] = [p for p in pods if id(p) not in fresh]
+            removed = [p for p in old if id(p) not in kept]
+            added = [p for p in pods if id(p) not in fresh]
         else:
             removed, added = old, pods
         for pod in removed:

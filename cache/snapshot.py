@@ -59,6 +59,8 @@ class Snapshot:
         if old is None or old.labels != node.labels or old.taints != node.taints:
             self.labels_generation += 1
         self.pods.set_node(node.name, pods, old.labels if old else None, node.labels)
+        if old is not None and self._moved(node):
+            return
         self._remove_node(node.name, node.generation)
         self.nodes[node.name] = node
         key = (node.free_whole_gpus, node.max_free_milli, node.free(res.CPU), node.name)
@@ -68,6 +70,32 @@ class Snapshot:
         model = node.gpu_model
         self._by_model.setdefault(model, set()).add(node.name)
         self._keys[node.name] = (key, model)
+
+    def _moved(self, node: NodeInfo) -> bool:
+        """Re-index a node already here whose GPU model stayed: only the free amounts
+        that moved (a bind of a CPU-only pod moves one of the three), the same entries
+        as removing and adding it again. False, and nothing done, when that removal
+        could have made `_remove_node` forget removed nodes: `put` then does just that."""
+        name = node.name
+        (whole, share, cpu, _), model = self._keys[name]
+        # What `_remove_node` would count: the name in `_changes`, the node popped.
+        changes = len(self._changes) + (name not in self._changes)
+        if model != node.gpu_model or changes - (len(self.nodes) - 1) > REMOVALS_KEPT:
+            return False
+        self._changes[name] = node.generation
+        self._changes.move_to_end(name)
+        self.nodes[name] = node
+        key = (node.free_whole_gpus, node.max_free_milli, node.free(res.CPU), name)
+        for index, before, after in (
+            (self._by_whole, whole, key[0]),
+            (self._by_share, share, key[1]),
+            (self._by_cpu, cpu, key[2]),
+        ):
+            if before != after:
+                index.remove((before, name))
+                index.add((after, name))
+        self._keys[name] = (key, model)
+        return True
 
     def remove(self, name: str, generation: int) -> None:
         old = self.nodes.get(name)

@@ -21,6 +21,7 @@ One call of `plan_gang`:
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -172,15 +173,51 @@ class _Ranking:
     Kept across planning calls in exhaustive mode (candidate limit 0, memoizable
     scores) and brought up to date from the snapshot's change log, so that placing a
     pod costs the nodes that changed since the shape was last placed, not every node.
+
+    `order` is a binary heap of keys (-score, rank, name) with lazy removal: a node's
+    key is valid while `keys` holds it; an entry left behind by a change is dropped
+    when it reaches the head, or when stale entries outnumber valid ones. A replay
+    reads only the head (each pod a gang of one), so a change costs one push, not a
+    sorted-list removal and insertion; `best_first` walks the heap in order for gangs
+    whose later members look further down.
     """
 
     __slots__ = ("choices", "generation", "keys", "order")
 
     def __init__(self) -> None:
-        self.order = SortedList()  # (-score, rank, name)
+        self.order: list[tuple[float, int, str]] = []  # a heap, see above
         self.keys: dict[str, tuple[float, int, str]] = {}
         self.choices: dict[str, _Choice] = {}
         self.generation = -1
+
+    def head(self) -> tuple[float, int, str] | None:
+        """The best valid key (stale entries above it are dropped), or None."""
+        order, keys = self.order, self.keys
+        while order:
+            key = order[0]
+            if keys.get(key[2]) == key:
+                return key
+            heapq.heappop(order)
+        return None
+
+    def best_first(self) -> Iterator[tuple[float, int, str]]:
+        """Every valid key, best first, without disturbing the heap: a walk of the
+        heap's tree by a second heap of the frontier (a key may come twice when a node
+        went back to a key it had: harmless to a search for the first that fits)."""
+        order, keys = self.order, self.keys
+        if not order:
+            return
+        frontier = [(order[0], 0)]
+        size = len(order)
+        while frontier:
+            key, position = heapq.heappop(frontier)
+            if keys.get(key[2]) == key:
+                yield key
+            child = 2 * position + 1
+            if child < size:
+                heapq.heappush(frontier, (order[child], child))
+                if child + 1 < size:
+                    heapq.heappush(frontier, (order[child + 1], child + 1))
 
 
 # A node's place in the tight capacity walk, and a window entry's place by merit.
@@ -354,32 +391,37 @@ class Planner:
             self._rankings.move_to_end(signature)
             names = snapshot.changed_since(ranking.generation)
         keys, order, choices = ranking.keys, ranking.order, ranking.choices
-        fresh = not keys  # a new ranking is sorted once at the end, not node by node
+        fresh = not keys  # a new ranking is heapified once at the end, not node by node
         added: list[tuple[float, int, str]] = []
         if self.profile.node_state is not None:
             updates = self._state_choices_of(signature, pod, snapshot, names)
         else:
             updates = self._node_choices_of(signature, pod, snapshot, names)
         rank = self.rank
+        push = heapq.heappush
         for name, choice in updates:
             old = keys.get(name)
             if choice is not None and choice.feasible:
-                key = (-choice.score, rank(name), name)
                 choices[name] = choice
-                if key != old:  # an unchanged key keeps its place: no re-sort
-                    if old is not None:
-                        order.remove(old)
+                score = -choice.score
+                if old is None:
+                    key = keys[name] = (score, rank(name), name)
                     if fresh:
                         added.append(key)
                     else:
-                        order.add(key)
-                    keys[name] = key
+                        push(order, key)
+                elif old[0] != score:  # an unchanged key keeps its entry
+                    key = keys[name] = (score, old[1], name)  # a node's rank never moves
+                    push(order, key)
             elif old is not None:
-                order.remove(old)
-                del keys[name]
+                del keys[name]  # its entry is stale from now on
                 del choices[name]
         if added:
-            order.update(added)
+            order.extend(added)
+            heapq.heapify(order)
+        if len(order) > 2 * len(keys) + 64:
+            order[:] = keys.values()
+            heapq.heapify(order)
         ranking.generation = snapshot.generation
         return ranking
 
@@ -540,12 +582,17 @@ class _GangPlanning:
             plan = self._plan_lone_member(single)
             if plan is not None:
                 return plan
+        elif self.planner.exhaustive and self._ranking_alone():
+            plan = self._plan_ranked_member()
+            if plan is not None:
+                return plan
         for shape in self.shapes.values():
             if shape is single:
                 continue  # its candidates were collected by _plan_lone_member
             if self.planner.exhaustive:
                 shape.ranking = self.planner.ranking(shape.pod, self.snapshot)
-                shape.candidates = list(shape.ranking.keys)
+                if not self._ranking_alone():
+                    shape.candidates = list(shape.ranking.keys)
             else:
                 shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
                 self._collect_candidates(shape)
@@ -594,6 +641,10 @@ class _GangPlanning:
             yield from self._domain_attempts(by_size)
         first = self._greedy("best-score", by_size, None, self._best_scored)
         yield first
+        if self.planner.exhaustive and self._ranking_alone():
+            for shape in self.shapes.values():  # the later attempts walk the candidates
+                assert shape.ranking is not None
+                shape.candidates = list(shape.ranking.keys)
         if first.refused_by & _SPREAD_REASONS:
             # Spread first: each member to the least-filled domain of its constraints,
             # so that the gang fills the domains level by level (docs/policies.md).
@@ -624,6 +675,37 @@ class _GangPlanning:
             # first, so that room runs out, if it does, on members beyond the minimums.
             order = _roles_first(self.gang, by_size)
             yield self._greedy("required-roles-first", order, None, self._best_scored)
+
+    def _ranking_alone(self) -> bool:
+        """Whether the "best-score" attempt needs nothing but the exhaustive ranking:
+        one plain member (no inter-pod constraint or score, no volumes), which the
+        ranking's head decides, so that its candidate list (every feasible node) is
+        only made if a later attempt must walk it. A replay's every pod is one."""
+        return (
+            len(self.members) == 1 and not self.volumes and not self.constrained and not self.scored
+        )
+
+    def _plan_ranked_member(self) -> Plan | None:
+        """What the "best-score" attempt decides for a lone plain member in exhaustive
+        mode, without the attempt's bookkeeping (a view, a context, a record): the
+        ranking's head, the gang having changed no node yet. None when the ranking is
+        empty, or when the gang's roles or refused members need the general path, which
+        then says why (tests/scheduler/test_planner_ranking.py compares the two)."""
+        if self.refused or self.gang.role_needed:
+            return None
+        shape = next(iter(self.shapes.values()))
+        ranking = self.planner.ranking(shape.pod, self.snapshot)
+        head = ranking.head()
+        if head is None or self.gang.roles_missing(shape.members):
+            return None
+        name = head[2]
+        choice = ranking.choices[name]
+        return Plan(
+            gang_key=self.gang.key,
+            placements=(Placement(shape.pod.uid, name, choice.shares),),
+            score=0.0 + choice.score,
+            attempt="best-score",
+        )
 
     # --- one member: candidates and choice in one pass ----------------------------------
     def _lone_member(self) -> _Shape | None:
@@ -1042,7 +1124,20 @@ class _GangPlanning:
         best: tuple[str, _Choice] | None = None
         best_key: tuple[float, int, str] | None = None
         admit = self._admit
-        for key in ranking.order:
+        head = ranking.head()
+        walk: Iterable[tuple[float, int, str]] = ()
+        if head is not None:
+            name = head[2]
+            if (
+                (allowed is None or name in allowed)
+                and not view.version(name)
+                and (admit is None or admit(name))
+            ):
+                best, best_key = (name, ranking.choices[name]), head
+            else:
+                # The head was asked already: the walk starts below it.
+                walk = itertools.islice(ranking.best_first(), 1, None)
+        for key in walk:
             name = key[2]
             if (
                 (allowed is None or name in allowed)

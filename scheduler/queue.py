@@ -190,7 +190,9 @@ class GangQueue:
         entry = self._entries.get(key)
         if entry is None or (entry.borrowing, entry.namespace) == (borrowing, namespace):
             return
-        if entry.state == "active":
+        if entry.state == "active" and (entry.borrowing or borrowing):
+            # Only borrowers are ordered by namespace: a gang that neither borrowed nor
+            # borrows keeps its place (every new gang gets its namespace here).
             self._leave(entry)
             entry.borrowing, entry.namespace = borrowing, namespace
             self._enter(entry)

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from cache.gpu import PRODUCT_LABEL
+from cache.pod import DEFAULT_GANG_KEYS, GangKeys, PodInfo, pod_from_api
+from cache.pod_copy import copied
 from cache.resources import CPU, MILLI_PER_GPU, WHOLE_GPU, parse_resource_list
 from scheduler.core import DEFAULT_SCHEDULER_NAME
 from scheduler.sim import objects
@@ -55,6 +57,7 @@ _NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 _POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 # Pods are created one second apart in arrival order, from this instant.
 _EPOCH = datetime(2023, 7, 10, tzinfo=UTC)
+_EPOCH_SECONDS = _EPOCH.timestamp()
 
 
 class OpenbFormatError(ValueError):
@@ -291,6 +294,61 @@ def pod_object(
         },
         "spec": spec,
         "status": {"phase": "Pending"},
+    }
+
+
+class PodRecords:
+    """The scheduler's record of each pod of a replay: what the cache's parser reads from
+    `pod_object(pod, uid, scheduler_name)` (`cache.pod.pod_from_api`), parsed once per
+    distinct trace pod and copied per arrival.
+
+    Parsing a pod object is a pure function of it, and the objects of two trace pods
+    differ only in name, uid and creation time when their requests and GPU models are
+    the same: a replay of 10,771 pods parses ~150 shapes instead of 10,771 objects
+    (26 µs each), and each arrival gets its own copy (the cache changes a record's node
+    and phase when it binds it). tests/sim/test_pod_records.py checks the copies against
+    the parse of the object."""
+
+    def __init__(
+        self,
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        share_milli: int = 1,
+        keys: GangKeys = DEFAULT_GANG_KEYS,
+    ) -> None:
+        self.scheduler_name = scheduler_name
+        self.share_milli = share_milli
+        self.keys = keys
+        self._parsed: dict[tuple[int, int, int, int, frozenset[str] | None], PodInfo] = {}
+
+    def parse(self, pod: OpenbPod, uid: int) -> PodInfo:
+        """The record of `pod_object(pod, uid)` parsed as the cache parses it (the slow
+        path `record` stands for)."""
+        return pod_from_api(pod_object(pod, uid, self.scheduler_name), self.share_milli, self.keys)
+
+    def record(self, pod: OpenbPod, uid: int) -> PodInfo:
+        """A new record equal to `parse(pod, uid)`."""
+        if not pod.name:
+            return self.parse(pod, uid)  # a nameless pod is refused by name: parse it
+        shape = (pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_spec)
+        parsed = self._parsed.get(shape)
+        if parsed is None:
+            parsed = self._parsed[shape] = self.parse(pod, uid)
+        # The object's uid, name and creationTimestamp (whole seconds from the epoch,
+        # so the sum is exact) are all that differ between pods of one shape.
+        record = copied(parsed)
+        record.uid, record.name, record.created = f"openb-{uid}", pod.name, _EPOCH_SECONDS + uid
+        return record
+
+
+def deleted_pod_object(record: PodInfo) -> dict[str, Any]:
+    """What a DELETED event of a replayed pod needs: its identity and version."""
+    return {
+        "metadata": {
+            "uid": record.uid,
+            "namespace": record.namespace,
+            "name": record.name,
+            "resourceVersion": record.resource_version,
+        }
     }
 
 

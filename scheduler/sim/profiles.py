@@ -142,7 +142,7 @@ def openb_profile(
         topology_keys=(),
         candidate_limit=0,
         node_rank=SeededRank(seed),
-        node_state=openb_node_state,
+        node_state=OpenbNodeStates(),
     )
 
 
@@ -175,4 +175,86 @@ def openb_node_state(node: NodeInfo) -> Hashable:
         ),
         node.pair_scores,
         tuple(sorted((key, tuple(sorted(held.items()))) for key, held in node.used_ports.items())),
+    )
+
+
+# Distinct fixed parts an OpenbNodeStates numbers at most (an openb cluster has a few
+# dozen machine shapes); past that, the parts themselves go into the key.
+_FIXED_PARTS_NUMBERED = 4096
+
+
+class OpenbNodeStates:
+    """`openb_node_state` for one replay, cheaper: what a node's record fixes (labels,
+    taints, allocatable, devices, links, ...) is read once per record and stood for by
+    a small number, so that a state key costs its accounting only (requests, free
+    milli, ports). Two nodes get equal keys exactly when `openb_node_state` gives them
+    equal states (tests/sim/test_state_memo.py).
+
+    A node's record is recognised by identity: the cache's copies of a node (one per
+    change of its accounting) share the record's label, allocatable and device
+    objects, and a new record (a node update) brings new ones."""
+
+    def __init__(self) -> None:
+        # node name -> (the record's objects, its fixed part's number or value)
+        self._fixed_of: dict[str, tuple[tuple[object, ...], Hashable]] = {}
+        self._numbers: dict[Hashable, int] = {}
+
+    def __call__(self, node: NodeInfo) -> Hashable:
+        return (
+            self._fixed(node),
+            tuple(sorted(node.requested.items())),
+            tuple(node.gpu_free),
+            tuple(
+                sorted((key, tuple(sorted(held.items()))) for key, held in node.used_ports.items())
+            )
+            if node.used_ports
+            else (),
+        )
+
+    def _fixed(self, node: NodeInfo) -> Hashable:
+        record = (
+            node.labels,
+            node.taints,
+            node.problems,
+            node.allocatable,
+            node.devices,
+            node.pair_scores,
+        )
+        known = self._fixed_of.get(node.name)
+        if (
+            known is not None
+            and known[0][0] is record[0]
+            and known[0][1] is record[1]
+            and known[0][2] is record[2]
+            and known[0][3] is record[3]
+            and known[0][4] is record[4]
+            and known[0][5] is record[5]
+        ):
+            part = known[1]
+        else:
+            value = _fixed_part(node)
+            number = self._numbers.get(value)
+            if number is None and len(self._numbers) < _FIXED_PARTS_NUMBERED:
+                number = self._numbers[value] = len(self._numbers)
+            # A number and a tuple never compare equal: past the bound, keys only lose
+            # sharing, never tell two different nodes alike.
+            part = value if number is None else number
+            if len(self._fixed_of) > 4 * _FIXED_PARTS_NUMBERED:
+                self._fixed_of.clear()
+            self._fixed_of[node.name] = (record, part)
+        return (part, node.unschedulable)
+
+
+def _fixed_part(node: NodeInfo) -> Hashable:
+    """What `openb_node_state` reads of a node's record (its accounting left out)."""
+    return (
+        tuple(sorted(item for item in node.labels.items() if item[0] != HOSTNAME_LABEL)),
+        node.taints,
+        node.problems,
+        tuple(sorted(node.allocatable.items())),
+        tuple(
+            (device.model, device.memory_mib, device.numa, device.healthy)
+            for device in node.devices
+        ),
+        node.pair_scores,
     )

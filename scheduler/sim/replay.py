@@ -1,7 +1,9 @@
 """One replay of the openb protocol through the scheduling core the real scheduler runs.
 
-Each pod of the arrival order is a new gang of one, tried exactly once: it is added,
-`SchedulingCore.schedule_next` plans it, and a plan is bound at once (there is no API
+Each pod of the arrival order is a new gang of one, tried exactly once: it is added
+(`SchedulingCore.add_parsed_pod`: the watch event's path once the pod object is parsed;
+`openb.PodRecords` parses each distinct trace pod once), `SchedulingCore.schedule_next`
+plans it, and a plan is bound at once (there is no API
 server: `core.bound` records the bind). A pod that fits nowhere is dropped for good (a
 DELETED event), so the queue never retries it and never holds it back. Nothing leaves.
 The clock is virtual: one second per pod, so the queue's timing rules never come into
@@ -14,8 +16,10 @@ running sum of the placed shares rather than summed over 1,213 nodes per pod.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,11 +28,22 @@ from cache.resources import MILLI_PER_GPU
 from policies.profile import Profile
 from scheduler.core import SchedulingCore
 from scheduler.planner import Plan
-from scheduler.sim.openb import NAMESPACE, OpenbPod, Readings, pod_object, requested_gpu_milli
+from scheduler.sim.openb import (
+    NAMESPACE,
+    OpenbPod,
+    PodRecords,
+    Readings,
+    deleted_pod_object,
+    requested_gpu_milli,
+)
 from scheduler.sim.sizes import FailuresBySize, SizeFailures
 
 # The arrived loads (in %) the paper reports.
 REPORTED_PERCENTS = (100, 130)
+# Allocations between two young collections during a replay (Python's default: 700):
+# the Kubernetes runner's value (scheduler/kube/runner.py, GC_YOUNG_THRESHOLD), not
+# imported from there so that the simulator does not load the Kubernetes client.
+GC_YOUNG_THRESHOLD = 10_000
 # How many pods between two progress calls: often enough for a smooth bar, rare enough
 # to cost nothing.
 PROGRESS_EVERY = 64
@@ -58,6 +73,28 @@ class OpenbResult:
         return self.readings.total_gpu_milli
 
 
+@contextlib.contextmanager
+def collector_tuned() -> Iterator[None]:
+    """The garbage collector set for a replay, as the Kubernetes runner sets it for its
+    synced cache (scheduler/kube/runner.py): young collections every GC_YOUNG_THRESHOLD
+    allocations instead of 700, and what exists already (the cluster, the trace, the
+    loaded modules) frozen out of full collections. With Python's defaults the collector
+    took 10-13% of a replay's CPU time (docs/benchmarks.md, issue 14, "Fourth pass").
+    Collection changes no result: only when unreachable cycles are freed. Restored on
+    the way out; a caller that froze objects itself keeps them frozen."""
+    first, *older = gc.get_threshold()
+    gc.set_threshold(max(first, GC_YOUNG_THRESHOLD), *older)
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.unfreeze()
+        gc.set_threshold(first, *older)
+
+
 def cluster_gpu_milli(core: SchedulingCore) -> int:
     """GPU milli of every device of every node the core knows."""
     return sum(len(node.devices) for node in core.cache.nodes()) * MILLI_PER_GPU
@@ -79,28 +116,31 @@ def replay_openb(
     by_size = FailuresBySize(readings.total_gpu_milli)
     count = len(pods_in_order)
     arrived = allocated = failed = 0
-    for position, pod in enumerate(pods_in_order):
-        now = float(position)
-        obj = pod_object(pod, position)
-        arrived += requested_gpu_milli(pod)
-        core.apply_pod(EventType.ADDED, obj, now)
-        attempt = core.schedule_next(now)
-        expected = f"{NAMESPACE}/pod:{pod.name}"
-        if attempt is None or attempt.gang.key != expected:
-            got = "nothing" if attempt is None else attempt.gang.key
-            raise ReplayError(f"pod {position} ({pod.name}): the core scheduled {got}")
-        placed = isinstance(attempt.result, Plan)
-        if isinstance(attempt.result, Plan):
-            for placement in attempt.result.placements:
-                core.bound(placement)
-                allocated += sum(milli for _, milli in placement.shares)
-        else:
-            failed += 1
-            core.apply_pod(EventType.DELETED, obj, now)
-        by_size.record(pod, arrived, failed=not placed)
-        readings.record(arrived, allocated)
-        if progress is not None and (position + 1) % PROGRESS_EVERY == 0:
-            progress(position + 1, count)
+    # Each pod is parsed once per distinct shape, not once per arrival (PodRecords).
+    records = PodRecords(core.scheduler_name, core.cache.share_milli, core.cache.gang_keys)
+    with collector_tuned():
+        for position, pod in enumerate(pods_in_order):
+            now = float(position)
+            record = records.record(pod, position)
+            arrived += requested_gpu_milli(pod)
+            core.add_parsed_pod(record, now)
+            attempt = core.schedule_next(now)
+            expected = f"{NAMESPACE}/pod:{pod.name}"
+            if attempt is None or attempt.gang.key != expected:
+                got = "nothing" if attempt is None else attempt.gang.key
+                raise ReplayError(f"pod {position} ({pod.name}): the core scheduled {got}")
+            placed = isinstance(attempt.result, Plan)
+            if isinstance(attempt.result, Plan):
+                for placement in attempt.result.placements:
+                    core.bound(placement)
+                    allocated += sum(milli for _, milli in placement.shares)
+            else:
+                failed += 1
+                core.apply_pod(EventType.DELETED, deleted_pod_object(record), now)
+            by_size.record(pod, arrived, failed=not placed)
+            readings.record(arrived, allocated)
+            if progress is not None and (position + 1) % PROGRESS_EVERY == 0:
+                progress(position + 1, count)
     if progress is not None:
         progress(count, count)
     return OpenbResult(

@@ -7,6 +7,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cache.cluster import ClusterCache, EventType
 from cache.gpu import DeviceShares
 from cache.node import NodeInfo, node_from_api
@@ -15,7 +18,7 @@ from policies.interface import GangContext
 from scheduler.gang import assemble_gangs
 from scheduler.planner import Plan, Planner
 from scheduler.sim.openb import OpenbPod, arrival_order, load_nodes, pod_object
-from scheduler.sim.profiles import openb_node_state, openb_profile
+from scheduler.sim.profiles import OpenbNodeStates, openb_node_state, openb_profile
 from scheduler.sim.replay import replay_openb
 
 NODES_CSV = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
@@ -103,3 +106,43 @@ def test_replays_place_every_pod_as_without_the_shared_choices() -> None:
         alone = replay_openb(nodes, order, dataclasses.replace(profile, node_state=None))
         assert shared.readings.allocated == alone.readings.allocated, policy
         assert shared.failed_pods == alone.failed_pods
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_the_replays_node_states_tell_nodes_apart_as_openb_node_state(
+    data: st.DataObject,
+) -> None:
+    """OpenbNodeStates (what the openb profiles use: a record's fixed part read once)
+    gives two nodes equal keys exactly when openb_node_state gives them equal states,
+    across accounting changes and new records of a node."""
+    states = OpenbNodeStates()
+    cache = ClusterCache()
+    csv = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"node-{i},{data.draw(st.sampled_from([32000, 96000]))},131072,"
+        f"{data.draw(st.sampled_from([0, 2, 8]))},{data.draw(st.sampled_from(['G2', 'T4']))}\n"
+        for i in range(5)
+    )
+    for node in load_nodes(csv):
+        cache.apply_node(EventType.ADDED, node)
+    seen: list[NodeInfo] = []
+    for step in range(data.draw(st.integers(1, 12))):
+        name = f"node-{data.draw(st.integers(0, 4))}"
+        if data.draw(st.integers(0, 5)) == 0:
+            # A new record of the node (a relabel): the fixed part is read again.
+            obj = next(n for n in load_nodes(csv) if n["metadata"]["name"] == name)
+            obj["metadata"]["labels"]["team"] = data.draw(st.sampled_from(["a", "b"]))
+            obj["metadata"]["resourceVersion"] = str(step + 2)
+            cache.apply_node(EventType.MODIFIED, obj)
+        else:
+            pod = OpenbPod(f"p{step}", 1000, 1024, data.draw(st.sampled_from([0, 1])), 500, None)
+            obj = pod_object(pod, step)
+            obj["spec"]["nodeName"] = name
+            obj["status"] = {"phase": "Running"}
+            cache.apply_pod(EventType.ADDED, obj)
+        seen += [node.clone() for node in cache.nodes()]
+    keys = [states(node) for node in seen]
+    reference = [openb_node_state(node) for node in seen]
+    for i in range(len(seen)):
+        for j in range(len(seen)):
+            assert (keys[i] == keys[j]) == (reference[i] == reference[j])
