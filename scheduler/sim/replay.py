@@ -79,7 +79,7 @@ def collector_tuned() -> Iterator[None]:
     synced cache (scheduler/kube/runner.py): young collections every GC_YOUNG_THRESHOLD
     allocations instead of 700, and what exists already (the cluster, the trace, the
     loaded modules) frozen out of full collections. With Python's defaults the collector
-    took 10-13% of a replay's CPU time (docs/benchmarks.md, issue 14, "Fourth pass").
+    took 10-13% of a replay's CPU time (docs/benchmarks.md, issue 14, "Fourth pass: speed").
     Collection changes no result: only when unreachable cycles are freed. Restored on
     the way out; a caller that froze objects itself keeps them frozen."""
     first, *older = gc.get_threshold()
@@ -93,6 +93,10 @@ def collector_tuned() -> Iterator[None]:
         if freeze:
             gc.unfreeze()
         gc.set_threshold(first, *older)
+        # The replay's own cycles, left to full collections that the higher threshold
+        # makes rare: freed now, so that replays run one after another in a process
+        # (several policies or seeds, --jobs 1) do not pile them up.
+        gc.collect()
 
 
 def cluster_gpu_milli(core: SchedulingCore) -> int:

@@ -4,10 +4,16 @@ every GC_YOUNG_THRESHOLD allocations, what exists frozen) and restores it afterw
 from __future__ import annotations
 
 import gc
+import weakref
 
 from policies.profile import build_profile
 from scheduler.sim.openb import OpenbPod, load_nodes
-from scheduler.sim.replay import GC_YOUNG_THRESHOLD, PROGRESS_EVERY, replay_openb
+from scheduler.sim.replay import (
+    GC_YOUNG_THRESHOLD,
+    PROGRESS_EVERY,
+    collector_tuned,
+    replay_openb,
+)
 
 NODES = load_nodes("sn,cpu_milli,memory_mib,gpu,model\nnode-a,96000,393216,8,G2\n")
 PODS = [OpenbPod(f"p{index}", 1000, 1024, 1, 250) for index in range(PROGRESS_EVERY)]
@@ -35,3 +41,23 @@ def test_objects_the_caller_froze_stay_frozen() -> None:
         assert gc.get_freeze_count() >= frozen
     finally:
         gc.unfreeze()
+
+
+class _Cycle:
+    """An object in a reference cycle: only the collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_cycles_made_during_the_replay_are_freed_when_it_ends() -> None:
+    # Automatic collection off, so that only collector_tuned's own collection on its
+    # way out can free the cycle.
+    gc.disable()
+    try:
+        with collector_tuned():
+            made = weakref.ref(_Cycle())
+            assert made() is not None
+        assert made() is None
+    finally:
+        gc.enable()
