@@ -61,7 +61,9 @@ class Profile:
     node_state: Callable[[NodeInfo], Hashable] | None = None
     # A cluster-level preference among the nodes the scores rank (policies/interface.py
     # NodePreference; e.g. policies/model_reserve.py): the best ranked node it admits
-    # wins, else the best ranked node. None: the ranking alone decides.
+    # wins, else the best ranked node. None: the ranking alone decides. It orders each
+    # member's node in the score-driven attempts; which topology domain a gang tries
+    # first is not its call.
     preference: NodePreference | None = None
 
     @property
