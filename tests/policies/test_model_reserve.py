@@ -84,9 +84,7 @@ def test_available_is_free_room_beyond_what_pinned_pods_are_still_expected_to_as
 
 
 def test_unpinned_pods_are_steered_off_a_closed_model_and_pinned_pods_are_not() -> None:
-    _, snapshot = cluster(
-        {"p1": ("P100", 2, "16"), "p2": ("P100", 2, "16"), "g": ("G2", 8, "96")}
-    )
+    _, snapshot = cluster({"p1": ("P100", 2, "16"), "p2": ("P100", 2, "16"), "g": ("G2", 8, "96")})
     history = (
         *(pinned_pod(f"x{i}", "P100", cpu="8") for i in range(4)),
         *(make_pod(f"u{i}", cpu="8", gpus=1) for i in range(8)),
