@@ -38,11 +38,14 @@ the best ranked node at all (policies/interface.py NodePreference): a reserve ne
 makes a pod fail. Pods with a model constraint are not steered.
 
 Measured on the openb gpuspec traces (docs/benchmarks.md, issue 14, fourth pass): the
-model-level reserve alone wins most at 100% arrived load and little at 130% (pinned
-pods then run the small nodes out of CPU with GPUs left); the per-node test gives the
-130% figure back. Cost: the ledger follows the snapshot's change log
-(`Snapshot.changed_since`), so a call costs the nodes changed since the last one; the
-per-node test is memoised per (node state, pod request).
+model-level reserve alone (no node of a closed model admitted) wins most at 100%
+arrived load and little at 130%; the per-node test trades some of the first for the
+second, and `tolerance` sets the trade (gpuspec33, 2 seeds, @100 / @130: 0 -> 94.4 /
+94.7, 0.5 -> 92.5 / 95.7, 1.0 -> 87.1 / 95.3, FGD 87.9 / 94.6).
+
+Cost: the ledger follows the snapshot's change log (`Snapshot.changed_since`), so a
+call costs the nodes changed since the last one; the per-node test is memoised per
+(node state, pod request).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from policies.scores.fragmentation import TargetWorkload, WorkloadShape, node_mo
 
 # Measured on the openb gpuspec traces (docs/benchmarks.md, issue 14, fourth pass).
 DEFAULT_HORIZON = 1.5
-DEFAULT_TOLERANCE = 0.35
+DEFAULT_TOLERANCE = 0.5
 _LOSSES_KEPT = 1 << 16
 
 
