@@ -10,13 +10,14 @@ times their configured weights and takes the best choice.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
+from cache.snapshot import Snapshot
 
 MAX_SCORE = 100.0
 
@@ -69,4 +70,18 @@ class Score(Protocol):
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
         """0..100, higher is better, for placing `pod` on `node` taking `shares`.
         `node` is the state before the pod is placed."""
+        ...
+
+
+class NodePreference(Protocol):
+    """A preference among the nodes a pod's scores rank, from the state of the whole
+    cluster (which no per-node score sees): the planner places the pod on the best
+    ranked node the preference admits, or on the best ranked node when none does. A
+    preference never makes a pod fail."""
+
+    name: str
+
+    def preferred(self, pod: PodInfo, snapshot: Snapshot) -> Callable[[str], bool] | None:
+        """A test of node names, True on the nodes `pod` should go to first; None when
+        every node is as good (the fast path: the ranking alone decides)."""
         ...

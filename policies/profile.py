@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from cache.node import NodeInfo
 from policies.devices import TopologyChooser
 from policies.filters import default_filters
-from policies.interface import DeviceChooser, Filter, Score
+from policies.interface import DeviceChooser, Filter, NodePreference, Score
 from policies.scores.fill_fragmentation import FillFragmentation
 from policies.scores.fragmentation import Fragmentation, OnlineWorkload, WorkloadProvider
 from policies.scores.gpu_topology import GpuTopology
@@ -59,6 +59,12 @@ class Profile:
     # whose nodes differ only in name. The caller vouches that nothing read by its
     # filters and scores is left out of the key.
     node_state: Callable[[NodeInfo], Hashable] | None = None
+    # A cluster-level preference among the nodes the scores rank (policies/interface.py
+    # NodePreference; e.g. policies/model_reserve.py): the best ranked node it admits
+    # wins, else the best ranked node. None: the ranking alone decides. It orders each
+    # member's node in the score-driven attempts; which topology domain a gang tries
+    # first is not its call.
+    preference: NodePreference | None = None
 
     @property
     def memoizable(self) -> bool:

@@ -571,6 +571,8 @@ class _GangPlanning:
         # inter-pod constraints in the current attempt.
         self._admit: Callable[[str], bool] | None = None
         self._state: ConstraintAttempt | None = None
+        # Per member uid: Profile.preference's test of node names (None: no preference).
+        self._preferred: dict[str, Callable[[str], bool] | None] = {}
 
     # --- the call ---------------------------------------------------------------------
     def run(self) -> PlanResult:
@@ -691,8 +693,8 @@ class _GangPlanning:
         ranking's head, the gang having changed no node yet. None when the ranking is
         empty, or when the gang's roles or refused members need the general path, which
         then says why (tests/scheduler/test_planner_ranking.py compares the two)."""
-        if self.refused or self.gang.role_needed:
-            return None
+        if self.refused or self.gang.role_needed or self.profile.preference is not None:
+            return None  # the general path says why, or applies the preference
         shape = next(iter(self.shapes.values()))
         ranking = self.planner.ranking(shape.pod, self.snapshot)
         head = ranking.head()
@@ -719,6 +721,8 @@ class _GangPlanning:
             return None
         if self.planner.exhaustive or not self.profile.candidate_limit:
             return None
+        if self.profile.preference is not None:
+            return None  # the general path applies the preference
         shape = next(iter(self.shapes.values()))
         shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
         return shape if shape.kept is not None else None
@@ -1058,15 +1062,16 @@ class _GangPlanning:
         if shape.ranking is not None and not gang_scores:
             return self._best_ranked(shape, shape.ranking, view, allowed)
         best: tuple[str, _Choice] | None = None
-        best_key = (float("inf"), 0)
+        best_key = (1, float("inf"), 0)
         rank = self.planner.rank
         admit = self._admit
+        prefer = self._preference(pod)
         for name, choice in self._feasible(shape, view, allowed):
             total = choice.score
             if gang_scores:
                 node = view.node(name)
                 total += sum(w * s.score(pod, node, choice.shares, context) for s, w in gang_scores)
-            key = (-total, rank(name))
+            key = (0 if prefer is None or prefer(name) else 1, -total, rank(name))
             if key < best_key and (admit is None or admit(name)):
                 best, best_key = (name, choice), key
         return best
@@ -1122,8 +1127,10 @@ class _GangPlanning:
         """The best node from the shape's ranking, with the nodes this gang changed
         evaluated afresh."""
         best: tuple[str, _Choice] | None = None
-        best_key: tuple[float, int, str] | None = None
+        # (1 when Profile.preference does not admit the node, else 0; -score, rank, name)
+        best_key: tuple[int, float, int, str] | None = None
         admit = self._admit
+        prefer = self._preference(shape.pod)
         head = ranking.head()
         walk: Iterable[tuple[float, int, str]] = ()
         if head is not None:
@@ -1133,7 +1140,10 @@ class _GangPlanning:
                 and not view.version(name)
                 and (admit is None or admit(name))
             ):
-                best, best_key = (name, ranking.choices[name]), head
+                best, best_key = (name, ranking.choices[name]), (0, *head)
+                if prefer is not None and not prefer(name):
+                    best_key = (1, *head)  # kept in case no node is preferred
+                    walk = itertools.islice(ranking.best_first(), 1, None)
             else:
                 # The head was asked already: the walk starts below it.
                 walk = itertools.islice(ranking.best_first(), 1, None)
@@ -1144,18 +1154,31 @@ class _GangPlanning:
                 and not view.version(name)
                 and (admit is None or admit(name))
             ):
-                best, best_key = (name, ranking.choices[name]), key
-                break
+                if prefer is None or prefer(name):
+                    best, best_key = (name, ranking.choices[name]), (0, *key)
+                    break
+                if best is None:  # the best ranked node, kept in case none is preferred
+                    best, best_key = (name, ranking.choices[name]), (1, *key)
         for name in view.changed_nodes():
             if allowed is not None and name not in allowed:
                 continue
             choice = self._choice(shape, view, name)
             if choice is None or (admit is not None and not admit(name)):
                 continue
-            key = (-choice.score, self.planner.rank(name), name)
-            if best_key is None or key < best_key:
-                best, best_key = (name, choice), key
+            tier = 0 if prefer is None or prefer(name) else 1
+            changed_key = (tier, -choice.score, self.planner.rank(name), name)
+            if best_key is None or changed_key < best_key:
+                best, best_key = (name, choice), changed_key
         return best
+
+    def _preference(self, pod: PodInfo) -> Callable[[str], bool] | None:
+        """Profile.preference's test of node names for `pod`, asked once per plan."""
+        preference = self.profile.preference
+        if preference is None:
+            return None
+        if pod.uid not in self._preferred:
+            self._preferred[pod.uid] = preference.preferred(pod, self.snapshot)
+        return self._preferred[pod.uid]
 
     def _tightest(
         self,

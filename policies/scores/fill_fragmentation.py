@@ -168,3 +168,13 @@ class FillFragmentation:
             return MAX_SCORE / (1.0 + math.exp(-x))
         e = math.exp(max(x, -700.0))
         return MAX_SCORE * e / (1.0 + e)
+
+
+ShapeGroup = _Group
+"""(per-GPU milli, GPU count, ((cpu milli, share), ...)): shapes grouped by GPU need."""
+
+
+def shape_groups(workload: TargetWorkload, model: str) -> tuple[ShapeGroup, ...]:
+    """The shapes of `workload` that can run on `model`, grouped by GPU need as the
+    score groups them (for other judges of what can still fill a node)."""
+    return _groups_for(workload, model)[1]

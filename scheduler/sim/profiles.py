@@ -16,7 +16,8 @@ from cache.pod import PodInfo
 from cache.resources import CPU
 from policies.devices import TopologyChooser
 from policies.filters import default_filters
-from policies.interface import Score
+from policies.interface import NodePreference, Score
+from policies.model_reserve import ModelReserve
 from policies.profile import Profile
 from policies.scores.best_fit import BestFit
 from policies.scores.dot_product import DotProduct
@@ -37,6 +38,7 @@ OPENB_POLICIES = (
     "fgd-fill",
     "fgd-keep",
     "fgd-keep-largest",
+    "fgd-keep-models",
 )
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
 # by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
@@ -56,6 +58,8 @@ PAPER_NAMES = {
     "fgd-keep": "FGD, ties by keeping idle nodes whole, then fill fragmentation (this project)",
     "fgd-keep-largest": "FGD, ties by keeping whole the idle nodes only the largest request "
     "fits, then fill fragmentation (this project)",
+    "fgd-keep-models": "fgd-keep-largest, unpinned pods steered off the GPU models pinned pods "
+    "still need (this project)",
 }
 
 
@@ -95,6 +99,7 @@ def openb_profile(
     chooser = TopologyChooser()
     score: Score
     tie_break: tuple[tuple[Score, float], ...] = ()
+    preference: NodePreference | None = None
     if name == "random":
         score, chooser = RandomScore(seed), TopologyChooser("index")
     elif name == "bestfit":
@@ -103,7 +108,7 @@ def openb_profile(
         score = DotProduct(max_cpu_milli, max_gpu_milli)
     elif name == "packing":
         score = GpuPacking()
-    elif name in ("fgd", "fgd-fill", "fgd-keep", "fgd-keep-largest"):
+    elif name in ("fgd", "fgd-fill", "fgd-keep", "fgd-keep-largest", "fgd-keep-models"):
         workload = TargetWorkload.from_pods(history)
         score = Truncated(Fragmentation(workload))
         chooser = TopologyChooser("index-distinct")
@@ -122,7 +127,7 @@ def openb_profile(
                 (KeepWholeNodes(max(1, largest)), KEEP_WHOLE_WEIGHT),
                 (FillFragmentation(workload), KEEP_FILL_WEIGHT),
             )
-        elif name == "fgd-keep-largest":
+        elif name in ("fgd-keep-largest", "fgd-keep-models"):
             # As fgd-keep, but only the idle nodes that the most CPU-hungry of the
             # largest whole-GPU requests fits are kept whole (the 128-core 8-GPU nodes
             # of the openb list, for its 8-GPU pods of 120 cores); other idle nodes are
@@ -132,6 +137,10 @@ def openb_profile(
                 (KeepWholeNodes(largest, cpu), KEEP_WHOLE_WEIGHT),
                 (FillFragmentation(workload), KEEP_FILL_WEIGHT),
             )
+        if name == "fgd-keep-models":
+            # Pods free to run on any model keep off the models whose pinned pods
+            # would otherwise lack GPUs or CPU later (policies/model_reserve.py).
+            preference = ModelReserve(tuple(history))
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(
@@ -143,6 +152,7 @@ def openb_profile(
         candidate_limit=0,
         node_rank=SeededRank(seed),
         node_state=OpenbNodeStates(),
+        preference=preference,
     )
 
 
