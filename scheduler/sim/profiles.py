@@ -25,6 +25,7 @@ from policies.scores.fill_fragmentation import FillFragmentation
 from policies.scores.fragmentation import Fragmentation, TargetWorkload
 from policies.scores.gpu_packing import GpuPacking
 from policies.scores.random_choice import RandomScore
+from policies.scores.share_completion import ShareCompletion, device_requests
 from policies.scores.truncated import Truncated
 from policies.scores.whole_node import KeepWholeNodes
 from scheduler.sim.objects import HOSTNAME_LABEL
@@ -39,6 +40,7 @@ OPENB_POLICIES = (
     "fgd-keep",
     "fgd-keep-largest",
     "fgd-keep-models",
+    "fgd-complete",
 )
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
 # by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
@@ -60,6 +62,8 @@ PAPER_NAMES = {
     "fits, then fill fragmentation (this project)",
     "fgd-keep-models": "fgd-keep-largest, unpinned pods steered off the GPU models pinned pods "
     "still need (this project)",
+    "fgd-complete": "FGD, ties by keeping whole the idle nodes only the largest request "
+    "fits, then share completion, then fill fragmentation (this project)",
 }
 
 
@@ -141,6 +145,8 @@ def openb_profile(
             # Pods free to run on any model keep off the models whose pinned pods
             # would otherwise lack GPUs or CPU later (policies/model_reserve.py).
             preference = ModelReserve(tuple(history))
+    elif name == "fgd-complete":
+        score, chooser, tie_break = fgd_complete(history)
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(
@@ -268,3 +274,27 @@ def _fixed_part(node: NodeInfo) -> Hashable:
         ),
         node.pair_scores,
     )
+
+
+# Share completion's hole competition and fill fragmentation's weight after it in
+# fgd-complete, measured on the default trace (docs/benchmarks.md, issue 14, fourth pass):
+# competition 0.05-1 within noise of each other, 1e-4 (every hole as good as filled)
+# clearly worse; fill fragmentation as the last tie-break is worth ~0.3 points.
+COMPLETE_COMPETITION = 0.2
+COMPLETE_FILL_WEIGHT = 1e-8
+
+
+def fgd_complete(
+    history: Sequence[PodInfo],
+) -> tuple[Score, TopologyChooser, tuple[tuple[Score, float], ...]]:
+    """fgd-keep-largest with share completion (policies/scores/share_completion.py) in
+    fill fragmentation's place, fill fragmentation breaking what ties are left: the
+    primary score, chooser and tie-breaks."""
+    workload = TargetWorkload.from_pods(history)
+    largest, cpu = largest_request(history)
+    tie_break = (
+        (KeepWholeNodes(largest, cpu), KEEP_WHOLE_WEIGHT),
+        (ShareCompletion(device_requests(history), COMPLETE_COMPETITION), KEEP_FILL_WEIGHT),
+        (FillFragmentation(workload), COMPLETE_FILL_WEIGHT),
+    )
+    return Truncated(Fragmentation(workload)), TopologyChooser("index-distinct"), tie_break
