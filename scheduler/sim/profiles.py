@@ -41,6 +41,7 @@ OPENB_POLICIES = (
     "fgd-keep-largest",
     "fgd-keep-models",
     "fgd-complete",
+    "fgd-complete-models",
 )
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
 # by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
@@ -64,6 +65,8 @@ PAPER_NAMES = {
     "still need (this project)",
     "fgd-complete": "FGD, ties by keeping whole the idle nodes only the largest request "
     "fits, then share completion, then fill fragmentation (this project)",
+    "fgd-complete-models": "fgd-complete, unpinned pods steered off the GPU models pinned "
+    "pods still need (this project)",
 }
 
 
@@ -145,8 +148,10 @@ def openb_profile(
             # Pods free to run on any model keep off the models whose pinned pods
             # would otherwise lack GPUs or CPU later (policies/model_reserve.py).
             preference = ModelReserve(tuple(history))
-    elif name == "fgd-complete":
+    elif name in ("fgd-complete", "fgd-complete-models"):
         score, chooser, tie_break = fgd_complete(history)
+        if name == "fgd-complete-models":
+            preference = ModelReserve(tuple(history))
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(
