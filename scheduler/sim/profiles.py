@@ -26,6 +26,7 @@ from policies.scores.gpu_packing import GpuPacking
 from policies.scores.random_choice import RandomScore
 from policies.scores.truncated import Truncated
 from policies.scores.whole_node import KeepWholeNodes
+from policies.whole_node_reserve import LastResort, WholeNodeReserve
 from scheduler.sim.objects import HOSTNAME_LABEL
 
 OPENB_POLICIES = (
@@ -37,7 +38,17 @@ OPENB_POLICIES = (
     "fgd-fill",
     "fgd-keep",
     "fgd-keep-largest",
+    "fgd-reserve",
+    "fgd-reserve-strict",
+    "fgd-reserve-gpu",
 )
+# The policies built on FGD's score (its target workload from the history).
+FGD_POLICIES = tuple(name for name in OPENB_POLICIES if name.startswith("fgd"))
+RESERVE_LAST_RESORT: dict[str, LastResort] = {
+    "fgd-reserve": "any",
+    "fgd-reserve-strict": "none",
+    "fgd-reserve-gpu": "no-stranding",
+}
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
 # by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
 BEST_POLICY = "fgd-fill"
@@ -56,6 +67,11 @@ PAPER_NAMES = {
     "fgd-keep": "FGD, ties by keeping idle nodes whole, then fill fragmentation (this project)",
     "fgd-keep-largest": "FGD, ties by keeping whole the idle nodes only the largest request "
     "fits, then fill fragmentation (this project)",
+    "fgd-reserve": "fgd-keep-largest, within a reserve of whole nodes sized by the "
+    "largest request's expected demand (this project)",
+    "fgd-reserve-strict": "fgd-reserve, where a pod waits rather than break the reserve",
+    "fgd-reserve-gpu": "fgd-reserve, where a pod that would strand GPUs waits rather than "
+    "break the reserve",
 }
 
 
@@ -95,6 +111,7 @@ def openb_profile(
     chooser = TopologyChooser()
     score: Score
     tie_break: tuple[tuple[Score, float], ...] = ()
+    reserve: WholeNodeReserve | None = None
     if name == "random":
         score, chooser = RandomScore(seed), TopologyChooser("index")
     elif name == "bestfit":
@@ -103,7 +120,7 @@ def openb_profile(
         score = DotProduct(max_cpu_milli, max_gpu_milli)
     elif name == "packing":
         score = GpuPacking()
-    elif name in ("fgd", "fgd-fill", "fgd-keep", "fgd-keep-largest"):
+    elif name in FGD_POLICIES:
         workload = TargetWorkload.from_pods(history)
         score = Truncated(Fragmentation(workload))
         chooser = TopologyChooser("index-distinct")
@@ -122,7 +139,7 @@ def openb_profile(
                 (KeepWholeNodes(max(1, largest)), KEEP_WHOLE_WEIGHT),
                 (FillFragmentation(workload), KEEP_FILL_WEIGHT),
             )
-        elif name == "fgd-keep-largest":
+        elif name in ("fgd-keep-largest", "fgd-reserve", "fgd-reserve-strict", "fgd-reserve-gpu"):
             # As fgd-keep, but only the idle nodes that the most CPU-hungry of the
             # largest whole-GPU requests fits are kept whole (the 128-core 8-GPU nodes
             # of the openb list, for its 8-GPU pods of 120 cores); other idle nodes are
@@ -132,6 +149,10 @@ def openb_profile(
                 (KeepWholeNodes(largest, cpu), KEEP_WHOLE_WEIGHT),
                 (FillFragmentation(workload), KEEP_FILL_WEIGHT),
             )
+            if name != "fgd-keep-largest":
+                # On top: no pod breaks the last nodes the largest requests are
+                # expected to need (policies/whole_node_reserve.py) while another fits.
+                reserve = WholeNodeReserve.from_pods(history, RESERVE_LAST_RESORT[name])
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(
@@ -143,6 +164,7 @@ def openb_profile(
         candidate_limit=0,
         node_rank=SeededRank(seed),
         node_state=openb_node_state,
+        whole_node_reserve=reserve,
     )
 
 
