@@ -39,16 +39,13 @@ OPENB_POLICIES = (
     "fgd-keep",
     "fgd-keep-largest",
     "fgd-reserve",
-    "fgd-reserve-strict",
-    "fgd-reserve-gpu",
 )
 # The policies built on FGD's score (its target workload from the history).
 FGD_POLICIES = tuple(name for name in OPENB_POLICIES if name.startswith("fgd"))
-RESERVE_LAST_RESORT: dict[str, LastResort] = {
-    "fgd-reserve": "any",
-    "fgd-reserve-strict": "none",
-    "fgd-reserve-gpu": "no-stranding",
-}
+# When every feasible node would break the reserve, fgd-reserve's pod may still break
+# one unless it would strand GPUs there (a CPU-only pod always would): measured against
+# "any" and "none" in docs/benchmarks.md (issue 14, fourth pass).
+RESERVE_LAST_RESORT: LastResort = "no-stranding"
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
 # by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
 BEST_POLICY = "fgd-fill"
@@ -69,9 +66,6 @@ PAPER_NAMES = {
     "fits, then fill fragmentation (this project)",
     "fgd-reserve": "fgd-keep-largest, within a reserve of whole nodes sized by the "
     "largest request's expected demand (this project)",
-    "fgd-reserve-strict": "fgd-reserve, where a pod waits rather than break the reserve",
-    "fgd-reserve-gpu": "fgd-reserve, where a pod that would strand GPUs waits rather than "
-    "break the reserve",
 }
 
 
@@ -139,7 +133,7 @@ def openb_profile(
                 (KeepWholeNodes(max(1, largest)), KEEP_WHOLE_WEIGHT),
                 (FillFragmentation(workload), KEEP_FILL_WEIGHT),
             )
-        elif name in ("fgd-keep-largest", "fgd-reserve", "fgd-reserve-strict", "fgd-reserve-gpu"):
+        elif name in ("fgd-keep-largest", "fgd-reserve"):
             # As fgd-keep, but only the idle nodes that the most CPU-hungry of the
             # largest whole-GPU requests fits are kept whole (the 128-core 8-GPU nodes
             # of the openb list, for its 8-GPU pods of 120 cores); other idle nodes are
@@ -149,10 +143,11 @@ def openb_profile(
                 (KeepWholeNodes(largest, cpu), KEEP_WHOLE_WEIGHT),
                 (FillFragmentation(workload), KEEP_FILL_WEIGHT),
             )
-            if name != "fgd-keep-largest":
+            if name == "fgd-reserve":
                 # On top: no pod breaks the last nodes the largest requests are
-                # expected to need (policies/whole_node_reserve.py) while another fits.
-                reserve = WholeNodeReserve.from_pods(history, RESERVE_LAST_RESORT[name])
+                # expected to need (policies/whole_node_reserve.py) while another fits,
+                # nor then if it would strand GPUs there.
+                reserve = WholeNodeReserve.from_pods(history, RESERVE_LAST_RESORT)
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(

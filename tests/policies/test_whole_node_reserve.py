@@ -286,12 +286,11 @@ def test_fgd_reserve_profiles_take_their_reserve_from_the_history() -> None:
     kwargs: dict[str, Any] = {"seed": 1, "max_cpu_milli": 128_000, "max_gpu_milli": 8000}
     largest = openb_profile("fgd-keep-largest", history=history, **kwargs)
     assert largest.whole_node_reserve is None
-    for name, mode in (("fgd-reserve", "any"), ("fgd-reserve-strict", "none")):
-        profile = openb_profile(name, history=history, **kwargs)
-        assert profile.whole_node_reserve is not None
-        assert profile.whole_node_reserve.last_resort == mode
-        assert [r.cpu_milli for r in profile.whole_node_reserve.requests] == [120_000]
-        # Same scores as fgd-keep-largest: the reserve acts on the pick, not the ranking.
-        assert [(s.name, w) for s, w in profile.node_scores] == [
-            (s.name, w) for s, w in largest.node_scores
-        ]
+    profile = openb_profile("fgd-reserve", history=history, **kwargs)
+    assert profile.whole_node_reserve is not None
+    assert profile.whole_node_reserve.last_resort == "no-stranding"
+    assert [r.cpu_milli for r in profile.whole_node_reserve.requests] == [120_000]
+    # Same scores as fgd-keep-largest: the reserve acts on the pick, not the ranking.
+    assert [(s.name, w) for s, w in profile.node_scores] == [
+        (s.name, w) for s, w in largest.node_scores
+    ]
