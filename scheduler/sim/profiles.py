@@ -46,6 +46,10 @@ FGD_POLICIES = tuple(name for name in OPENB_POLICIES if name.startswith("fgd"))
 # one unless it would strand GPUs there (a CPU-only pod always would): measured against
 # "any" and "none" in docs/benchmarks.md (issue 14, fourth pass).
 RESERVE_LAST_RESORT: LastResort = "no-stranding"
+# fgd-reserve keeps twice the whole nodes its largest requests are expected to need:
+# measured against 0.5, 1, 3 and 4 in docs/benchmarks.md (3 and up keep too many on the
+# multi-GPU traces, where other multi-GPU pods then fail before 100%).
+RESERVE_MARGIN = 2.0
 # This project's policy for the openb experiment: FGD's integer score, its ties broken
 # by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
 BEST_POLICY = "fgd-fill"
@@ -145,9 +149,9 @@ def openb_profile(
             )
             if name == "fgd-reserve":
                 # On top: no pod breaks the last nodes the largest requests are
-                # expected to need (policies/whole_node_reserve.py) while another fits,
-                # nor then if it would strand GPUs there.
-                reserve = WholeNodeReserve.from_pods(history, RESERVE_LAST_RESORT)
+                # expected to need, twice over (policies/whole_node_reserve.py), while
+                # another fits, nor then if it would strand GPUs there.
+                reserve = WholeNodeReserve.from_pods(history, RESERVE_LAST_RESORT, RESERVE_MARGIN)
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(

@@ -106,6 +106,18 @@ def test_the_reserve_is_the_expected_pods_of_the_free_gpu_capacity_rounded_up() 
         WholeNodeReserve([], 1.0, "sometimes")  # type: ignore[arg-type]
 
 
+def test_a_margin_multiplies_the_expected_pods_before_rounding_up() -> None:
+    request = dataclasses.replace(EIGHT_64, share=0.01)
+    doubled = WholeNodeReserve([request], 800.0, margin=2.0)
+    # 100 pods expected, 1% of them 8-GPU pods, twice over: 2 (1 without the margin).
+    assert doubled.reserve(80_000) == [2]
+    # 1.5 expected, 3 with the margin: not 2 x ceil(1.5) = 4.
+    assert doubled.reserve(120_000) == [3]
+    assert doubled.short([2], 80_000) == 1 and doubled.short([3], 80_000) == 0
+    with pytest.raises(ValueError, match="margin"):
+        WholeNodeReserve([request], 800.0, margin=0.0)
+
+
 def test_a_pod_of_the_class_or_needing_more_is_what_the_reserve_is_for() -> None:
     reserve = WholeNodeReserve([EIGHT_64, WholeNodeRequest(8, 120_000, 0, None, 0.0)], 1000.0)
     assert reserve.served_by(make_pod("a", cpu="64", gpus=8)) == 0b01
@@ -289,6 +301,7 @@ def test_fgd_reserve_profiles_take_their_reserve_from_the_history() -> None:
     profile = openb_profile("fgd-reserve", history=history, **kwargs)
     assert profile.whole_node_reserve is not None
     assert profile.whole_node_reserve.last_resort == "no-stranding"
+    assert profile.whole_node_reserve.margin == 2.0
     assert [r.cpu_milli for r in profile.whole_node_reserve.requests] == [120_000]
     # Same scores as fgd-keep-largest: the reserve acts on the pick, not the ranking.
     assert [(s.name, w) for s, w in profile.node_scores] == [
