@@ -19,6 +19,7 @@ from policies.scores.network_topology import NetworkTopology
 from policies.scores.node_affinity import PreferredNodeAffinity
 from policies.scores.taint_toleration import PreferNoScheduleTaints
 from policies.scores.truncated import Truncated
+from policies.whole_node_reserve import WholeNodeReserve
 
 DEFAULT_CANDIDATE_LIMIT = 128
 DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
@@ -65,6 +66,10 @@ class Profile:
     # member's node in the score-driven attempts; which topology domain a gang tries
     # first is not its call.
     preference: NodePreference | None = None
+    # A reserve of whole nodes for the largest request (policies/whole_node_reserve.py):
+    # the planner picks, among the nodes its scores rank, the best one that leaves
+    # every short class its nodes (the best of all when none does). None: no reserve.
+    whole_node_reserve: WholeNodeReserve | None = None
 
     @property
     def memoizable(self) -> bool:

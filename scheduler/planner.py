@@ -56,6 +56,7 @@ from policies.pod_constraints import (
 )
 from policies.profile import Profile
 from policies.scores.inter_pod_affinity import normalize as normalize_affinity
+from policies.whole_node_reserve import ReserveGuard, ReserveLedger
 from scheduler.gang import gate_message
 
 
@@ -312,6 +313,9 @@ class Planner:
         # Lone members' windows per shape (_Window), against `_windows_snapshot`.
         self._windows: OrderedDict[Hashable, _Window] = OrderedDict()
         self._windows_snapshot: Snapshot | None = None
+        # Profile.whole_node_reserve's cluster summary, caught up with `_reserve_snapshot`.
+        self._reserve_ledger: ReserveLedger | None = None
+        self._reserve_snapshot: Snapshot | None = None
 
     def plan(
         self, gang: PlannableGang, snapshot: Snapshot, volumes: GangVolumes | None = None
@@ -367,6 +371,26 @@ class Planner:
         else:
             self._windows.move_to_end(signature)
         return window
+
+    def reserve_ledger(self, snapshot: Snapshot) -> ReserveLedger | None:
+        """The whole-node reserve's summary of `snapshot` (None without a reserve),
+        caught up from its change log like the rankings."""
+        reserve = self.profile.whole_node_reserve
+        if reserve is None:
+            return None
+        ledger = self._reserve_ledger
+        if (
+            ledger is None
+            or snapshot is not self._reserve_snapshot
+            or not snapshot.remembers(ledger.generation)
+        ):
+            ledger = self._reserve_ledger = ReserveLedger(reserve)
+            self._reserve_snapshot = snapshot
+            ledger.update(snapshot.nodes, snapshot.nodes.keys())
+        elif ledger.generation != snapshot.generation:
+            ledger.update(snapshot.nodes, snapshot.changed_since(ledger.generation))
+        ledger.generation = snapshot.generation
+        return ledger
 
     def rank(self, name: str) -> int:
         ranks = self.profile.node_rank
@@ -507,6 +531,17 @@ def evaluate_choice(profile: Profile, pod: PodInfo, node: NodeInfo, version: int
     return best or _Choice(version, feasible=False)
 
 
+def _keeping(guard: ReserveGuard, view: PlanningView) -> Callable[[str, _Choice], bool]:
+    """Whether placing the guarded pod on a node, on its choice's devices, keeps the
+    whole-node reserve."""
+    return lambda name, choice: not guard.breaks(view.node(name), choice.shares)
+
+
+def _last_resort(guard: ReserveGuard, view: PlanningView) -> Callable[[str, _Choice], bool]:
+    """Whether the guarded pod may go to a node when none keeps the reserve."""
+    return lambda name, choice: guard.may_break(view.node(name), choice.shares)
+
+
 def plan_gang(profile: Profile, gang: PlannableGang, snapshot: Snapshot) -> PlanResult:
     """Plan one gang with no memory of earlier calls."""
     return Planner(profile).plan(gang, snapshot)
@@ -570,6 +605,9 @@ class _GangPlanning:
         # While a constrained member is being placed: whether a node passes its
         # inter-pod constraints in the current attempt.
         self._admit: Callable[[str], bool] | None = None
+        # While a member is picked within the whole-node reserve: whether a node and
+        # choice leave every short class its nodes (None: no such restriction).
+        self._keep: Callable[[str, _Choice], bool] | None = None
         self._state: ConstraintAttempt | None = None
         # Per member uid: Profile.preference's test of node names (None: no preference).
         self._preferred: dict[str, Callable[[str], bool] | None] = {}
@@ -693,8 +731,13 @@ class _GangPlanning:
         ranking's head, the gang having changed no node yet. None when the ranking is
         empty, or when the gang's roles or refused members need the general path, which
         then says why (tests/scheduler/test_planner_ranking.py compares the two)."""
-        if self.refused or self.gang.role_needed or self.profile.preference is not None:
-            return None  # the general path says why, or applies the preference
+        if (
+            self.refused
+            or self.gang.role_needed
+            or self.profile.preference is not None
+            or self.profile.whole_node_reserve is not None
+        ):
+            return None  # the general path says why, or applies the preference or reserve
         shape = next(iter(self.shapes.values()))
         ranking = self.planner.ranking(shape.pod, self.snapshot)
         head = ranking.head()
@@ -721,8 +764,8 @@ class _GangPlanning:
             return None
         if self.planner.exhaustive or not self.profile.candidate_limit:
             return None
-        if self.profile.preference is not None:
-            return None  # the general path applies the preference
+        if self.profile.preference is not None or self.profile.whole_node_reserve is not None:
+            return None  # the general path's pick applies them
         shape = next(iter(self.shapes.values()))
         shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
         return shape if shape.kept is not None else None
@@ -964,7 +1007,7 @@ class _GangPlanning:
                 else None
             )
             self._admit = admission
-            found = pick(pod, shape, view, context, allowed)
+            found = self._pick_within_reserve(pod, shape, view, context, allowed, pick)
             if found is not None and volumes is not None and self.volumes.concerns(pod.uid):
                 found = self._with_volumes(pod, shape, view, context, allowed, pick, found, volumes)
             self._admit = None
@@ -1039,11 +1082,12 @@ class _GangPlanning:
         """Candidates that fit as the view has them. The inter-pod constraints
         (`self._admit`) are left to the caller, which asks only about a node that would
         beat its best so far: most candidates never need the question."""
+        keep = self._keep
         for name in shape.candidates:
             if allowed is not None and name not in allowed:
                 continue
             choice = self._choice(shape, view, name)
-            if choice is not None:
+            if choice is not None and (keep is None or keep(name, choice)):
                 yield name, choice
 
     def _best_scored(
@@ -1130,17 +1174,24 @@ class _GangPlanning:
         # (1 when Profile.preference does not admit the node, else 0; -score, rank, name)
         best_key: tuple[int, float, int, str] | None = None
         admit = self._admit
+        keep = self._keep
         prefer = self._preference(shape.pod)
+        choices = ranking.choices
+
+        def fits(name: str) -> bool:
+            return (
+                (allowed is None or name in allowed)
+                and not view.version(name)
+                and (keep is None or keep(name, choices[name]))
+                and (admit is None or admit(name))
+            )
+
         head = ranking.head()
         walk: Iterable[tuple[float, int, str]] = ()
         if head is not None:
             name = head[2]
-            if (
-                (allowed is None or name in allowed)
-                and not view.version(name)
-                and (admit is None or admit(name))
-            ):
-                best, best_key = (name, ranking.choices[name]), (0, *head)
+            if fits(name):
+                best, best_key = (name, choices[name]), (0, *head)
                 if prefer is not None and not prefer(name):
                     best_key = (1, *head)  # kept in case no node is preferred
                     walk = itertools.islice(ranking.best_first(), 1, None)
@@ -1149,21 +1200,19 @@ class _GangPlanning:
                 walk = itertools.islice(ranking.best_first(), 1, None)
         for key in walk:
             name = key[2]
-            if (
-                (allowed is None or name in allowed)
-                and not view.version(name)
-                and (admit is None or admit(name))
-            ):
+            if fits(name):
                 if prefer is None or prefer(name):
-                    best, best_key = (name, ranking.choices[name]), (0, *key)
+                    best, best_key = (name, choices[name]), (0, *key)
                     break
                 if best is None:  # the best ranked node, kept in case none is preferred
-                    best, best_key = (name, ranking.choices[name]), (1, *key)
+                    best, best_key = (name, choices[name]), (1, *key)
         for name in view.changed_nodes():
             if allowed is not None and name not in allowed:
                 continue
             choice = self._choice(shape, view, name)
             if choice is None or (admit is not None and not admit(name)):
+                continue
+            if keep is not None and not keep(name, choice):
                 continue
             tier = 0 if prefer is None or prefer(name) else 1
             changed_key = (tier, -choice.score, self.planner.rank(name), name)
@@ -1179,6 +1228,46 @@ class _GangPlanning:
         if pod.uid not in self._preferred:
             self._preferred[pod.uid] = preference.preferred(pod, self.snapshot)
         return self._preferred[pod.uid]
+
+    def _pick_within_reserve(
+        self,
+        pod: PodInfo,
+        shape: _Shape,
+        view: PlanningView,
+        context: GangContext,
+        allowed: frozenset[str] | None,
+        pick: Callable[
+            [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
+            tuple[str, _Choice] | None,
+        ],
+    ) -> tuple[str, _Choice] | None:
+        """`pick`'s node among those that keep the whole-node reserve (every node
+        without one); when none does, `pick` over every node, unless the reserve is
+        strict (the member then waits, as for a lack of room)."""
+        guard = self._reserve_guard(pod, view)
+        if guard is None:
+            return pick(pod, shape, view, context, allowed)
+        self._keep = _keeping(guard, view)
+        try:
+            found = pick(pod, shape, view, context, allowed)
+        finally:
+            self._keep = None
+        if found is None and guard.reserve.last_resort != "none":
+            self._keep = _last_resort(guard, view)
+            try:
+                found = pick(pod, shape, view, context, allowed)
+            finally:
+                self._keep = None
+        return found
+
+    def _reserve_guard(self, pod: PodInfo, view: PlanningView) -> ReserveGuard | None:
+        """The whole-node reserve's guard for `pod` with this attempt's members placed
+        (None: no reserve, or no class it may not use is short)."""
+        ledger = self.planner.reserve_ledger(self.snapshot)
+        if ledger is None:
+            return None
+        nodes = self.snapshot.nodes
+        return ledger.guard(pod, ((nodes[name], view.node(name)) for name in view.changed_nodes()))
 
     def _tightest(
         self,

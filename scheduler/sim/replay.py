@@ -36,7 +36,8 @@ from scheduler.sim.openb import (
     deleted_pod_object,
     requested_gpu_milli,
 )
-from scheduler.sim.sizes import FailuresBySize, SizeFailures
+from scheduler.sim.sizes import FailuresBySize, SizeFailures, size_class
+from scheduler.sim.whole_room import WholeNodeFailures
 
 # The arrived loads (in %) the paper reports.
 REPORTED_PERCENTS = (100, 130)
@@ -67,6 +68,9 @@ class OpenbResult:
     # Size class -> pods arrived and failed before and after 100% arrived load, sizes
     # in ascending order (scheduler.sim.sizes).
     failures_by_size: dict[str, SizeFailures] = field(default_factory=dict)
+    # The largest whole-GPU pods failed before 100%, and those with room scattered
+    # (scheduler.sim.whole_room); None when no pod asks a whole GPU.
+    whole_node_failures: WholeNodeFailures | None = None
 
     @property
     def total_gpu_milli(self) -> int:
@@ -120,6 +124,14 @@ def replay_openb(
     by_size = FailuresBySize(readings.total_gpu_milli)
     count = len(pods_in_order)
     arrived = allocated = failed = 0
+    largest = max(
+        (pod.num_gpu for pod in pods_in_order if pod.gpu_milli >= MILLI_PER_GPU), default=0
+    )
+    whole = (
+        WholeNodeFailures(size_class(next(p for p in pods_in_order if p.num_gpu == largest)))
+        if largest
+        else None
+    )
     # Each pod is parsed once per distinct shape, not once per arrival (PodRecords).
     records = PodRecords(core.scheduler_name, core.cache.share_milli, core.cache.gang_keys)
     with collector_tuned():
@@ -140,6 +152,13 @@ def replay_openb(
                     allocated += sum(milli for _, milli in placement.shares)
             else:
                 failed += 1
+                if (
+                    whole is not None
+                    and pod.num_gpu == largest
+                    and pod.gpu_milli >= MILLI_PER_GPU
+                    and arrived <= readings.total_gpu_milli
+                ):
+                    whole.record(record, core.cache.nodes())
                 core.apply_pod(EventType.DELETED, deleted_pod_object(record), now)
             by_size.record(pod, arrived, failed=not placed)
             readings.record(arrived, allocated)
@@ -154,4 +173,5 @@ def replay_openb(
         readings=readings,
         allocation_pct={percent: readings.value_at(percent) for percent in REPORTED_PERCENTS},
         failures_by_size=by_size.ordered(),
+        whole_node_failures=whole,
     )

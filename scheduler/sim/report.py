@@ -23,6 +23,7 @@ from scheduler.sim.replay import REPORTED_PERCENTS, OpenbResult
 from scheduler.sim.sizes import SizeFailures, size_order
 from scheduler.sim.steady import utilization_mean_steady, warmup_end
 from scheduler.sim.timeline import GANG_BUCKETS, TimelineResult
+from scheduler.sim.whole_room import WholeNodeFailures
 
 # The paper's results (mean of 10 seeds, GPU allocation %), from the openb README:
 # trace -> policy -> arrived % -> allocation %.
@@ -112,9 +113,23 @@ def results_json(runs: Sequence[PolicyRun]) -> dict[str, Any]:
                     }
                     for name, entry in run.result.failures_by_size.items()
                 },
+                # Added by issue 14's whole-node reserve: the largest whole-GPU pods
+                # failed before 100%, and those that failed with room scattered
+                # (scheduler.sim.whole_room); null when no pod asks a whole GPU.
+                "whole_node_failures": _whole_json(run.result.whole_node_failures),
             }
             for run in runs
         ]
+    }
+
+
+def _whole_json(entry: WholeNodeFailures | None) -> dict[str, Any] | None:
+    if entry is None:
+        return None
+    return {
+        "size": entry.size,
+        "failed_before_100": entry.failed_before,
+        "failed_before_100_with_room": entry.with_room_before,
     }
 
 
@@ -224,6 +239,19 @@ def failures_table(runs: Sequence[PolicyRun]) -> Table:
     table.caption = "pods arrived per size: " + ", ".join(
         f"{name} {_count(count)}" for name, count in arrived.items()
     )
+    scattered: list[str] = []
+    size = ""
+    for policy, group in _by_policy(runs).items():
+        wholes = [run.result.whole_node_failures for run in group]
+        counts = [entry.with_room_before for entry in wholes if entry is not None]
+        if counts and len(counts) == len(wholes):
+            size = next(entry.size for entry in wholes if entry is not None)
+            scattered.append(f"{policy} {_count(fmean(counts))}")
+    if scattered:
+        table.caption += (
+            f"; {size} failed before 100% with room scattered on nodes that could hold "
+            "them: " + ", ".join(scattered)
+        )
     return table
 
 

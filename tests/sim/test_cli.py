@@ -103,7 +103,8 @@ def test_json_has_one_entry_per_policy_and_seed(
         ("random", 2),
     ]
     for entry in results:
-        # The fields of issue 3 stay; issue 14 added failed_by_size.
+        # The fields of issue 3 stay; issue 14 added failed_by_size and
+        # whole_node_failures (null here: no pod asks a whole GPU).
         assert set(entry) == {
             "policy",
             "seed",
@@ -111,7 +112,9 @@ def test_json_has_one_entry_per_policy_and_seed(
             "failed_pods",
             "seconds",
             "failed_by_size",
+            "whole_node_failures",
         }
+        assert entry["whole_node_failures"] is None
         by_size = entry["failed_by_size"]
         assert list(by_size) == ["cpu-only", "<1 GPU"]
         assert (

@@ -1,0 +1,308 @@
+"""A reserve of whole nodes for the largest request, sized by its expected share of the
+demand still to come: a cluster-level rule the planner applies when it picks a node.
+
+A per-node score cannot protect whole nodes in proportion to need, since it does not
+see how many are left: either it protects every node able to hold the largest request
+(which on a CPU-heavy trace keeps nodes idle that the small pods should have used), or
+only some (which lets the small pods break the others until the whole-node pods find
+none). The reserve counts instead:
+- the *whole-node requests* are the history's pods asking the most whole GPUs (8 on the
+  openb traces), one class per distinct (GPUs, CPU, memory, GPU models) request;
+- a node *holds* a class when it could take such a pod now: enough fully free healthy
+  devices of an allowed model, and the CPU and memory free;
+- the *reserve* of a class is the number of pods of that class, or of any class that
+  needs at least as much (whose nodes are among its nodes), the history's shape
+  distribution says will still arrive while the free GPU capacity lasts: the free GPU
+  milli over the history's mean GPU milli per pod, times the classes' share of the
+  history's pods, times a margin, rounded up (the margin: arrivals go on past the
+  free capacity, and a count of expected pods is only a mean; its value is measured,
+  docs/benchmarks.md, issue 14's fourth pass);
+- a class is *short* when no more nodes hold it than its reserve.
+
+The rule (`ReserveGuard.breaks`): a pod must not leave a node unable to hold a short
+class, unless the pod is itself of that class or of one needing more (it is what the
+reserve is for), or no other feasible node exists (the planner falls back then). While
+more nodes hold a class than its reserve, nothing changes: the placement is the
+profile's own.
+
+What it reads: the shape distribution (history) and the cluster's current state, never
+arrival order. Pure: the ledger is caught up from the snapshot's change log by its
+caller and keeps only per-node figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from cache.gpu import DeviceShares
+from cache.node import NodeInfo
+from cache.pod import PodInfo
+from cache.resources import CPU, MEMORY, MILLI_PER_GPU
+from policies.gpu_models import allowed_models
+
+# Classes past this many are merged away (the least frequent dropped): a bitmask per
+# node stays small, and the guard's loop short.
+MAX_CLASSES = 16
+
+LastResort = Literal["any", "none", "no-stranding"]
+# What a pod may break when every feasible node would break a short class: any of
+# them, none (it waits), or those where it takes no larger share of the node's free
+# CPU and memory than of its free GPU milli (it does not strand GPUs the largest
+# request could have used: a CPU-only pod always would).
+LAST_RESORTS: tuple[LastResort, ...] = ("any", "none", "no-stranding")
+
+
+@dataclass(frozen=True, slots=True)
+class WholeNodeRequest:
+    """One class of whole-node request and its share of the history's pods."""
+
+    gpus: int
+    cpu_milli: int
+    memory: int
+    models: frozenset[str] | None  # None: any model
+    share: float
+
+    def needs_at_least(self, other: WholeNodeRequest) -> bool:
+        """Whether every node holding this request holds `other` too: this one asks at
+        least as much of everything, on no more models."""
+        if self.gpus < other.gpus or self.cpu_milli < other.cpu_milli:
+            return False
+        if self.memory < other.memory:
+            return False
+        if other.models is None:
+            return True
+        return self.models is not None and self.models <= other.models
+
+    def held(self, node: NodeInfo, cpu_free: int, memory_free: int, taken: frozenset[int]) -> bool:
+        """Whether `node`, with that CPU and memory free and the devices in `taken` no
+        longer whole, could take a pod of this class."""
+        if cpu_free < self.cpu_milli or memory_free < self.memory:
+            return False
+        whole = 0
+        models = self.models
+        for device, free in zip(node.devices, node.gpu_free, strict=True):
+            if (
+                device.healthy
+                and free >= MILLI_PER_GPU
+                and device.index not in taken
+                and (models is None or device.model in models)
+            ):
+                whole += 1
+                if whole >= self.gpus:
+                    return True
+        return False
+
+
+class WholeNodeReserve:
+    """The classes of whole-node request and how to size their reserve (module doc)."""
+
+    def __init__(
+        self,
+        requests: Sequence[WholeNodeRequest],
+        mean_gpu_milli: float,
+        last_resort: LastResort = "any",
+        margin: float = 1.0,
+    ) -> None:
+        if margin <= 0:
+            raise ValueError(f"margin must be > 0, not {margin}")
+        if mean_gpu_milli < 0:
+            raise ValueError(f"mean_gpu_milli must be >= 0, not {mean_gpu_milli}")
+        if last_resort not in LAST_RESORTS:
+            raise ValueError(f"last_resort must be one of {LAST_RESORTS}, not {last_resort!r}")
+        self.requests = tuple(requests)
+        self.last_resort = last_resort
+        self.mean_gpu_milli = mean_gpu_milli
+        self.margin = margin
+        # Per class k: the bitmask of classes whose pods count in k's reserve (k itself
+        # and those needing at least as much), and their summed share.
+        self.counted: tuple[int, ...] = tuple(
+            sum(1 << j for j, other in enumerate(self.requests) if other.needs_at_least(request))
+            for request in self.requests
+        )
+        self.shares: tuple[float, ...] = tuple(
+            sum(other.share for j, other in enumerate(self.requests) if mask >> j & 1)
+            for mask in self.counted
+        )
+
+    @classmethod
+    def from_pods(
+        cls, history: Sequence[PodInfo], last_resort: LastResort = "any", margin: float = 1.0
+    ) -> WholeNodeReserve:
+        """Classes from the pods asking the most whole GPUs of `history` (none when no
+        pod asks a whole GPU)."""
+        largest = max(
+            (pod.gpu.count for pod in history if pod.gpu.milli >= MILLI_PER_GPU), default=0
+        )
+        if not history or largest < 1:
+            return cls((), 0.0, last_resort, margin)
+        counts: dict[tuple[int, int, frozenset[str] | None], int] = {}
+        for pod in history:
+            if pod.gpu.count == largest and pod.gpu.milli >= MILLI_PER_GPU:
+                key = (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), allowed_models(pod))
+                counts[key] = counts.get(key, 0) + 1
+        kept = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1]))
+        total = len(history)
+        requests = [
+            WholeNodeRequest(largest, cpu, memory, models, count / total)
+            for (cpu, memory, models), count in kept[:MAX_CLASSES]
+        ]
+        mean = sum(pod.gpu.total_milli for pod in history) / total
+        return cls(requests, mean, last_resort, margin)
+
+    def held(self, node: NodeInfo) -> int:
+        """The bitmask of classes `node` could take a pod of now."""
+        if node.unschedulable or not self.requests:
+            return 0
+        cpu, memory = node.free(CPU), node.free(MEMORY)
+        mask = 0
+        for k, request in enumerate(self.requests):
+            if request.held(node, cpu, memory, frozenset()):
+                mask |= 1 << k
+        return mask
+
+    def held_after(self, node: NodeInfo, pod: PodInfo, shares: DeviceShares, among: int) -> int:
+        """Of the classes in `among`, those `node` could still take with `pod` placed
+        on it on `shares`."""
+        cpu = node.free(CPU) - pod.requests.get(CPU, 0)
+        memory = node.free(MEMORY) - pod.requests.get(MEMORY, 0)
+        taken = frozenset(index for index, milli in shares if milli > 0)
+        mask = 0
+        for k, request in enumerate(self.requests):
+            if among >> k & 1 and request.held(node, cpu, memory, taken):
+                mask |= 1 << k
+        return mask
+
+    def served_by(self, pod: PodInfo) -> int:
+        """The bitmask of classes whose reserve `pod` may use: those it counts in (it
+        is of the class or needs at least as much)."""
+        mask = 0
+        models = allowed_models(pod)
+        for k, request in enumerate(self.requests):
+            own = WholeNodeRequest(
+                pod.gpu.count if pod.gpu.milli >= MILLI_PER_GPU else 0,
+                pod.requests.get(CPU, 0),
+                pod.requests.get(MEMORY, 0),
+                models,
+                0.0,
+            )
+            if own.needs_at_least(request):
+                mask |= 1 << k
+        return mask
+
+    def reserve(self, free_gpu_milli: int) -> list[int]:
+        """Per class, the nodes to keep able to hold it: the pods counted in it that the
+        free GPU capacity is expected to bring, times the margin, rounded up."""
+        if self.mean_gpu_milli <= 0:
+            return [0] * len(self.requests)
+        arrivals = max(0, free_gpu_milli) / self.mean_gpu_milli
+        return [math.ceil(self.margin * share * arrivals - 1e-9) for share in self.shares]
+
+    def short(self, counts: Sequence[int], free_gpu_milli: int) -> int:
+        """The bitmask of classes held by no more nodes than their reserve."""
+        mask = 0
+        for k, (count, kept) in enumerate(zip(counts, self.reserve(free_gpu_milli), strict=True)):
+            if kept > 0 and count <= kept:
+                mask |= 1 << k
+        return mask
+
+
+class ReserveGuard:
+    """For one pod at one moment: whether placing it on a node breaks a short class."""
+
+    __slots__ = ("pod", "reserve", "short")
+
+    def __init__(self, reserve: WholeNodeReserve, pod: PodInfo, short: int) -> None:
+        self.reserve = reserve
+        self.pod = pod
+        self.short = short
+
+    def breaks(self, node: NodeInfo, shares: DeviceShares) -> bool:
+        held = self.reserve.held(node) & self.short
+        if not held:
+            return False
+        return self.reserve.held_after(node, self.pod, shares, held) != held
+
+    def strands(self, node: NodeInfo, shares: DeviceShares) -> bool:
+        """Whether the pod takes a larger share of the node's free CPU or memory than
+        of its free GPU milli."""
+        gpu_free = node.free_gpu_milli
+        gpu = sum(milli for _, milli in shares) / gpu_free if gpu_free > 0 else 1.0
+        for name in (CPU, MEMORY):
+            free = node.free(name)
+            if free > 0 and self.pod.requests.get(name, 0) / free > gpu:
+                return True
+        return False
+
+    def may_break(self, node: NodeInfo, shares: DeviceShares) -> bool:
+        """As a last resort (no feasible node keeps the reserve): whether the pod may
+        go to this node."""
+        mode = self.reserve.last_resort
+        if mode == "any":
+            return True
+        if mode == "none":
+            return not self.breaks(node, shares)
+        return not self.breaks(node, shares) or not self.strands(node, shares)
+
+
+class ReserveLedger:
+    """The cluster summary the reserve reads: per class, how many nodes hold it, and the
+    free GPU milli; kept per node so that a caller catches it up with the nodes that
+    changed (the snapshot's change log), not every node."""
+
+    def __init__(self, reserve: WholeNodeReserve) -> None:
+        self.reserve = reserve
+        self.generation = -1
+        self._held: dict[str, int] = {}
+        self._free: dict[str, int] = {}
+        self.counts = [0] * len(reserve.requests)
+        self.free_gpu_milli = 0
+
+    def update(self, nodes: Mapping[str, NodeInfo], names: Iterable[str]) -> None:
+        """Re-read the named nodes (absent from `nodes`: gone)."""
+        counts = self.counts
+        for name in names:
+            old_mask = self._held.pop(name, 0)
+            self.free_gpu_milli -= self._free.pop(name, 0)
+            node = nodes.get(name)
+            mask = 0
+            if node is not None:
+                mask = self.reserve.held(node)
+                free = node.free_gpu_milli
+                self._held[name] = mask
+                self._free[name] = free
+                self.free_gpu_milli += free
+            changed = old_mask ^ mask
+            k = 0
+            while changed:
+                if changed & 1:
+                    counts[k] += 1 if mask >> k & 1 else -1
+                changed >>= 1
+                k += 1
+
+    def guard(
+        self, pod: PodInfo, changes: Iterable[tuple[NodeInfo, NodeInfo]] = ()
+    ) -> ReserveGuard | None:
+        """The guard for `pod`, or None when no class it may not use is short. `changes`:
+        (node as the ledger has it, node as the caller plans it) for nodes the caller's
+        plan already changed (earlier members of the same gang)."""
+        reserve = self.reserve
+        if not reserve.requests:
+            return None
+        counts = self.counts
+        free = self.free_gpu_milli
+        adjusted = False
+        for before, after in changes:
+            if not adjusted:
+                counts = list(counts)
+                adjusted = True
+            changed = reserve.held(before) ^ reserve.held(after)
+            now = reserve.held(after)
+            for k in range(len(counts)):
+                if changed >> k & 1:
+                    counts[k] += 1 if now >> k & 1 else -1
+            free += after.free_gpu_milli - before.free_gpu_milli
+        short = reserve.short(counts, free) & ~reserve.served_by(pod)
+        return ReserveGuard(reserve, pod, short) if short else None
