@@ -44,6 +44,7 @@ OPENB_POLICIES = (
     "fgd-complete",
     "fgd-complete-models",
     "fgd-reserve",
+    "fgd-complete-reserve",
 )
 # When every feasible node would break the reserve, fgd-reserve's pod may still break
 # one unless it would strand GPUs there (a CPU-only pod always would): measured against
@@ -79,6 +80,8 @@ PAPER_NAMES = {
     "pods still need (this project)",
     "fgd-reserve": "fgd-keep-largest, within a reserve of whole nodes sized by the "
     "largest request's expected demand (this project)",
+    "fgd-complete-reserve": "fgd-complete, within a reserve of whole nodes for the largest "
+    "request, unpinned pods steered off the GPU models pinned pods still need (this project)",
 }
 
 
@@ -173,10 +176,12 @@ def openb_profile(
             # expected to need, twice over (policies/whole_node_reserve.py), while
             # another fits, nor then if it would strand GPUs there.
             reserve = WholeNodeReserve.from_pods(history, RESERVE_LAST_RESORT, RESERVE_MARGIN)
-    elif name in ("fgd-complete", "fgd-complete-models"):
+    elif name in ("fgd-complete", "fgd-complete-models", "fgd-complete-reserve"):
         score, chooser, tie_break = fgd_complete(history)
-        if name == "fgd-complete-models":
+        if name in ("fgd-complete-models", "fgd-complete-reserve"):
             preference = ModelReserve(tuple(history))
+        if name == "fgd-complete-reserve":
+            reserve = WholeNodeReserve.from_pods(history, RESERVE_LAST_RESORT, RESERVE_MARGIN)
     else:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(OPENB_POLICIES)}")
     return Profile(
