@@ -54,9 +54,12 @@ RESERVE_LAST_RESORT: LastResort = "no-stranding"
 # measured against 0.5, 1, 3 and 4 in docs/benchmarks.md (3 and up keep too many on the
 # multi-GPU traces, where other multi-GPU pods then fail before 100%).
 RESERVE_MARGIN = 2.0
-# This project's policy for the openb experiment: FGD's integer score, its ties broken
-# by fill fragmentation (policies/scores/fill_fragmentation.py) instead of at random.
-BEST_POLICY = "fgd-fill"
+# This project's policy for the openb experiment (issue 14's fourth pass, 10 seeds on 8
+# traces in docs/benchmarks.md): FGD's integer score, its ties broken by keeping whole
+# the idle nodes only the largest request fits, then by share completion, then by fill
+# fragmentation; picked within a reserve of whole nodes for the largest request, and
+# unpinned pods steered off the GPU models that pinned pods still need.
+BEST_POLICY = "fgd-complete-reserve"
 # A tie-break weight: below the 1-point step of an integer score, so it orders only
 # nodes the primary score ties.
 TIE_BREAK_WEIGHT = 0.001

@@ -4,6 +4,7 @@ the cluster summary it keeps, and the planner's pick within it."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from cache.cluster import ClusterCache, EventType
 from cache.node import NodeInfo
 from cache.pod import PodInfo, pod_from_api
+from cache.snapshot import Snapshot
 from policies.profile import build_profile
 from policies.whole_node_reserve import (
     ReserveLedger,
@@ -307,3 +309,41 @@ def test_fgd_reserve_profiles_take_their_reserve_from_the_history() -> None:
     assert [(s.name, w) for s, w in profile.node_scores] == [
         (s.name, w) for s, w in largest.node_scores
     ]
+
+
+class _Prefer:
+    """A Profile.preference admitting the nodes named."""
+
+    name = "prefer"
+
+    def __init__(self, *names: str) -> None:
+        self.names = frozenset(names)
+
+    def preferred(self, pod: PodInfo, snapshot: Snapshot) -> Callable[[str], bool] | None:
+        return self.names.__contains__
+
+
+@pytest.mark.parametrize("candidate_limit", [0, 128])
+def test_the_reserve_bounds_where_a_preference_may_send_a_pod(candidate_limit: int) -> None:
+    """Both at once (fgd-complete-reserve): the reserve decides which nodes may take
+    the pod, the preference which of those comes first."""
+    nodes = [*BIG, node_obj("small1", gpus=2, cpu="16"), node_obj("small2", gpus=2, cpu="16")]
+    pod = [pod_obj("g", gpus=1)]
+
+    def placed(preference: _Prefer, reserve: WholeNodeReserve | None) -> str:
+        profile = dataclasses.replace(
+            build_profile("spread", candidate_limit=candidate_limit, topology_keys=()),
+            whole_node_reserve=reserve,
+            preference=preference,
+        )
+        cache, gangs = _setup(nodes, pod)
+        (gang,) = gangs.values()
+        result = Planner(profile).plan(gang, cache.snapshot())
+        assert isinstance(result, Plan)
+        return result.placements[0].node
+
+    assert placed(_Prefer("big1"), None) == "big1"
+    # 22,000 free milli, 90% 8-GPU pods: a reserve of 3 >= the 2 big nodes.
+    # The preferred node is kept whole: a small node takes the pod.
+    assert placed(_Prefer("big1"), _reserve(0.9)).startswith("small")
+    assert placed(_Prefer("small2"), _reserve(0.9)) == "small2"
