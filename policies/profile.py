@@ -68,7 +68,9 @@ class Profile:
     preference: NodePreference | None = None
     # A reserve of whole nodes for the largest request (policies/whole_node_reserve.py):
     # the planner picks, among the nodes its scores rank, the best one that leaves
-    # every short class its nodes (the best of all when none does). None: no reserve.
+    # every short class its nodes (when none does, what the reserve's last resort
+    # allows). None: no reserve. The simulator's profiles set both fields; the
+    # Kubernetes profiles (build_profile) do not yet.
     whole_node_reserve: WholeNodeReserve | None = None
 
     @property

@@ -224,6 +224,12 @@ class _Ranking:
 # A node's place in the tight capacity walk, and a window entry's place by merit.
 _WalkKey = tuple[int, str]
 _BestKey = tuple[float, int, _WalkKey]
+# A greedy pass's choice of node for one member: (pod, its shape, the attempt's view,
+# the gang so far, the nodes allowed (None: all)) -> (node, choice), or None.
+_Pick = Callable[
+    [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
+    tuple[str, _Choice] | None,
+]
 
 
 class _Window:
@@ -987,10 +993,7 @@ class _GangPlanning:
         name: str,
         order: Sequence[PodInfo],
         allowed: frozenset[str] | None,
-        pick: Callable[
-            [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
-            tuple[str, _Choice] | None,
-        ],
+        pick: _Pick,
         deferred: frozenset[str] | set[str] = frozenset(),
     ) -> _Attempt:
         view = PlanningView(self.snapshot, self.versions)
@@ -1054,10 +1057,7 @@ class _GangPlanning:
         view: PlanningView,
         context: GangContext,
         allowed: frozenset[str] | None,
-        pick: Callable[
-            [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
-            tuple[str, _Choice] | None,
-        ],
+        pick: _Pick,
         found: tuple[str, _Choice],
         volumes: VolumeAssignment,
     ) -> tuple[str, _Choice] | None:
@@ -1236,29 +1236,26 @@ class _GangPlanning:
         view: PlanningView,
         context: GangContext,
         allowed: frozenset[str] | None,
-        pick: Callable[
-            [PodInfo, _Shape, PlanningView, GangContext, frozenset[str] | None],
-            tuple[str, _Choice] | None,
-        ],
+        pick: _Pick,
     ) -> tuple[str, _Choice] | None:
         """`pick`'s node among those that keep the whole-node reserve (every node
-        without one); when none does, `pick` over every node, unless the reserve is
-        strict (the member then waits, as for a lack of room)."""
+        without one); when none does, among those its last resort lets the pod break
+        ("none": the member waits, as for a lack of room)."""
         guard = self._reserve_guard(pod, view)
         if guard is None:
             return pick(pod, shape, view, context, allowed)
-        self._keep = _keeping(guard, view)
-        try:
-            found = pick(pod, shape, view, context, allowed)
-        finally:
-            self._keep = None
-        if found is None and guard.reserve.last_resort != "none":
-            self._keep = _last_resort(guard, view)
+        tests = [_keeping(guard, view)]
+        if guard.reserve.last_resort != "none":
+            tests.append(_last_resort(guard, view))
+        for test in tests:
+            self._keep = test
             try:
                 found = pick(pod, shape, view, context, allowed)
             finally:
                 self._keep = None
-        return found
+            if found is not None:
+                return found
+        return None
 
     def _reserve_guard(self, pod: PodInfo, view: PlanningView) -> ReserveGuard | None:
         """The whole-node reserve's guard for `pod` with this attempt's members placed

@@ -26,18 +26,17 @@ every trace; on its own it does not beat FGD.
 
 from __future__ import annotations
 
-import math
-
 from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.resources import CPU, MILLI_PER_GPU
-from policies.interface import MAX_SCORE, CandidateOrder, GangContext
+from policies.interface import CandidateOrder, GangContext
 from policies.scores.fragmentation import (
-    SIGMOID_SCALE_MILLI,
     TargetWorkload,
     WorkloadProvider,
     node_model,
+    take_shares,
+    waste_change_score,
 )
 
 # (per-GPU milli, GPU count, ((cpu milli, share), ...)) for the shapes that may fit a model.
@@ -156,18 +155,12 @@ class FillFragmentation:
         cpu = node.free(CPU)
         model = node_model(node)
         before = self._value(tuple(free), cpu, model)
-        for index, milli in shares:
-            if 0 <= index < len(free):
-                free[index] = max(0, free[index] - milli)
+        take_shares(free, shares)
         after = self._value(tuple(free), cpu - pod.requests.get(CPU, 0), model)
         return before - after
 
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
-        x = self.change(pod, node, shares) / SIGMOID_SCALE_MILLI
-        if x >= 0:
-            return MAX_SCORE / (1.0 + math.exp(-x))
-        e = math.exp(max(x, -700.0))
-        return MAX_SCORE * e / (1.0 + e)
+        return waste_change_score(self.change(pod, node, shares))
 
 
 ShapeGroup = _Group

@@ -316,6 +316,27 @@ def node_model(node: NodeInfo) -> str:
     return node.labels.get(PRODUCT_LABEL) or node.gpu_model
 
 
+def waste_change_score(change_milli: float) -> float:
+    """100 x sigmoid(change / 1000): the score of a change in expected waste (positive:
+    less waste), for the tie-break scores measured against FGD's (fill fragmentation,
+    share completion); exp's argument floored so that a huge loss scores 0, not an
+    overflow."""
+    x = change_milli / SIGMOID_SCALE_MILLI
+    if x >= 0:
+        return MAX_SCORE / (1.0 + math.exp(-x))
+    e = math.exp(max(x, -700.0))
+    return MAX_SCORE * e / (1.0 + e)
+
+
+def take_shares(free: list[int], shares: DeviceShares) -> None:
+    """Take `shares` ((device index, milli), ...) from a node's free milli per device, in
+    place; an index the list does not have is ignored, and no device goes below 0."""
+    for index, milli in shares:
+        if 0 <= index < len(free):
+            left = free[index] - milli
+            free[index] = left if left > 0 else 0
+
+
 def _sigmoid(x: float) -> float:
     if x >= 0.0:
         return 1.0 / (1.0 + math.exp(-x))

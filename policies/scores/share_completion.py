@@ -44,7 +44,6 @@ simulator) and as other tie-breaks: docs/benchmarks.md, issue 14, fourth pass.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -54,8 +53,8 @@ from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.resources import CPU, MILLI_PER_GPU
 from policies.gpu_models import allowed_models
-from policies.interface import MAX_SCORE, CandidateOrder, GangContext
-from policies.scores.fragmentation import SIGMOID_SCALE_MILLI, node_model
+from policies.interface import CandidateOrder, GangContext
+from policies.scores.fragmentation import node_model, take_shares, waste_change_score
 
 DEFAULT_COMPETITION = 0.05
 
@@ -179,16 +178,9 @@ class ShareCompletion:
         cpu = node.free(CPU)
         model = node_model(node)
         before = self.expected_waste(tuple(free), cpu, model)
-        for index, milli in shares:
-            if 0 <= index < len(free):
-                left = free[index] - milli
-                free[index] = left if left > 0 else 0
+        take_shares(free, shares)
         after = self.expected_waste(tuple(free), cpu - pod.requests.get(CPU, 0), model)
         return before - after
 
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
-        x = self.change(pod, node, shares) / SIGMOID_SCALE_MILLI
-        if x >= 0:
-            return MAX_SCORE / (1.0 + math.exp(-x))
-        e = math.exp(max(x, -700.0))
-        return MAX_SCORE * e / (1.0 + e)
+        return waste_change_score(self.change(pod, node, shares))

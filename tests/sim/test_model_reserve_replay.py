@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 from importlib import resources
 
+import pytest
+
 from cache.pod import PodInfo, pod_from_api
 from policies.model_reserve import ModelReserve
 from policies.profile import Profile
@@ -19,7 +21,7 @@ from scheduler.sim.openb import (
     load_pods,
     pod_object,
 )
-from scheduler.sim.profiles import OPENB_POLICIES, openb_profile
+from scheduler.sim.profiles import BEST_POLICY, OPENB_POLICIES, openb_profile
 from scheduler.sim.replay import replay_openb
 
 
@@ -68,9 +70,15 @@ def test_without_pinned_pods_it_places_as_fgd_keep_largest() -> None:
     assert models.readings.allocated == largest.readings.allocated
 
 
-def test_on_gpuspec33_unpinned_pods_leave_the_pinned_pods_room() -> None:
-    """The first 3,000 pods of gpuspec33 (seed 42): fgd-keep-largest has by then put
-    unpinned pods where pinned ones fail; with the reserve, none fails yet."""
+@pytest.mark.parametrize(
+    ("without", "steered"),
+    [("fgd-keep-largest", "fgd-keep-models"), ("fgd-complete", BEST_POLICY)],
+    ids=["keep-models", "best-policy"],
+)
+def test_on_gpuspec33_unpinned_pods_leave_the_pinned_pods_room(without: str, steered: str) -> None:
+    """The first 3,000 pods of gpuspec33 (seed 42): a policy without the reserve has by
+    then put unpinned pods where pinned ones fail; with it, none fails yet, also when
+    the whole-node reserve bounds which nodes a pod may take (BEST_POLICY)."""
     nodes = load_nodes(bundled(NODE_FILE))
     pods = load_pods(bundled(TRACES["gpuspec33"]))
     size = cluster_size(nodes)
@@ -88,6 +96,6 @@ def test_on_gpuspec33_unpinned_pods_leave_the_pinned_pods_room() -> None:
                 history=history,
             ),
         ).failed_pods
-        for policy in ("fgd-keep-largest", "fgd-keep-models")
+        for policy in (without, steered)
     }
-    assert failed["fgd-keep-models"] == 0 < failed["fgd-keep-largest"]
+    assert failed[steered] == 0 < failed[without]
