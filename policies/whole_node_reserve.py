@@ -21,7 +21,8 @@ none). The reserve counts instead:
 
 The rule (`ReserveGuard.breaks`): a pod must not leave a node unable to hold a short
 class, unless the pod is itself of that class or of one needing more (it is what the
-reserve is for), or no other feasible node exists (the planner falls back then). While
+reserve is for); when every feasible node would break one, the reserve's last resort
+decides (`ReserveGuard.may_break`). While
 more nodes hold a class than its reserve, nothing changes: the placement is the
 profile's own.
 
