@@ -17,6 +17,7 @@ from policies.scores.least_allocated import LeastAllocated
 from policies.scores.most_allocated import MostAllocated
 from policies.scores.network_topology import NetworkTopology
 from policies.scores.node_affinity import PreferredNodeAffinity
+from policies.scores.share_completion import LearnedShareCompletion
 from policies.scores.taint_toleration import PreferNoScheduleTaints
 from policies.scores.truncated import Truncated
 from policies.whole_node_reserve import WholeNodeReserve
@@ -102,6 +103,15 @@ POLICIES: dict[str, dict[str, float]] = {
     # FGD's integer score, ties broken by fill fragmentation: what the openb
     # experiment measured best (docs/benchmarks.md); the small weight keeps it a tie-break.
     "fgd": {"fragmentation": 1.0, "fill-fragmentation": 0.001, **USER_PREFERENCES},
+    # As fgd, FGD's ties broken first by share completion (what the open holes of
+    # shared devices will waste), then by fill fragmentation: the simulator's
+    # fgd-complete without its whole-node tie-break (docs/policies.md).
+    "fgd-complete": {
+        "fragmentation": 1.0,
+        "share-completion": 0.001,
+        "fill-fragmentation": 0.000001,
+        **USER_PREFERENCES,
+    },
 }
 
 
@@ -119,13 +129,15 @@ def score_plugin(name: str, workload: WorkloadProvider) -> Score:
         return Truncated(Fragmentation(workload))
     if name == "fill-fragmentation":
         return FillFragmentation(workload)
+    if name == "share-completion":
+        return LearnedShareCompletion(workload)
     if name == "node-affinity":
         return PreferredNodeAffinity()
     if name == "taint-toleration":
         return PreferNoScheduleTaints()
     raise ValueError(
         f"unknown score {name!r}; known: fill-fragmentation, fragmentation, gpu-topology, "
-        "least-allocated, most-allocated, node-affinity, taint-toleration"
+        "least-allocated, most-allocated, node-affinity, share-completion, taint-toleration"
     )
 
 

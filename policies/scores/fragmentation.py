@@ -262,6 +262,11 @@ class OnlineWorkload:
     def shapes(self) -> int:
         return len(self._counts)
 
+    def shape_counts(self) -> Mapping[WorkloadShape, int]:
+        """Pods counted per shape, every shape kept (no coverage cut: a score that
+        needs the rare shapes, such as share completion, reads them here)."""
+        return MappingProxyType(self._counts)
+
     def current(self) -> TargetWorkload:
         if self._stale:
             self._current = TargetWorkload.from_counts(self._counts, self.coverage)

@@ -44,7 +44,7 @@ simulator) and as other tie-breaks: docs/benchmarks.md, issue 14, fourth pass.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -54,7 +54,14 @@ from cache.pod import PodInfo
 from cache.resources import CPU, MILLI_PER_GPU
 from policies.gpu_models import allowed_models
 from policies.interface import CandidateOrder, GangContext
-from policies.scores.fragmentation import node_model, take_shares, waste_change_score
+from policies.scores.fragmentation import (
+    OnlineWorkload,
+    WorkloadProvider,
+    WorkloadShape,
+    node_model,
+    take_shares,
+    waste_change_score,
+)
 
 DEFAULT_COMPETITION = 0.05
 
@@ -85,6 +92,18 @@ def device_requests(pods: Iterable[PodInfo]) -> dict[DeviceRequest, float]:
             pod.gpu.milli, pod.requests.get(CPU, 0) // count, allowed_models(pod)
         )
         counts[request] = counts.get(request, 0.0) + count
+    return counts
+
+
+def device_requests_of_shapes(shapes: Mapping[WorkloadShape, float]) -> dict[DeviceRequest, float]:
+    """`device_requests` of pods counted by shape (weight: pods of that shape)."""
+    counts: dict[DeviceRequest, float] = {}
+    for shape, weight in shapes.items():
+        count = shape.gpu_count
+        if count < 1 or weight <= 0.0:
+            continue
+        request = DeviceRequest(shape.gpu_milli, shape.cpu_milli // count, shape.models)
+        counts[request] = counts.get(request, 0.0) + weight * count
     return counts
 
 
@@ -135,6 +154,11 @@ class ShareCompletion:
         self._by_mix: dict[tuple[tuple[int, float], ...], tuple[float, ...]] = {}
         self._memo: dict[tuple[tuple[int, ...], int, str], float] = {}
 
+    @property
+    def requests(self) -> Mapping[DeviceRequest, float]:
+        """The expected requests, each weighted by its share of all of them."""
+        return self._requests
+
     def _table(self, model: str, cpu: int) -> tuple[float, ...]:
         step = bisect_right(self._cpu_steps, cpu)  # requests with cpu_milli <= cpu
         key = (model, step)
@@ -184,3 +208,93 @@ class ShareCompletion:
 
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
         return waste_change_score(self.change(pod, node, shares))
+
+
+# What tenants' pods can make a learnt share completion cost: each (GPU model, CPU
+# step) table costs ~1000 x the distinct share sizes, so learnt requests have their
+# share rounded up to SHARE_GRID_MILLI and their CPU up to one of at most
+# MAX_CPU_STEPS thresholds. Rounding up only makes a request fit fewer places, so
+# holes look no fuller than they are. The bundled traces' requests (multiples of 10
+# milli, 40 CPU amounts) are within both: for them the learnt model is exact.
+SHARE_GRID_MILLI = 10
+MAX_CPU_STEPS = 64
+
+
+def coarsened(requests: Mapping[DeviceRequest, float]) -> dict[DeviceRequest, float]:
+    """`requests` with shares rounded up to the grid and CPU up to at most
+    MAX_CPU_STEPS thresholds (the CPU amounts at evenly spaced ranks), merged."""
+    amounts = sorted({request.cpu_milli for request in requests})
+    if len(amounts) > MAX_CPU_STEPS:
+        amounts = [
+            amounts[(rank + 1) * len(amounts) // MAX_CPU_STEPS - 1] for rank in range(MAX_CPU_STEPS)
+        ]
+    merged: dict[DeviceRequest, float] = {}
+    for request, weight in requests.items():
+        milli = -(-request.milli // SHARE_GRID_MILLI) * SHARE_GRID_MILLI
+        cpu = amounts[bisect_left(amounts, request.cpu_milli)]
+        key = DeviceRequest(min(milli, MILLI_PER_GPU), cpu, request.models)
+        merged[key] = merged.get(key, 0.0) + weight
+    return merged
+
+
+# A learnt share completion is rebuilt when the pods observed since its last build
+# reach this fraction of those it was built from (and after each of the first pods):
+# about 100 builds over the first 10^4 pods, each a few tables of ~8 ms when next scored.
+REBUILD_GROWTH = 0.1
+
+
+class LearnedShareCompletion:
+    """Share completion whose expected requests follow a workload provider: an
+    OnlineWorkload's pods counted per shape (every shape, the rare small shares that
+    close holes included), or a fixed workload's shares. What a live cluster, which
+    has no trace to read, uses (`share-completion` in policies/profile.py)."""
+
+    name = "share-completion"
+    candidate_order: CandidateOrder | None = None
+
+    def __init__(
+        self,
+        workload: WorkloadProvider,
+        competition: float = DEFAULT_COMPETITION,
+        growth: float = REBUILD_GROWTH,
+    ) -> None:
+        if not competition > 0.0:
+            raise ValueError(f"competition must be > 0, not {competition}")
+        if not growth >= 0.0:
+            raise ValueError(f"growth must be >= 0, not {growth}")
+        self.workload = workload
+        self.competition = competition
+        self.growth = growth
+        self._learnt = ShareCompletion({}, competition)
+        self._built_from: object = None  # the fixed workload it was built from
+        self._built_at = -1  # pods an OnlineWorkload had observed at the last build
+
+    @property
+    def memoizable(self) -> bool:
+        """Only a fixed workload makes the score a function of (pod, node state)."""
+        return not isinstance(self.workload, OnlineWorkload)
+
+    @property
+    def learnt(self) -> ShareCompletion:
+        """The share completion of the requests as they stand now."""
+        workload = self.workload
+        if isinstance(workload, OnlineWorkload):
+            seen = workload.observed
+            if seen > self._built_at and (
+                self._built_at < 0 or seen - self._built_at >= self.growth * self._built_at
+            ):
+                self._build(workload.shape_counts())
+                self._built_at = seen
+        else:
+            current = workload.current()
+            if current is not self._built_from:
+                self._build(current.shares)
+                self._built_from = current
+        return self._learnt
+
+    def _build(self, shapes: Mapping[WorkloadShape, float]) -> None:
+        requests = coarsened(device_requests_of_shapes(shapes))
+        self._learnt = ShareCompletion(requests, self.competition)
+
+    def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
+        return self.learnt.score(pod, node, shares, gang)

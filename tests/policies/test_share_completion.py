@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cache.pod import pod_from_api
 from policies.interface import GangContext
+from policies.profile import build_profile
+from policies.scores.fragmentation import OnlineWorkload, TargetWorkload, shape_of
 from policies.scores.share_completion import (
+    MAX_CPU_STEPS,
     DeviceRequest,
+    LearnedShareCompletion,
     ShareCompletion,
+    coarsened,
     device_requests,
+    device_requests_of_shapes,
     waste_table,
 )
-from scheduler.sim.openb import OpenbPod, pod_object
+from scheduler.sim.openb import TRACES, OpenbPod, load_pods, pod_object
 from scheduler.sim.profiles import OPENB_POLICIES, PAPER_NAMES, openb_profile
 from tests.factories import make_node, make_pod
 
@@ -144,3 +152,138 @@ def test_fgd_complete_profile_puts_share_completion_before_fill() -> None:
     assert weights[:2] == [1.0, 0.5] and weights[2] * 100 <= 0.001
     assert weights[3] * 100 < weights[2]
     assert profile.memoizable
+
+
+def test_device_requests_of_shapes_count_as_device_requests_of_the_pods() -> None:
+    pods = [
+        make_pod("two", cpu="8", gpus=2),
+        make_pod("share-a", cpu="4", vgpu=500),
+        make_pod("share-b", cpu="4", vgpu=500),
+        make_pod("cpu", cpu="16"),
+    ]
+    counts: dict = {}
+    for pod in pods:
+        counts[shape_of(pod)] = counts.get(shape_of(pod), 0) + 1
+    assert device_requests_of_shapes(counts) == device_requests(pods)
+
+
+def _hole_or_fresh(score: LearnedShareCompletion) -> tuple[float, float]:
+    """The score of a 160 share completing the 190 hole an 810 share left, and of it
+    opening a fresh device, on one node."""
+    pod = make_pod("small", cpu="1", vgpu=160)
+    node = make_node("n", gpus=2)
+    node.gpu_free = [190, 1000]
+    context = GangContext()
+    return score.score(pod, node, ((0, 160),), context), score.score(
+        pod, node, ((1, 160),), context
+    )
+
+
+def test_learned_from_an_online_workload_counts_the_rare_shapes_coverage_drops() -> None:
+    workload = OnlineWorkload()
+    score = LearnedShareCompletion(workload)
+    assert not score.memoizable  # it moves as pods are observed
+    # No pod seen yet: no request is expected, so every open hole is waste for good.
+    assert score.learnt.expected_waste((190, 1000), 4000, "") == 190.0
+    pods = [make_pod(f"big-{i}", cpu="1", vgpu=810) for i in range(97)]
+    pods += [make_pod(f"small-{i}", cpu="1", vgpu=160) for i in range(3)]
+    for pod in pods:
+        workload.observe(pod)
+    # The 160s are 3% of the pods: the target workload FGD reads leaves them out...
+    assert shape_of(pods[-1]) not in workload.current().shares
+    # ...share completion counts them, as from the whole history.
+    learnt = score.learnt.score(pods[-1], make_node("m", gpus=1), ((0, 160),), GangContext())
+    whole = ShareCompletion(device_requests(pods))
+    assert learnt == pytest.approx(
+        whole.score(pods[-1], make_node("m", gpus=1), ((0, 160),), GangContext())
+    )
+    complete, fresh = _hole_or_fresh(score)
+    assert complete > fresh
+
+
+def test_learned_share_completion_is_rebuilt_as_the_observed_pods_grow_by_a_tenth() -> None:
+    workload = OnlineWorkload()
+    score = LearnedShareCompletion(workload, growth=0.1)
+    builds = []
+    for i in range(120):
+        workload.observe(make_pod(f"p-{i}", cpu="1", vgpu=500))
+        learnt = score.learnt
+        if not builds or learnt is not builds[-1][1]:
+            builds.append((workload.observed, learnt))
+        assert score.learnt is learnt  # nothing new observed: the same one
+    # After each of the first ten pods, then each time the count grows by a tenth.
+    assert [seen for seen, _ in builds] == [
+        *range(1, 11),
+        11,
+        13,
+        15,
+        17,
+        19,
+        21,
+        24,
+        27,
+        30,
+        33,
+        37,
+        41,
+        46,
+        51,
+        57,
+        63,
+        70,
+        77,
+        85,
+        94,
+        104,
+        115,
+    ]
+
+
+def test_learned_from_a_fixed_workload_is_memoizable_and_built_once() -> None:
+    pods = [make_pod("big", cpu="1", vgpu=810), make_pod("small", cpu="1", vgpu=160)]
+    workload = TargetWorkload.from_pods(pods, coverage=1.0)
+    score = LearnedShareCompletion(workload)
+    assert score.memoizable
+    assert score.learnt is score.learnt
+    complete, fresh = _hole_or_fresh(score)
+    assert complete > fresh
+
+
+def test_fgd_complete_named_policy_breaks_fgd_ties_by_share_completion_then_fill() -> None:
+    profile = build_profile("fgd-complete")
+    weights = {score.name: weight for score, weight in profile.node_scores}
+    assert weights["fragmentation-int"] == 1.0
+    assert weights["fragmentation-int"] > 100 * weights["share-completion"]
+    assert weights["share-completion"] > 100 * weights["fill-fragmentation"]
+    learnt = [s for s, _ in profile.node_scores if isinstance(s, LearnedShareCompletion)]
+    assert learnt and learnt[0].workload is profile.workload  # the core feeds this one
+
+
+def test_tenants_cannot_make_the_learnt_model_costly() -> None:
+    # Every GPU pod of its own share size and CPU amount: the learnt requests keep at
+    # most 100 share sizes and MAX_CPU_STEPS CPU amounts, each rounded up, never down.
+    workload = OnlineWorkload()
+    for i in range(3000):
+        workload.observe(make_pod(f"odd-{i}", cpu=f"{1000 + 7 * i}m", vgpu=1 + i % 999))
+    requests = LearnedShareCompletion(workload).learnt.requests
+    assert len({r.milli for r in requests}) <= 100
+    assert len({r.cpu_milli for r in requests}) <= MAX_CPU_STEPS
+    assert max(r.cpu_milli for r in requests) == 1000 + 7 * 2999
+    exact = device_requests_of_shapes(workload.shape_counts())
+    assert sum(coarsened(exact).values()) == pytest.approx(sum(exact.values()))  # all kept
+    for request in exact:
+        (rounded,) = coarsened({request: 1.0})
+        assert rounded.milli >= request.milli and rounded.cpu_milli >= request.cpu_milli
+
+
+def test_requests_within_the_bounds_are_learnt_exactly() -> None:
+    requests = {DeviceRequest(810, 4000): 3.0, DeviceRequest(160, 2000, frozenset({"T4"})): 1.0}
+    assert coarsened(requests) == requests
+
+
+@pytest.mark.parametrize("trace", sorted(TRACES))
+def test_the_bundled_traces_requests_are_within_the_bounds(trace: str) -> None:
+    text = resources.files("scheduler.sim").joinpath("data", "openb", TRACES[trace]).read_text()
+    pods = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(load_pods(text))]
+    requests = device_requests(pods)
+    assert coarsened(requests) == requests

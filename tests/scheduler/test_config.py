@@ -184,6 +184,21 @@ def test_a_zero_weight_turns_a_score_off() -> None:
     assert profile.gang_scores == ()
 
 
+def test_fgd_complete_by_name_and_share_completion_by_weight() -> None:
+    named = build_profile_from(parse_config("policy: {name: fgd-complete}"))
+    assert [s.name for s, _ in named.node_scores][:3] == [
+        "fragmentation-int",
+        "share-completion",
+        "fill-fragmentation",
+    ]
+    weighted = build_profile_from(
+        parse_config("policy: {name: binpack, weights: {share-completion: 0.5}}")
+    )
+    assert ("share-completion", 0.5) in [(s.name, w) for s, w in weighted.node_scores]
+    # Learnt online: the score moves as the core observes pods, so it is never kept.
+    assert not named.memoizable and not weighted.memoizable
+
+
 def test_core_takes_name_and_backoffs() -> None:
     core = build_core_from(parse_config(FULL))
     assert core.scheduler_name == "gpu-gangs"
@@ -212,7 +227,8 @@ def test_config_is_frozen() -> None:
         ),
         (
             "policy: {name: packing}",
-            'config: policy.name: unknown policy "packing"; known: binpack, fgd, spread',
+            'config: policy.name: unknown policy "packing"; '
+            "known: binpack, fgd, fgd-complete, spread",
         ),
         (
             "client: {burst: many}",

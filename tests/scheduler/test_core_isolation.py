@@ -15,6 +15,7 @@ from cache.cluster import ClusterCache, EventType
 from cache.gpu import COUNT_LABEL
 from policies.profile import build_profile
 from policies.scores.fragmentation import OnlineWorkload, shape_of
+from policies.scores.share_completion import LearnedShareCompletion
 from scheduler.core import SchedulingCore
 from scheduler.planner import Plan, Unschedulable
 from scheduler.queue import ClusterChange
@@ -339,6 +340,28 @@ def test_the_workload_observer_forgets_deleted_pods() -> None:
     assert workload.tracked == 0 and workload.observed == 50
     # The shapes learned stay (the workload describes every pod seen).
     assert workload.current().shares
+
+
+def test_fgd_complete_learns_its_share_requests_from_the_pods_the_core_sees() -> None:
+    profile = build_profile("fgd-complete")
+    learnt = [s for s, _ in profile.node_scores if isinstance(s, LearnedShareCompletion)]
+    assert len(learnt) == 1
+    core = SchedulingCore(profile)
+    core.apply_node(ADDED, node_obj("a", gpus=1), 0)
+    core.apply_node(ADDED, node_obj("b", gpus=1), 0)
+    core.apply_pod(ADDED, pod_obj("big", vgpu=810), 0)
+    run_until_idle(core)
+    (holed,) = [pod.node_name for pod in core.cache.pods() if pod.name == "big"]
+    # Pods the cluster has seen (only one 160 among them: FGD's 95% coverage drops it).
+    for i in range(40):
+        core.apply_pod(ADDED, pod_obj(f"seen-{i}", vgpu=810), 0)
+        core.apply_pod(DELETED, pod_obj(f"seen-{i}"), 0)
+    core.apply_pod(ADDED, pod_obj("small", vgpu=160), 0)
+    requests = {request.milli for request in learnt[0].learnt.requests}
+    assert requests == {810, 160}
+    run_until_idle(core)
+    # The 160 closes the 190 hole the 810 left instead of opening the idle GPU.
+    assert [pod.node_name for pod in core.cache.pods() if pod.name == "small"] == [holed]
 
 
 def test_the_workload_observer_counts_a_bounded_number_of_shapes() -> None:
