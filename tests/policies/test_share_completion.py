@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from importlib import resources
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cache.pod import pod_from_api
+from cache.pod import PodInfo, pod_from_api
 from policies.interface import GangContext
 from policies.profile import build_profile
 from policies.scores.fragmentation import OnlineWorkload, TargetWorkload, shape_of
@@ -88,14 +89,17 @@ def test_free_cpu_below_every_request_wastes_every_hole() -> None:
     assert pinned.expected_waste(holes, 64000, "A100") < 800.0
 
 
-def test_device_requests_split_multi_gpu_pods_and_skip_cpu_only() -> None:
-    pods = [
+def _mixed_pods() -> list[PodInfo]:
+    return [
         make_pod("two", cpu="8", gpus=2),
         make_pod("share-a", cpu="4", vgpu=500),
         make_pod("share-b", cpu="4", vgpu=500),
         make_pod("cpu", cpu="16"),
     ]
-    assert device_requests(pods) == {
+
+
+def test_device_requests_split_multi_gpu_pods_and_skip_cpu_only() -> None:
+    assert device_requests(_mixed_pods()) == {
         DeviceRequest(1000, 4000): 2.0,
         DeviceRequest(500, 4000): 2.0,
     }
@@ -155,15 +159,8 @@ def test_fgd_complete_profile_puts_share_completion_before_fill() -> None:
 
 
 def test_device_requests_of_shapes_count_as_device_requests_of_the_pods() -> None:
-    pods = [
-        make_pod("two", cpu="8", gpus=2),
-        make_pod("share-a", cpu="4", vgpu=500),
-        make_pod("share-b", cpu="4", vgpu=500),
-        make_pod("cpu", cpu="16"),
-    ]
-    counts: dict = {}
-    for pod in pods:
-        counts[shape_of(pod)] = counts.get(shape_of(pod), 0) + 1
+    pods = _mixed_pods()
+    counts = Counter(shape_of(pod) for pod in pods)
     assert device_requests_of_shapes(counts) == device_requests(pods)
 
 
