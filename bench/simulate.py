@@ -14,7 +14,6 @@ import json
 import resource
 import sys
 import time
-from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -24,6 +23,7 @@ from scheduler.sim.openb import (
     NODE_FILE,
     TRACES,
     arrival_order,
+    bundled_file,
     cluster_size,
     load_nodes,
     load_pods,
@@ -31,10 +31,6 @@ from scheduler.sim.openb import (
 )
 from scheduler.sim.profiles import BEST_POLICY, openb_profile
 from scheduler.sim.replay import replay_openb
-
-
-def bundled(filename: str) -> str:
-    return resources.files("scheduler.sim").joinpath("data", "openb", filename).read_text()
 
 
 def main() -> int:
@@ -46,8 +42,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    nodes = load_nodes(bundled(NODE_FILE))
-    pods = load_pods(bundled(TRACES[args.trace]))
+    nodes = load_nodes(bundled_file(NODE_FILE))
+    pods = load_pods(bundled_file(TRACES[args.trace]))
     size = cluster_size(nodes)
     history = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(pods)]
     order = arrival_order(pods, size.total_gpu_milli, args.seed)

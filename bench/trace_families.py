@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduler.sim.defaults import TRACES
 from scheduler.sim.families import FAMILIES, generate_csv, parse_member
+from scheduler.sim.openb import bundled_file
 
 # The members docs/benchmarks.md reports: a CPU-heavy trace (no bundled one), and one
 # more of each bundled family, further from the default trace than the bundled one.
@@ -32,9 +32,8 @@ def main() -> int:
     for name in args.names or DEVELOPMENT_SET:
         family, _ = parse_member(name)
         base = TRACES[FAMILIES[family].base]
-        text = resources.files("scheduler.sim").joinpath("data", "openb", base).read_text()
         path = out / f"{name}.csv"
-        member = generate_csv(name, text)
+        member = generate_csv(name, bundled_file(base))
         path.write_text(member)
         print(f"{path}: {member.count(chr(10)) - 1} pods (base {base})")
     return 0

@@ -8,7 +8,6 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
@@ -19,7 +18,13 @@ from cache.pod import pod_from_api
 from scheduler.demo import run_demo
 from scheduler.sim import profiles as openb_policies
 from scheduler.sim import timeline as timeline_policies
-from scheduler.sim.cluster_spec import ClusterSpecError, default_cluster, gpu_pools, load_cluster
+from scheduler.sim.cluster_spec import (
+    ClusterSpecError,
+    bundled_text,
+    default_cluster,
+    gpu_pools,
+    load_cluster,
+)
 from scheduler.sim.defaults import (
     DEFAULT_LOAD,
     DEFAULT_SEED,
@@ -31,6 +36,7 @@ from scheduler.sim.openb import (
     OpenbFormatError,
     OpenbPod,
     arrival_order,
+    bundled_file,
     cluster_size,
     load_nodes,
     load_pods,
@@ -114,16 +120,12 @@ def _reading(what: str, *format_errors: type[Exception]) -> Iterator[None]:
         raise _UsageError(str(error)) from None
 
 
-def _read_bundled(filename: str) -> str:
-    return resources.files("scheduler.sim").joinpath("data", "openb", filename).read_text("utf-8")
-
-
 def _load_trace(args: argparse.Namespace) -> tuple[list[dict[str, object]], list[OpenbPod]]:
     if args.trace not in TRACES:
         raise _UsageError(f"unknown trace {args.trace!r}; known: {', '.join(TRACES)}")
     with _reading("the trace", OpenbFormatError):
-        nodes = load_nodes(Path(args.nodes) if args.nodes else _read_bundled(NODE_FILE))
-        pods = load_pods(Path(args.pods) if args.pods else _read_bundled(TRACES[args.trace]))
+        nodes = load_nodes(Path(args.nodes) if args.nodes else bundled_file(NODE_FILE))
+        pods = load_pods(Path(args.pods) if args.pods else bundled_file(TRACES[args.trace]))
     if not nodes:
         raise _UsageError("the node list has no nodes")
     return nodes, pods
@@ -310,8 +312,7 @@ def _file_or_bundled(value: str, bundled: str, what: str) -> tuple[str, str]:
     """The text of the file `value` names (or of the bundled file for 'default'), and
     the name to quote in messages."""
     if value == "default":
-        text = resources.files("scheduler.sim").joinpath("data", bundled).read_text("utf-8")
-        return text, bundled
+        return bundled_text(bundled), bundled
     try:
         return Path(value).read_text(encoding="utf-8"), value
     except OSError as error:

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,11 @@ def _whole(row: Mapping[str, str], column: str, where: str) -> int:
     if not (text.isascii() and text.isdigit()):
         raise OpenbFormatError(f"{where}: {column} must be a whole number >= 0, got {text!r}")
     return int(text)
+
+
+def bundled_file(filename: str) -> str:
+    """The text of a bundled openb file: NODE_FILE or one of TRACES' pod files."""
+    return resources.files("scheduler.sim").joinpath("data", "openb", filename).read_text("utf-8")
 
 
 def load_nodes(source: Path | str) -> list[dict[str, Any]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from importlib import resources
 
 import pytest
 from hypothesis import given, settings
@@ -23,7 +22,7 @@ from policies.scores.share_completion import (
     device_requests_of_shapes,
     waste_table,
 )
-from scheduler.sim.openb import TRACES, OpenbPod, load_pods, pod_object
+from scheduler.sim.openb import TRACES, OpenbPod, bundled_file, load_pods, pod_object
 from scheduler.sim.profiles import OPENB_POLICIES, PAPER_NAMES, openb_profile
 from tests.factories import make_node, make_pod
 
@@ -280,7 +279,7 @@ def test_requests_within_the_bounds_are_learnt_exactly() -> None:
 
 @pytest.mark.parametrize("trace", sorted(TRACES))
 def test_the_bundled_traces_requests_are_within_the_bounds(trace: str) -> None:
-    text = resources.files("scheduler.sim").joinpath("data", "openb", TRACES[trace]).read_text()
-    pods = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(load_pods(text))]
+    trace_pods = load_pods(bundled_file(TRACES[trace]))
+    pods = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(trace_pods)]
     requests = device_requests(pods)
     assert coarsened(requests) == requests

@@ -5,8 +5,6 @@ gpuspec33: tests/sim/test_model_reserve_replay.py."""
 
 from __future__ import annotations
 
-from importlib import resources
-
 from cache.pod import pod_from_api
 from policies.model_reserve import ModelReserve
 from scheduler.sim.openb import (
@@ -22,10 +20,6 @@ from scheduler.sim.profiles import (
 )
 
 KWARGS = {"seed": 1, "max_cpu_milli": 128_000, "max_gpu_milli": 8000}
-
-
-def bundled(filename: str) -> str:
-    return resources.files("scheduler.sim").joinpath("data", "openb", filename).read_text()
 
 
 def test_the_best_policy_is_fgd_complete_within_both_reserves() -> None:

@@ -4,7 +4,6 @@ off the GPU models that model-pinned pods still need (policies/model_reserve.py)
 from __future__ import annotations
 
 import random
-from importlib import resources
 
 import pytest
 
@@ -16,6 +15,7 @@ from scheduler.sim.openb import (
     TRACES,
     OpenbPod,
     arrival_order,
+    bundled_file,
     cluster_size,
     load_nodes,
     load_pods,
@@ -23,10 +23,6 @@ from scheduler.sim.openb import (
 )
 from scheduler.sim.profiles import BEST_POLICY, OPENB_POLICIES, openb_profile
 from scheduler.sim.replay import replay_openb
-
-
-def bundled(filename: str) -> str:
-    return resources.files("scheduler.sim").joinpath("data", "openb", filename).read_text()
 
 
 def profile(name: str, history: list[PodInfo], seed: int = 1) -> Profile:
@@ -79,8 +75,8 @@ def test_on_gpuspec33_unpinned_pods_leave_the_pinned_pods_room(without: str, ste
     """The first 3,000 pods of gpuspec33 (seed 42): a policy without the reserve has by
     then put unpinned pods where pinned ones fail; with it, none fails yet, also when
     the whole-node reserve bounds which nodes a pod may take (BEST_POLICY)."""
-    nodes = load_nodes(bundled(NODE_FILE))
-    pods = load_pods(bundled(TRACES["gpuspec33"]))
+    nodes = load_nodes(bundled_file(NODE_FILE))
+    pods = load_pods(bundled_file(TRACES["gpuspec33"]))
     size = cluster_size(nodes)
     history = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(pods)]
     order = arrival_order(pods, size.total_gpu_milli, 42)[:3000]
