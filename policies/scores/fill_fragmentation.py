@@ -29,13 +29,12 @@ from __future__ import annotations
 from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
-from cache.resources import CPU, MILLI_PER_GPU
+from cache.resources import MILLI_PER_GPU
 from policies.interface import CandidateOrder, GangContext
 from policies.scores.fragmentation import (
     TargetWorkload,
     WorkloadProvider,
-    node_model,
-    take_shares,
+    state_change,
     waste_change_score,
 )
 
@@ -151,13 +150,7 @@ class FillFragmentation:
             self._groups.clear()
             self._copies.clear()
             self._memo_of = workload
-        free = [milli if milli > 0 else 0 for milli in node.usable_free()]
-        cpu = node.free(CPU)
-        model = node_model(node)
-        before = self._value(tuple(free), cpu, model)
-        take_shares(free, shares)
-        after = self._value(tuple(free), cpu - pod.requests.get(CPU, 0), model)
-        return before - after
+        return state_change(pod, node, shares, self._value)
 
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
         return waste_change_score(self.change(pod, node, shares))

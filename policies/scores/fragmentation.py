@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
@@ -342,6 +342,21 @@ def take_shares(free: list[int], shares: DeviceShares) -> None:
             free[index] = left if left > 0 else 0
 
 
+# A value of a node's state: (free milli per device clipped at 0, free CPU, GPU model).
+StateValue = Callable[[tuple[int, ...], int, str], float]
+
+
+def state_change(pod: PodInfo, node: NodeInfo, shares: DeviceShares, value: StateValue) -> float:
+    """`value` of the node's state without the pod minus with it (the pod's `shares`
+    and CPU taken): what the fragmentation and waste scores judge (positive: less)."""
+    free = [milli if milli > 0 else 0 for milli in node.usable_free()]
+    cpu = node.free(CPU)
+    model = node_model(node)
+    before = value(tuple(free), cpu, model)
+    take_shares(free, shares)
+    return before - value(tuple(free), cpu - pod.requests.get(CPU, 0), model)
+
+
 def _sigmoid(x: float) -> float:
     if x >= 0.0:
         return 1.0 / (1.0 + math.exp(-x))
@@ -397,17 +412,11 @@ class Fragmentation:
         if workload is not self._memo_of:
             self._memo.clear()
             self._memo_of = workload
-        free = [milli if milli > 0 else 0 for milli in node.usable_free()]
-        free_cpu = node.free(CPU)
-        model = node_model(node)
-        before = self._fragmentation(tuple(free), free_cpu, model, workload)
-        for index, milli in shares:
-            if 0 <= index < len(free):
-                left = free[index] - milli
-                free[index] = left if left > 0 else 0
-        after_cpu = free_cpu - pod.requests.get(CPU, 0)
-        after = self._fragmentation(tuple(free), after_cpu, model, workload)
-        return before - after
+
+        def fragmentation(free: tuple[int, ...], free_cpu: int, model: str) -> float:
+            return self._fragmentation(free, free_cpu, model, workload)
+
+        return state_change(pod, node, shares, fragmentation)
 
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
         change = self.fragmentation_change(pod, node, shares)

@@ -58,8 +58,7 @@ from policies.scores.fragmentation import (
     OnlineWorkload,
     WorkloadProvider,
     WorkloadShape,
-    node_model,
-    take_shares,
+    state_change,
     waste_change_score,
 )
 
@@ -198,13 +197,7 @@ class ShareCompletion:
 
     def change(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares) -> float:
         """Expected waste before minus after placing the pod (positive: less waste)."""
-        free = [milli if milli > 0 else 0 for milli in node.usable_free()]
-        cpu = node.free(CPU)
-        model = node_model(node)
-        before = self.expected_waste(tuple(free), cpu, model)
-        take_shares(free, shares)
-        after = self.expected_waste(tuple(free), cpu - pod.requests.get(CPU, 0), model)
-        return before - after
+        return state_change(pod, node, shares, self.expected_waste)
 
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
         return waste_change_score(self.change(pod, node, shares))
