@@ -180,15 +180,14 @@ class WholeNodeReserve:
         """The bitmask of classes whose reserve `pod` may use: those it counts in (it
         is of the class or needs at least as much)."""
         mask = 0
-        models = allowed_models(pod)
+        own = WholeNodeRequest(
+            pod.gpu.count if pod.gpu.milli >= MILLI_PER_GPU else 0,
+            pod.requests.get(CPU, 0),
+            pod.requests.get(MEMORY, 0),
+            allowed_models(pod),
+            0.0,
+        )
         for k, request in enumerate(self.requests):
-            own = WholeNodeRequest(
-                pod.gpu.count if pod.gpu.milli >= MILLI_PER_GPU else 0,
-                pod.requests.get(CPU, 0),
-                pod.requests.get(MEMORY, 0),
-                models,
-                0.0,
-            )
             if own.needs_at_least(request):
                 mask |= 1 << k
         return mask
@@ -248,6 +247,17 @@ class ReserveGuard:
         return not self.breaks(node, shares) or not self.strands(node, shares)
 
 
+def _count_change(counts: list[int], old_mask: int, new_mask: int) -> None:
+    """Move the per-class node counts from a node holding `old_mask` to `new_mask`."""
+    changed = old_mask ^ new_mask
+    k = 0
+    while changed:
+        if changed & 1:
+            counts[k] += 1 if new_mask >> k & 1 else -1
+        changed >>= 1
+        k += 1
+
+
 class ReserveLedger:
     """The cluster summary the reserve reads: per class, how many nodes hold it, and the
     free GPU milli; kept per node so that a caller catches it up with the nodes that
@@ -275,13 +285,7 @@ class ReserveLedger:
                 self._held[name] = mask
                 self._free[name] = free
                 self.free_gpu_milli += free
-            changed = old_mask ^ mask
-            k = 0
-            while changed:
-                if changed & 1:
-                    counts[k] += 1 if mask >> k & 1 else -1
-                changed >>= 1
-                k += 1
+            _count_change(counts, old_mask, mask)
 
     def guard(
         self, pod: PodInfo, changes: Iterable[tuple[NodeInfo, NodeInfo]] = ()
@@ -299,11 +303,7 @@ class ReserveLedger:
             if not adjusted:
                 counts = list(counts)
                 adjusted = True
-            changed = reserve.held(before) ^ reserve.held(after)
-            now = reserve.held(after)
-            for k in range(len(counts)):
-                if changed >> k & 1:
-                    counts[k] += 1 if now >> k & 1 else -1
+            _count_change(counts, reserve.held(before), reserve.held(after))
             free += after.free_gpu_milli - before.free_gpu_milli
         short = reserve.short(counts, free) & ~reserve.served_by(pod)
         return ReserveGuard(reserve, pod, short) if short else None
