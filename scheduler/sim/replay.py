@@ -124,11 +124,10 @@ def replay_openb(
     by_size = FailuresBySize(readings.total_gpu_milli)
     count = len(pods_in_order)
     arrived = allocated = failed = 0
-    largest = max(
-        (pod.num_gpu for pod in pods_in_order if pod.gpu_milli >= MILLI_PER_GPU), default=0
-    )
+    wholes = [pod for pod in pods_in_order if pod.gpu_milli >= MILLI_PER_GPU]
+    largest = max((pod.num_gpu for pod in wholes), default=0)
     whole = (
-        WholeNodeFailures(size_class(next(p for p in pods_in_order if p.num_gpu == largest)))
+        WholeNodeFailures(size_class(next(p for p in wholes if p.num_gpu == largest)))
         if largest
         else None
     )

@@ -46,6 +46,14 @@ def test_room_is_scattered_when_the_nodes_able_to_hold_the_pod_have_it_together(
     assert not room_scattered(make_pod("w", cpu="48", gpus=8), half)
 
 
+def test_the_largest_whole_gpu_request_names_the_figure_not_a_share_before_it() -> None:
+    # The largest whole-GPU request is 1 GPU; a share of one device comes first.
+    pods = [OpenbPod("share", 4000, 1024, 1, 500), OpenbPod("one", 4000, 1024, 1, 1000)]
+    spread = build_profile("spread", candidate_limit=0, topology_keys=(), network_weight=0)
+    result = replay_openb(load_nodes(NODES), pods, spread)
+    assert result.whole_node_failures == WholeNodeFailures("1 GPU", 0, 0)
+
+
 def test_a_replay_counts_whole_node_pods_failed_with_room_and_the_reserve_avoids_them() -> None:
     spread = build_profile("spread", candidate_limit=0, topology_keys=(), network_weight=0)
     result = replay_openb(load_nodes(NODES), PODS, spread)
