@@ -215,22 +215,7 @@ def openb_node_state(node: NodeInfo) -> Hashable:
     """Everything of an openb node that a filter or score of OPENB_POLICIES reads,
     but its name: its hostname label and device UUIDs are left out. Sound for the
     openb pods, which constrain GPU models only, never a node by name."""
-    labels = tuple(sorted(item for item in node.labels.items() if item[0] != HOSTNAME_LABEL))
-    return (
-        labels,
-        node.taints,
-        node.unschedulable,
-        node.problems,
-        tuple(sorted(node.allocatable.items())),
-        tuple(sorted(node.requested.items())),
-        tuple(node.gpu_free),
-        tuple(
-            (device.model, device.memory_mib, device.numa, device.healthy)
-            for device in node.devices
-        ),
-        node.pair_scores,
-        tuple(sorted((key, tuple(sorted(held.items()))) for key, held in node.used_ports.items())),
-    )
+    return (_fixed_part(node), node.unschedulable, *_accounting(node))
 
 
 # Distinct fixed parts an OpenbNodeStates numbers at most (an openb cluster has a few
@@ -255,16 +240,7 @@ class OpenbNodeStates:
         self._numbers: dict[Hashable, int] = {}
 
     def __call__(self, node: NodeInfo) -> Hashable:
-        return (
-            self._fixed(node),
-            tuple(sorted(node.requested.items())),
-            tuple(node.gpu_free),
-            tuple(
-                sorted((key, tuple(sorted(held.items()))) for key, held in node.used_ports.items())
-            )
-            if node.used_ports
-            else (),
-        )
+        return (self._fixed(node), *_accounting(node))
 
     def _fixed(self, node: NodeInfo) -> Hashable:
         record = (
@@ -298,6 +274,18 @@ class OpenbNodeStates:
                 self._fixed_of.clear()
             self._fixed_of[node.name] = (record, part)
         return (part, node.unschedulable)
+
+
+def _accounting(node: NodeInfo) -> tuple[Hashable, ...]:
+    """What a node's pods change: its requests, free milli per device and ports."""
+    ports = node.used_ports
+    return (
+        tuple(sorted(node.requested.items())),
+        tuple(node.gpu_free),
+        tuple(sorted((key, tuple(sorted(held.items()))) for key, held in ports.items()))
+        if ports
+        else (),
+    )
 
 
 def _fixed_part(node: NodeInfo) -> Hashable:
