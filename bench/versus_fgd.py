@@ -21,13 +21,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from statistics import fmean as mean
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from trace_families import DEVELOPMENT_SET  # bench/trace_families.py: this script's directory
+
+from scheduler.sim.defaults import TRACES
 from scheduler.sim.sizes import size_order
 
-BUNDLED = ("default", "gpushare40", "multigpu50", "gpuspec33")
-GENERATED = ("cpu50", "gpushare80", "multigpu30", "gpuspec20")
+BUNDLED = tuple(TRACES)
+GENERATED = DEVELOPMENT_SET
 DEFAULT_GOAL = 96.0  # issue 14: the default trace at 130% load
 
 Rows = dict[int, dict[str, object]]
@@ -61,10 +65,6 @@ def failed(row: dict[str, object], size: str, when: str) -> int:
 def sizes_of(rows: list[dict[str, object]]) -> list[str]:
     names = {name for row in rows for name in row["failed_by_size"]}  # type: ignore[attr-defined]
     return sorted(names, key=size_order)
-
-
-def mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 def main() -> int:
