@@ -67,17 +67,6 @@ def _profile(policy: str, names: list[str], history: list[dict[str, Any]]) -> Pr
     return openb_profile(policy, seed=7, max_cpu_milli=96000, max_gpu_milli=8000, history=pods)
 
 
-def _same(kept: PlanResult, fresh: PlanResult) -> None:
-    assert type(kept) is type(fresh)
-    if isinstance(kept, Plan):
-        assert isinstance(fresh, Plan)
-        assert kept.placements == fresh.placements
-        assert kept.score == fresh.score
-        assert kept.attempt == fresh.attempt
-    else:
-        assert kept == fresh
-
-
 def _general(planner: Planner, gang: Gang, snapshot: Snapshot) -> PlanResult:
     """The attempts, without the shortcut for a lone plain member."""
     with pytest.MonkeyPatch.context() as patch:
@@ -123,8 +112,8 @@ def test_kept_rankings_place_as_fresh_ones(data: st.DataObject) -> None:
         cache.update_snapshot(snapshot)
         result = kept.plan(found, snapshot)
         _check_rankings(kept)
-        _same(result, Planner(profile).plan(found, cache.snapshot()))
-        _same(result, _general(Planner(profile), found, cache.snapshot()))
+        assert result == Planner(profile).plan(found, cache.snapshot())
+        assert result == _general(Planner(profile), found, cache.snapshot())
         if isinstance(result, Plan):
             cache.assume(result.placements, now=0)
             bound += [
