@@ -20,7 +20,12 @@ from policies.scores.node_affinity import PreferredNodeAffinity
 from policies.scores.share_completion import LearnedShareCompletion
 from policies.scores.taint_toleration import PreferNoScheduleTaints
 from policies.scores.truncated import Truncated
-from policies.whole_node_reserve import WholeNodeReserve
+from policies.whole_node_reserve import (
+    MEASURED_MARGIN,
+    LearnedWholeNodeReserve,
+    ReserveSource,
+    WholeNodeReserve,
+)
 
 DEFAULT_CANDIDATE_LIMIT = 128
 DEFAULT_TOPOLOGY_KEYS = ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
@@ -70,9 +75,9 @@ class Profile:
     # A reserve of whole nodes for the largest request (policies/whole_node_reserve.py):
     # the planner picks, among the nodes its scores rank, the best one that leaves
     # every short class its nodes (when none does, what the reserve's last resort
-    # allows). None: no reserve. The simulator's profiles set both fields; the
-    # Kubernetes profiles (build_profile) do not yet.
-    whole_node_reserve: WholeNodeReserve | None = None
+    # allows). None: no reserve. A fixed WholeNodeReserve (the simulator's, from the
+    # trace), or a LearnedWholeNodeReserve (the Kubernetes `fgd-complete-reserve`).
+    whole_node_reserve: ReserveSource | None = None
 
     @property
     def memoizable(self) -> bool:
@@ -112,7 +117,24 @@ POLICIES: dict[str, dict[str, float]] = {
         "fill-fragmentation": 0.000001,
         **USER_PREFERENCES,
     },
+    # fgd-complete, each pod placed where it leaves the nodes that the largest
+    # whole-GPU requests seen so far are expected to need (policies/whole_node_reserve.py,
+    # RESERVING_POLICIES): the simulator's fgd-complete-reserve without its model
+    # preference (docs/policies.md).
+    "fgd-complete-reserve": {
+        "fragmentation": 1.0,
+        "share-completion": 0.001,
+        "fill-fragmentation": 0.000001,
+        **USER_PREFERENCES,
+    },
 }
+
+# Named policies that keep a reserve of whole nodes, learnt from the pods seen. Its last
+# resort is "any": when every node that fits a pod would break the reserve, the pod
+# still goes to the best of them. A learnt estimate, which tenants' own pods shape,
+# never holds back a pod that fits (the simulator's "no-stranding" placed the same on
+# the openb default trace, docs/benchmarks.md).
+RESERVING_POLICIES = frozenset({"fgd-complete-reserve"})
 
 
 def score_plugin(name: str, workload: WorkloadProvider) -> Score:
@@ -167,6 +189,14 @@ def build_profile(
     if candidate_limit < 0:
         raise ValueError(f"candidate limit must be >= 0 (0 = all nodes), got {candidate_limit}")
     shared = workload if workload is not None else OnlineWorkload()
+    reserve: ReserveSource | None = None
+    if policy in RESERVING_POLICIES:
+        # Learnt like the scores: online, or from a fixed workload's shares.
+        reserve = (
+            LearnedWholeNodeReserve(shared, "any", MEASURED_MARGIN)
+            if isinstance(shared, OnlineWorkload)
+            else WholeNodeReserve.from_shape_counts(shared.current().shares, "any", MEASURED_MARGIN)
+        )
     node_scores = [(score_plugin(name, shared), float(w)) for name, w in weights.items() if w]
     gang_scores: list[tuple[Score, float]] = []
     if topology_keys and network_weight:
@@ -181,4 +211,5 @@ def build_profile(
         workload=shared,
         pod_affinity_weight=pod_affinity_weight,
         topology_spread_weight=topology_spread_weight,
+        whole_node_reserve=reserve,
     )

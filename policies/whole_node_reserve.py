@@ -36,13 +36,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from policies.gpu_models import allowed_models
+from policies.scores.fragmentation import (
+    REBUILD_GROWTH,
+    OnlineWorkload,
+    WorkloadShape,
+    rebuild_due,
+)
 
 # Classes past this many are merged away (the least frequent dropped): a bitmask per
 # node stays small, and the guard's loop short.
@@ -54,6 +60,19 @@ LastResort = Literal["any", "none", "no-stranding"]
 # CPU and memory than of its free GPU milli (it does not strand GPUs the largest
 # request could have used: a CPU-only pod always would).
 LAST_RESORTS: tuple[LastResort, ...] = ("any", "none", "no-stranding")
+
+# How many times the whole nodes its largest requests are expected to need a reserve
+# keeps: measured against 0.5, 1, 3 and 4 on the openb traces (docs/benchmarks.md,
+# issue 14, fourth pass: 3 and up keep too many on the multi-GPU traces, where other
+# multi-GPU pods then fail before 100%).
+MEASURED_MARGIN = 2.0
+
+# A node as a caller's plan changed it: (name, the classes it holds, its free GPU milli).
+PlannedNode = tuple[str, int, int]
+
+# A pod's request as the reserve counts it: (whole GPUs, 0 unless it asks whole ones;
+# CPU milli; memory; the GPU models it allows, None: any).
+_RequestKey = tuple[int, int, int, frozenset[str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,33 +153,76 @@ class WholeNodeReserve:
     ) -> WholeNodeReserve:
         """Classes from the pods asking the most whole GPUs of `history` (none when no
         pod asks a whole GPU)."""
-        largest = max(
-            (pod.gpu.count for pod in history if pod.gpu.milli >= MILLI_PER_GPU), default=0
-        )
-        if not history or largest < 1:
-            return cls((), 0.0, last_resort, margin)
-        counts: dict[tuple[int, int, frozenset[str] | None], int] = {}
+        counts: dict[_RequestKey, float] = {}
         for pod in history:
-            if pod.gpu.count == largest and pod.gpu.milli >= MILLI_PER_GPU:
-                key = (pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), allowed_models(pod))
-                counts[key] = counts.get(key, 0) + 1
-        kept = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1]))
-        total = len(history)
+            key = (
+                pod.gpu.count if pod.gpu.milli >= MILLI_PER_GPU else 0,
+                pod.requests.get(CPU, 0),
+                pod.requests.get(MEMORY, 0),
+                allowed_models(pod),
+            )
+            counts[key] = counts.get(key, 0) + 1
+        total_milli = sum(pod.gpu.total_milli for pod in history)
+        return cls._from_counts(counts, total_milli, last_resort, margin)
+
+    @classmethod
+    def from_shape_counts(
+        cls,
+        counts: Mapping[WorkloadShape, float],
+        last_resort: LastResort = "any",
+        margin: float = 1.0,
+    ) -> WholeNodeReserve:
+        """Classes from pods counted per workload shape (an OnlineWorkload's counts, or
+        a TargetWorkload's shares: only proportions matter), as `from_pods` makes them
+        but without memory: a workload shape does not record it, so a class asks no
+        memory of the nodes that hold it."""
+        keyed: dict[_RequestKey, float] = {}
+        total_milli = 0.0
+        for shape, count in counts.items():
+            whole = shape.gpu_count if shape.gpu_milli >= MILLI_PER_GPU else 0
+            key = (whole, shape.cpu_milli, 0, shape.models)
+            keyed[key] = keyed.get(key, 0) + count
+            total_milli += count * shape.gpu_count * shape.gpu_milli
+        return cls._from_counts(keyed, total_milli, last_resort, margin)
+
+    @classmethod
+    def _from_counts(
+        cls,
+        counts: Mapping[_RequestKey, float],
+        total_milli: float,
+        last_resort: LastResort,
+        margin: float,
+    ) -> WholeNodeReserve:
+        """Classes from pods counted per (whole GPUs, CPU, memory, models) request
+        (whole GPUs 0 for a fractional or CPU-only pod), and the GPU milli they ask in
+        all."""
+        largest = max((key[0] for key in counts), default=0)
+        total = sum(counts.values())
+        if not total or largest < 1:
+            return cls((), 0.0, last_resort, margin)
+        kept = sorted(
+            ((key, count) for key, count in counts.items() if key[0] == largest),
+            key=lambda item: (-item[1], item[0][1], item[0][2]),
+        )
         requests = [
             WholeNodeRequest(largest, cpu, memory, models, count / total)
-            for (cpu, memory, models), count in kept[:MAX_CLASSES]
+            for (_, cpu, memory, models), count in kept[:MAX_CLASSES]
         ]
-        mean = sum(pod.gpu.total_milli for pod in history) / total
-        return cls(requests, mean, last_resort, margin)
+        return cls(requests, total_milli / total, last_resort, margin)
 
-    def held(self, node: NodeInfo) -> int:
-        """The bitmask of classes `node` could take a pod of now."""
+    def current(self) -> WholeNodeReserve:
+        """A fixed reserve is its own current one (ReserveSource)."""
+        return self
+
+    def held(self, node: NodeInfo, among: int = -1) -> int:
+        """The bitmask of classes `node` could take a pod of now (of those in `among`;
+        -1: every class)."""
         if node.unschedulable or not self.requests:
             return 0
         cpu, memory = node.free(CPU), node.free(MEMORY)
         mask = 0
         for k, request in enumerate(self.requests):
-            if request.held(node, cpu, memory, frozenset()):
+            if among >> k & 1 and request.held(node, cpu, memory, frozenset()):
                 mask |= 1 << k
         return mask
 
@@ -209,6 +271,43 @@ class WholeNodeReserve:
         return mask
 
 
+class ReserveSource(Protocol):
+    def current(self) -> WholeNodeReserve:
+        """The reserve to apply now."""
+        ...
+
+
+class LearnedWholeNodeReserve:
+    """A reserve whose classes and shares follow the pods an OnlineWorkload has seen,
+    as a live cluster, which has no trace to read, must learn them: rebuilt each time
+    the pods observed grow by `growth` (fragmentation.rebuild_due). Memory is not
+    learnt (WholeNodeReserve.from_shape_counts). Until a pod asking whole GPUs has
+    been seen there is no class, and nothing is reserved."""
+
+    def __init__(
+        self,
+        workload: OnlineWorkload,
+        last_resort: LastResort = "any",
+        margin: float = 1.0,
+        growth: float = REBUILD_GROWTH,
+    ) -> None:
+        self.workload = workload
+        self.last_resort = last_resort
+        self.margin = margin
+        self.growth = growth
+        self._learnt = WholeNodeReserve((), 0.0, last_resort, margin)
+        self._built_at = -1  # pods the workload had observed at the last build
+
+    def current(self) -> WholeNodeReserve:
+        seen = self.workload.observed
+        if rebuild_due(seen, self._built_at, self.growth):
+            self._learnt = WholeNodeReserve.from_shape_counts(
+                self.workload.shape_counts(), self.last_resort, self.margin
+            )
+            self._built_at = seen
+        return self._learnt
+
+
 class ReserveGuard:
     """For one pod at one moment: whether placing it on a node breaks a short class."""
 
@@ -220,7 +319,7 @@ class ReserveGuard:
         self.short = short
 
     def breaks(self, node: NodeInfo, shares: DeviceShares) -> bool:
-        held = self.reserve.held(node) & self.short
+        held = self.reserve.held(node, self.short)
         if not held:
             return False
         return self.reserve.held_after(node, self.pod, shares, held) != held
@@ -287,23 +386,25 @@ class ReserveLedger:
                 self.free_gpu_milli += free
             _count_change(counts, old_mask, mask)
 
-    def guard(
-        self, pod: PodInfo, changes: Iterable[tuple[NodeInfo, NodeInfo]] = ()
-    ) -> ReserveGuard | None:
-        """The guard for `pod`, or None when no class it may not use is short. `changes`:
-        (node as the ledger has it, node as the caller plans it) for nodes the caller's
-        plan already changed (earlier members of the same gang)."""
+    def planned(self, node: NodeInfo) -> PlannedNode:
+        """What the guard reads of a node as a caller's plan has changed it."""
+        return node.name, self.reserve.held(node), node.free_gpu_milli
+
+    def guard(self, pod: PodInfo, planned: Iterable[PlannedNode] = ()) -> ReserveGuard | None:
+        """The guard for `pod`, or None when no class it may not use is short. `planned`:
+        the nodes the caller's plan already changed (earlier members of the same gang),
+        as `planned` reads them; the ledger knows what they were before."""
         reserve = self.reserve
         if not reserve.requests:
             return None
         counts = self.counts
         free = self.free_gpu_milli
         adjusted = False
-        for before, after in changes:
+        for name, held, free_after in planned:
             if not adjusted:
                 counts = list(counts)
                 adjusted = True
-            _count_change(counts, reserve.held(before), reserve.held(after))
-            free += after.free_gpu_milli - before.free_gpu_milli
+            _count_change(counts, self._held.get(name, 0), held)
+            free += free_after - self._free.get(name, 0)
         short = reserve.short(counts, free) & ~reserve.served_by(pod)
         return ReserveGuard(reserve, pod, short) if short else None

@@ -173,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         action="append",
         help="policy to run; repeatable (default: bestfit, fgd and the project's best; "
-        "time-based replay: binpack and spread, fgd and fgd-complete also known)",
+        "time-based replay: binpack and spread; fgd, fgd-complete and "
+        "fgd-complete-reserve also known)",
     )
     simulate.add_argument(
         "--seed",

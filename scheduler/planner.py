@@ -56,7 +56,7 @@ from policies.pod_constraints import (
 )
 from policies.profile import Profile
 from policies.scores.inter_pod_affinity import normalize as normalize_affinity
-from policies.whole_node_reserve import ReserveGuard, ReserveLedger
+from policies.whole_node_reserve import PlannedNode, ReserveGuard, ReserveLedger
 from scheduler.gang import gate_message
 
 
@@ -381,12 +381,14 @@ class Planner:
     def reserve_ledger(self, snapshot: Snapshot) -> ReserveLedger | None:
         """The whole-node reserve's summary of `snapshot` (None without a reserve),
         caught up from its change log like the rankings."""
-        reserve = self.profile.whole_node_reserve
-        if reserve is None:
+        source = self.profile.whole_node_reserve
+        if source is None:
             return None
+        reserve = source.current()  # a learnt reserve may have been rebuilt
         ledger = self._reserve_ledger
         if (
             ledger is None
+            or ledger.reserve is not reserve
             or snapshot is not self._reserve_snapshot
             or not snapshot.remembers(ledger.generation)
         ):
@@ -397,6 +399,14 @@ class Planner:
             ledger.update(snapshot.nodes, snapshot.changed_since(ledger.generation))
         ledger.generation = snapshot.generation
         return ledger
+
+    @property
+    def reserving(self) -> bool:
+        """Whether a whole-node reserve has classes to keep (a learnt one has none until
+        a pod asking whole GPUs has been seen): the fast paths that skip it apply
+        otherwise."""
+        source = self.profile.whole_node_reserve
+        return source is not None and bool(source.current().requests)
 
     def rank(self, name: str) -> int:
         ranks = self.profile.node_rank
@@ -615,6 +625,9 @@ class _GangPlanning:
         # choice leave every short class its nodes (None: no such restriction).
         self._keep: Callable[[str, _Choice], bool] | None = None
         self._state: ConstraintAttempt | None = None
+        # The reserve ledger's reading of attempts' changed nodes, by view version.
+        self._planned_nodes: dict[int, PlannedNode] = {}
+        self._planned_by: ReserveLedger | None = None
         # Per member uid: Profile.preference's test of node names (None: no preference).
         self._preferred: dict[str, Callable[[str], bool] | None] = {}
 
@@ -741,7 +754,7 @@ class _GangPlanning:
             self.refused
             or self.gang.role_needed
             or self.profile.preference is not None
-            or self.profile.whole_node_reserve is not None
+            or self.planner.reserving
         ):
             return None  # the general path says why, or applies the preference or reserve
         shape = next(iter(self.shapes.values()))
@@ -770,7 +783,7 @@ class _GangPlanning:
             return None
         if self.planner.exhaustive or not self.profile.candidate_limit:
             return None
-        if self.profile.preference is not None or self.profile.whole_node_reserve is not None:
+        if self.profile.preference is not None or self.planner.reserving:
             return None  # the general path's pick applies them
         shape = next(iter(self.shapes.values()))
         shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
@@ -1263,8 +1276,22 @@ class _GangPlanning:
         ledger = self.planner.reserve_ledger(self.snapshot)
         if ledger is None:
             return None
-        nodes = self.snapshot.nodes
-        return ledger.guard(pod, ((nodes[name], view.node(name)) for name in view.changed_nodes()))
+        changed = view.changed_nodes()
+        return ledger.guard(pod, (self._planned(ledger, view, name) for name in changed))
+
+    def _planned(self, ledger: ReserveLedger, view: PlanningView, name: str) -> PlannedNode:
+        """The ledger's reading of a node the attempt changed, once per change: every
+        member's guard reads every node changed before it, so a gang of n would
+        otherwise pay n^2 / 2 readings per attempt. View versions come from this
+        planning's one counter, so a version names one node state of one attempt."""
+        if ledger is not self._planned_by:
+            self._planned_nodes.clear()  # its class numbers are another reserve's
+            self._planned_by = ledger
+        version = view.version(name)
+        known = self._planned_nodes.get(version)
+        if known is None:
+            known = self._planned_nodes[version] = ledger.planned(view.node(name))
+        return known
 
     def _tightest(
         self,

@@ -274,6 +274,18 @@ class OnlineWorkload:
         return self._current
 
 
+# A model learnt from an OnlineWorkload is rebuilt when the pods observed since its last
+# build reach this fraction of those it was built from (and after each of the first
+# pods): about 100 builds over the first 10^4 pods.
+REBUILD_GROWTH = 0.1
+
+
+def rebuild_due(observed: int, built_at: int, growth: float = REBUILD_GROWTH) -> bool:
+    """Whether a model built when `built_at` pods had been observed (-1: never built)
+    is due a rebuild now that `observed` have been."""
+    return observed > built_at and (built_at < 0 or observed - built_at >= growth * built_at)
+
+
 class WorkloadProvider(Protocol):
     def current(self) -> TargetWorkload:
         """The target workload to judge fragmentation against now."""

@@ -55,9 +55,11 @@ from cache.resources import CPU, MILLI_PER_GPU
 from policies.gpu_models import allowed_models
 from policies.interface import CandidateOrder, GangContext
 from policies.scores.fragmentation import (
+    REBUILD_GROWTH,
     OnlineWorkload,
     WorkloadProvider,
     WorkloadShape,
+    rebuild_due,
     state_change,
     waste_change_score,
 )
@@ -230,12 +232,6 @@ def coarsened(requests: Mapping[DeviceRequest, float]) -> dict[DeviceRequest, fl
     return merged
 
 
-# A learnt share completion is rebuilt when the pods observed since its last build
-# reach this fraction of those it was built from (and after each of the first pods):
-# about 100 builds over the first 10^4 pods, each a few tables of ~8 ms when next scored.
-REBUILD_GROWTH = 0.1
-
-
 class LearnedShareCompletion:
     """Share completion whose expected requests follow a workload provider: an
     OnlineWorkload's pods counted per shape (every shape, the rare small shares that
@@ -273,9 +269,7 @@ class LearnedShareCompletion:
         workload = self.workload
         if isinstance(workload, OnlineWorkload):
             seen = workload.observed
-            if seen > self._built_at and (
-                self._built_at < 0 or seen - self._built_at >= self.growth * self._built_at
-            ):
+            if rebuild_due(seen, self._built_at, self.growth):
                 self._build(workload.shape_counts())
                 self._built_at = seen
         else:

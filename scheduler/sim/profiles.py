@@ -28,7 +28,7 @@ from policies.scores.random_choice import RandomScore
 from policies.scores.share_completion import ShareCompletion, device_requests
 from policies.scores.truncated import Truncated
 from policies.scores.whole_node import KeepWholeNodes
-from policies.whole_node_reserve import LastResort, WholeNodeReserve
+from policies.whole_node_reserve import MEASURED_MARGIN, LastResort, WholeNodeReserve
 from scheduler.sim.objects import HOSTNAME_LABEL
 
 OPENB_POLICIES = (
@@ -50,10 +50,8 @@ OPENB_POLICIES = (
 # one unless it would strand GPUs there (a CPU-only pod always would): measured against
 # "any" and "none" in docs/benchmarks.md (issue 14, fourth pass).
 RESERVE_LAST_RESORT: LastResort = "no-stranding"
-# fgd-reserve keeps twice the whole nodes its largest requests are expected to need:
-# measured against 0.5, 1, 3 and 4 in docs/benchmarks.md (3 and up keep too many on the
-# multi-GPU traces, where other multi-GPU pods then fail before 100%).
-RESERVE_MARGIN = 2.0
+# fgd-reserve keeps twice the whole nodes its largest requests are expected to need.
+RESERVE_MARGIN = MEASURED_MARGIN
 # This project's policy for the openb experiment (issue 14's fourth pass, 10 seeds on 8
 # traces in docs/benchmarks.md): FGD's integer score, its ties broken by keeping whole
 # the idle nodes only the largest request fits, then by share completion, then by fill

@@ -53,7 +53,7 @@ from scheduler.planner import Plan
 from scheduler.preemption import Preemption
 from scheduler.sim.workload import Task, creation_timestamp, task_pods
 
-TIMELINE_POLICIES = ("binpack", "spread", "fgd", "fgd-complete")
+TIMELINE_POLICIES = ("binpack", "spread", "fgd", "fgd-complete", "fgd-complete-reserve")
 DEFAULT_TIMELINE_POLICIES = ("binpack", "spread")
 # Gang sizes (pods) the queueing delay is reported by: label, smallest, largest.
 GANG_BUCKETS: tuple[tuple[str, int, int], ...] = (
@@ -82,9 +82,10 @@ class TimelineError(RuntimeError):
 
 
 def timeline_profile(policy: str) -> Profile:
-    """The profile of a named policy (policies.profile.build_profile). For `fgd` and
-    `fgd-complete` the scheduling core feeds every arriving pod to the profile's online
-    workload, as in a live cluster."""
+    """The profile of a named policy (policies.profile.build_profile). For the `fgd`
+    policies the scheduling core feeds every arriving pod to the profile's online
+    workload, as in a live cluster (and `fgd-complete-reserve` learns its reserve of
+    whole nodes from it)."""
     if policy not in TIMELINE_POLICIES:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(TIMELINE_POLICIES)}")
     return build_profile(policy)

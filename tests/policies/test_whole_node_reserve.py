@@ -196,11 +196,11 @@ def test_no_guard_while_more_nodes_hold_a_class_than_its_reserve() -> None:
     assert ledger.guard(small) is None
     # With one of them taken by the caller's plan, the other is the last one.
     taken = _charged(nodes["a"], small, ((0, 1000),))
-    guard = ledger.guard(small, [(nodes["a"], taken)])
+    guard = ledger.guard(small, [ledger.planned(taken)])
     assert guard is not None
     assert guard.breaks(nodes["b"], ((0, 1000),)) and not guard.breaks(taken, ((1, 1000),))
     # An 8-GPU pod is never guarded: the reserve is for it.
-    assert ledger.guard(make_pod("w", cpu="64", gpus=8), [(nodes["a"], taken)]) is None
+    assert ledger.guard(make_pod("w", cpu="64", gpus=8), [ledger.planned(taken)]) is None
 
 
 def test_a_pod_strands_gpus_when_it_takes_more_of_the_cpu_than_of_the_gpus() -> None:

@@ -228,7 +228,7 @@ def test_config_is_frozen() -> None:
         (
             "policy: {name: packing}",
             'config: policy.name: unknown policy "packing"; '
-            "known: binpack, fgd, fgd-complete, spread",
+            "known: binpack, fgd, fgd-complete, fgd-complete-reserve, spread",
         ),
         (
             "client: {burst: many}",

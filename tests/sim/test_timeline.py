@@ -197,7 +197,7 @@ def scenarios(draw: Any) -> tuple[list[Pool], list[Task]]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(), st.sampled_from(["binpack", "spread", "fgd"]))
+@given(scenarios(), st.sampled_from(["binpack", "spread", "fgd", "fgd-complete-reserve"]))
 def test_the_replay_never_binds_a_partial_gang_nor_over_commits(
     scenario: tuple[list[Pool], list[Task]], policy: str
 ) -> None:

@@ -1,0 +1,190 @@
+"""The reserve of whole nodes learnt from the pods seen (policies/whole_node_reserve.py
+LearnedWholeNodeReserve), and the Kubernetes policy that keeps it
+(`fgd-complete-reserve`, policies/profile.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cache.cluster import ClusterCache, EventType
+from cache.pod import PodInfo, pod_from_api
+from cache.snapshot import Snapshot
+from policies.profile import RESERVING_POLICIES, build_profile
+from policies.scores.fragmentation import OnlineWorkload, TargetWorkload, WorkloadShape
+from policies.whole_node_reserve import LearnedWholeNodeReserve, WholeNodeReserve
+from scheduler.core import SchedulingCore
+from scheduler.gang import assemble_gangs
+from scheduler.planner import Plan, Planner
+from scheduler.sim.openb import OpenbPod, pod_object
+from tests.factories import make_pod, node_obj, pod_obj
+from tests.scheduler.test_core_isolation import run_until_idle
+
+ADDED, DELETED = EventType.ADDED, EventType.DELETED
+BIG = [node_obj("big1", gpus=8, cpu="96"), node_obj("big2", gpus=8, cpu="96")]
+SMALL = node_obj("small", gpus=2, cpu="16")
+
+
+def test_classes_from_shape_counts_are_those_of_the_most_whole_gpus() -> None:
+    counts = {
+        WorkloadShape(4000, 500, 1): 1,
+        WorkloadShape(64_000, 1000, 8): 2,
+        WorkloadShape(120_000, 1000, 8, frozenset({"G3"})): 1,
+        WorkloadShape(2000): 1,
+    }
+    reserve = WholeNodeReserve.from_shape_counts(counts)
+    classes = [(r.gpus, r.cpu_milli, r.memory, r.models, r.share) for r in reserve.requests]
+    assert classes == [(8, 64_000, 0, None, 0.4), (8, 120_000, 0, frozenset({"G3"}), 0.2)]
+    assert reserve.mean_gpu_milli == pytest.approx((500 + 3 * 8000) / 5)
+    # Shares instead of counts (a fixed workload's): the same reserve.
+    scaled = WholeNodeReserve.from_shape_counts({s: c / 5 for s, c in counts.items()})
+    assert scaled.requests == reserve.requests
+    assert scaled.mean_gpu_milli == pytest.approx(reserve.mean_gpu_milli)
+    # No pod asks a whole GPU (a 500 share is not one): no class.
+    assert WholeNodeReserve.from_shape_counts({WorkloadShape(4000, 500, 1): 3}).requests == ()
+    assert WholeNodeReserve.from_shape_counts({}).requests == ()
+
+
+_OPENB_PODS = st.lists(
+    st.builds(
+        lambda cpu, gpus, milli: OpenbPod("p", cpu, 0, gpus, milli if gpus == 1 else 1000),
+        st.sampled_from([0, 4000, 64_000, 120_000]),
+        st.sampled_from([0, 1, 2, 8]),
+        st.sampled_from([250, 500, 1000]),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_OPENB_PODS)
+def test_learnt_from_the_pods_seen_it_is_the_reserve_of_that_history(
+    pods: list[OpenbPod],
+) -> None:
+    """Pods that ask no memory: the online counts give what the history gives."""
+    history = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(pods)]
+    workload = OnlineWorkload()
+    for pod in history:
+        workload.observe(pod)
+    learnt = LearnedWholeNodeReserve(workload, "no-stranding", 2.0).current()
+    expected = WholeNodeReserve.from_pods(history, "no-stranding", 2.0)
+    assert learnt.requests == pytest.approx(expected.requests)
+    assert learnt.mean_gpu_milli == pytest.approx(expected.mean_gpu_milli)
+    assert (learnt.last_resort, learnt.margin) == ("no-stranding", 2.0)
+
+
+def _eight_gpu(name: str) -> PodInfo:
+    return make_pod(name, gpus=8, cpu="64")
+
+
+def test_the_learnt_reserve_is_rebuilt_as_the_pods_seen_grow() -> None:
+    workload = OnlineWorkload()
+    source = LearnedWholeNodeReserve(workload, growth=0.5)
+    assert source.current().requests == ()  # nothing seen: nothing kept
+    workload.observe(_eight_gpu("w0"))
+    first = source.current()
+    assert [r.gpus for r in first.requests] == [8]
+    assert source.current() is first  # nothing new seen: the same reserve
+    for i in range(10):
+        workload.observe(make_pod(f"s{i}", gpus=1))
+    # Past half as many pods again: rebuilt, the 8-GPU class now a smaller share.
+    rebuilt = source.current()
+    assert rebuilt is not first
+    assert rebuilt.requests[0].share == pytest.approx(1 / 11)
+    workload.observe(make_pod("one-more", gpus=1))
+    assert source.current() is rebuilt  # 1 more of 11 is below the growth
+
+
+def _planned_node(planner: Planner, cache: ClusterCache, snapshot: Snapshot | None = None) -> str:
+    gangs = assemble_gangs(cache.pods(), cache.podgroups(), "gang-scheduler").gangs
+    (gang,) = gangs.values()
+    result = planner.plan(gang, snapshot or cache.snapshot())
+    assert isinstance(result, Plan)
+    return result.placements[0].node
+
+
+def test_the_planner_applies_the_reserve_as_rebuilt() -> None:
+    """One planner, one snapshot: the reserve's summary of the cluster follows the
+    reserve when it is rebuilt, instead of keeping the one it made for the old."""
+    workload = OnlineWorkload()
+    # Spreading prefers the idle big nodes, unless the reserve says no.
+    profile = dataclasses.replace(
+        build_profile("spread", topology_keys=(), workload=workload),
+        whole_node_reserve=LearnedWholeNodeReserve(workload, "any", 1.0),
+    )
+    cache = ClusterCache()
+    for node in [*BIG, SMALL]:
+        cache.apply_node(ADDED, node)
+    cache.apply_pod(ADDED, pod_obj("g", gpus=1))
+    planner, snapshot = Planner(profile), cache.snapshot()
+    # 1 in 20 pods seen asks 8 GPUs: a reserve of 1 node, and 2 hold the class.
+    workload.observe(_eight_gpu("w0"))
+    for i in range(19):
+        workload.observe(make_pod(f"s{i}", gpus=1))
+    assert _planned_node(planner, cache, snapshot).startswith("big")
+    # 21 in 40: the reserve grows to 3 nodes, so both big nodes are short of it.
+    for i in range(1, 21):
+        workload.observe(_eight_gpu(f"w{i}"))
+    assert _planned_node(planner, cache, snapshot) == "small"
+
+
+def test_a_flood_of_whole_node_pods_never_holds_back_a_pod_that_fits() -> None:
+    """A tenant's pods shape what is learnt: a thousand 8-GPU pods that never run make
+    the reserve as large as it gets, yet a pod that only fits on a reserved node still
+    goes there (the Kubernetes policy's last resort is "any")."""
+    profile = build_profile("fgd-complete-reserve", topology_keys=())
+    assert profile.workload is not None and isinstance(profile.workload, OnlineWorkload)
+    for i in range(1000):
+        profile.workload.observe(_eight_gpu(f"flood-{i}"))
+    cache = ClusterCache()
+    for node in BIG:
+        cache.apply_node(ADDED, node)
+    cache.apply_pod(ADDED, pod_obj("g", gpus=1))
+    assert _planned_node(Planner(profile), cache).startswith("big")
+
+
+def test_the_kubernetes_policy_learns_its_reserve_from_its_workload() -> None:
+    assert "fgd-complete-reserve" in RESERVING_POLICIES
+    profile = build_profile("fgd-complete-reserve")
+    source = profile.whole_node_reserve
+    assert isinstance(source, LearnedWholeNodeReserve)
+    assert source.workload is profile.workload
+    assert (source.last_resort, source.margin) == ("any", 2.0)
+    # The same scores as fgd-complete: the reserve acts on the pick, not the ranking.
+    plain = build_profile("fgd-complete")
+    assert plain.whole_node_reserve is None
+    assert [(s.name, w) for s, w in profile.node_scores] == [
+        (s.name, w) for s, w in plain.node_scores
+    ]
+    # A fixed workload gives a fixed reserve, from its shares.
+    fixed = TargetWorkload({WorkloadShape(64_000, 1000, 8): 0.5, WorkloadShape(4000): 0.5})
+    reserve = build_profile("fgd-complete-reserve", workload=fixed).whole_node_reserve
+    assert isinstance(reserve, WholeNodeReserve)
+    assert [(r.gpus, r.share) for r in reserve.requests] == [(8, 0.5)]
+
+
+def _core_placing_a_gpu_pod(policy: str, **kwargs: Any) -> str:
+    core = SchedulingCore(build_profile(policy, topology_keys=(), **kwargs))
+    for node in [*BIG, SMALL]:
+        core.apply_node(ADDED, node, 0)
+    # Pods the cluster has seen: 8-GPU workers, gone since.
+    for i in range(40):
+        core.apply_pod(ADDED, pod_obj(f"worker-{i}", gpus=8, cpu="64"), 0)
+        core.apply_pod(DELETED, pod_obj(f"worker-{i}"), 0)
+    core.apply_pod(ADDED, pod_obj("small", gpus=1), 0)
+    run_until_idle(core)
+    (node,) = [pod.node_name for pod in core.cache.pods() if pod.name == "small"]
+    assert node is not None
+    return node
+
+
+def test_the_scheduling_core_feeds_the_reserve_the_pods_it_sees() -> None:
+    """Weights that spread would start an idle big node; the reserve, learnt from the
+    8-GPU workers the core has seen, keeps both big nodes whole for them."""
+    spread = {"least-allocated": 1.0}
+    assert _core_placing_a_gpu_pod("fgd-complete", weights=spread).startswith("big")
+    assert _core_placing_a_gpu_pod("fgd-complete-reserve", weights=spread) == "small"
