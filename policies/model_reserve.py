@@ -59,7 +59,15 @@ from cache.resources import CPU, MILLI_PER_GPU
 from cache.snapshot import Snapshot
 from policies.gpu_models import allowed_models
 from policies.scores.fill_fragmentation import ShapeGroup, fill_fragmentation, shape_groups
-from policies.scores.fragmentation import TargetWorkload, WorkloadShape, node_model, shape_of
+from policies.scores.fragmentation import (
+    REBUILD_GROWTH,
+    OnlineWorkload,
+    TargetWorkload,
+    WorkloadShape,
+    node_model,
+    rebuild_due,
+    shape_of,
+)
 
 # Measured on the openb gpuspec traces (docs/benchmarks.md, issue 14, fourth pass).
 DEFAULT_HORIZON = 1.5
@@ -84,28 +92,44 @@ class PinnedDemand:
 
     @classmethod
     def from_pods(cls, pods: Iterable[PodInfo], model_gpus: Mapping[str, int]) -> PinnedDemand:
+        return cls.from_shape_counts(shape_counts(pods), model_gpus)
+
+    @classmethod
+    def from_shape_counts(
+        cls, counts: Mapping[WorkloadShape, float], model_gpus: Mapping[str, int]
+    ) -> PinnedDemand:
+        """From pods counted per workload shape (only proportions matter)."""
         gpu: dict[str, float] = {}
         cpu: dict[str, float] = {}
-        total = 0
-        for pod in pods:
-            milli = pod.gpu.total_milli
-            total += milli
-            models = allowed_models(pod) if milli else None
+        total = 0.0
+        for shape, count in counts.items():
+            milli = shape.gpu_count * shape.gpu_milli
+            total += count * milli
+            models = shape.models if milli else None
             if models is None:
                 continue
             weights = {model: model_gpus.get(model, 0) for model in models}
             whole = sum(weights.values())
             for model, weight in weights.items():
                 if weight:
-                    part = weight / whole
+                    part = count * weight / whole
                     gpu[model] = gpu.get(model, 0.0) + part * milli
-                    cpu[model] = cpu.get(model, 0.0) + part * pod.requests.get(CPU, 0)
+                    cpu[model] = cpu.get(model, 0.0) + part * shape.cpu_milli
         if not total:
             return cls({}, {})
         return cls(
             {model: value / total for model, value in gpu.items()},
             {model: value / total for model, value in cpu.items()},
         )
+
+
+def shape_counts(pods: Iterable[PodInfo]) -> dict[WorkloadShape, float]:
+    """Pods counted per workload shape."""
+    counts: dict[WorkloadShape, float] = {}
+    for pod in pods:
+        shape = shape_of(pod)
+        counts[shape] = counts.get(shape, 0.0) + 1.0
+    return counts
 
 
 @dataclass(slots=True)
@@ -170,10 +194,11 @@ def after_taking(free: tuple[int, ...], pod: PodInfo) -> tuple[int, ...]:
 @dataclass
 class ModelReserve:
     """The node preference of the module docstring (a policies.interface
-    NodePreference). `history`: the workload whose shape distribution sets the reserves
-    (the trace's pods, as FGD's target workload)."""
+    NodePreference). `workload`: pods counted per shape, whose distribution sets the
+    reserves (the trace's pods, as FGD's target workload: `from_pods`; or the pods seen
+    so far: LearnedModelReserve)."""
 
-    history: tuple[PodInfo, ...]
+    workload: Mapping[WorkloadShape, float]
     horizon: float = DEFAULT_HORIZON
     tolerance: float = DEFAULT_TOLERANCE
     name: str = "model-reserve"
@@ -194,13 +219,22 @@ class ModelReserve:
             raise ValueError(f"horizon must be >= 0, not {self.horizon}")
         if not self.tolerance >= 0.0:
             raise ValueError(f"tolerance must be >= 0, not {self.tolerance}")
-        counts: dict[WorkloadShape, float] = {}
-        for pod in self.history:
-            if pinned(pod):
-                shape = shape_of(pod)
-                counts[shape] = counts.get(shape, 0.0) + 1.0
-        self._pinned_shapes = TargetWorkload(counts)
-        self._any_pinned = bool(counts)
+        pinned_counts = {
+            shape: count
+            for shape, count in self.workload.items()
+            if shape.gpu_count and shape.models is not None
+        }
+        self._pinned_shapes = TargetWorkload(pinned_counts)
+        self._any_pinned = bool(pinned_counts)
+
+    @classmethod
+    def from_pods(
+        cls,
+        history: Iterable[PodInfo],
+        horizon: float = DEFAULT_HORIZON,
+        tolerance: float = DEFAULT_TOLERANCE,
+    ) -> ModelReserve:
+        return cls(shape_counts(history), horizon, tolerance)
 
     # --- the ledger -------------------------------------------------------------------
     def _catch_up(self, snapshot: Snapshot) -> None:
@@ -240,7 +274,7 @@ class ModelReserve:
             if node.devices:
                 model = node_model(node)
                 model_gpus[model] = model_gpus.get(model, 0) + len(node.devices)
-        demand = PinnedDemand.from_pods(self.history, model_gpus)
+        demand = PinnedDemand.from_shape_counts(self.workload, model_gpus)
         expected_milli = MILLI_PER_GPU * sum(model_gpus.values()) * self.horizon
         self._reserve = {
             model: (fraction * expected_milli, demand.cpu_fraction[model] * expected_milli)
@@ -318,3 +352,39 @@ class ModelReserve:
             (milli, count, tuple((cpu, share / whole) for cpu, share in entries))
             for milli, count, entries in groups
         )
+
+
+class LearnedModelReserve:
+    """ModelReserve whose workload follows the pods an OnlineWorkload has seen, as a
+    live cluster must learn it: rebuilt each time the pods observed grow by `growth`
+    (fragmentation.rebuild_due). Until a pod naming its GPU models has been seen, no
+    model has a reserve and no pod is steered."""
+
+    name = "model-reserve"
+
+    def __init__(
+        self,
+        workload: OnlineWorkload,
+        horizon: float = DEFAULT_HORIZON,
+        tolerance: float = DEFAULT_TOLERANCE,
+        growth: float = REBUILD_GROWTH,
+    ) -> None:
+        self.workload = workload
+        self.horizon = horizon
+        self.tolerance = tolerance
+        self.growth = growth
+        self._learnt = ModelReserve({}, horizon, tolerance)
+        self._built_at = -1  # pods the workload had observed at the last build
+
+    @property
+    def learnt(self) -> ModelReserve:
+        """The reserve of the pods seen, as they stand now."""
+        seen = self.workload.observed
+        if rebuild_due(seen, self._built_at, self.growth):
+            counts = {shape: float(n) for shape, n in self.workload.shape_counts().items()}
+            self._learnt = ModelReserve(counts, self.horizon, self.tolerance)
+            self._built_at = seen
+        return self._learnt
+
+    def preferred(self, pod: PodInfo, snapshot: Snapshot) -> Callable[[str], bool] | None:
+        return self.learnt.preferred(pod, snapshot)

@@ -10,6 +10,7 @@ from cache.node import NodeInfo
 from policies.devices import TopologyChooser
 from policies.filters import default_filters
 from policies.interface import DeviceChooser, Filter, NodePreference, Score
+from policies.model_reserve import LearnedModelReserve, ModelReserve
 from policies.scores.fill_fragmentation import FillFragmentation
 from policies.scores.fragmentation import Fragmentation, OnlineWorkload, WorkloadProvider
 from policies.scores.gpu_topology import GpuTopology
@@ -118,9 +119,10 @@ POLICIES: dict[str, dict[str, float]] = {
         **USER_PREFERENCES,
     },
     # fgd-complete, each pod placed where it leaves the nodes that the largest
-    # whole-GPU requests seen so far are expected to need (policies/whole_node_reserve.py,
-    # RESERVING_POLICIES): the simulator's fgd-complete-reserve without its model
-    # preference (docs/policies.md).
+    # whole-GPU requests seen so far are expected to need (policies/whole_node_reserve.py)
+    # and, for pods free to run on any GPU model, off the models that pods pinned to
+    # them are expected to need (policies/model_reserve.py): the simulator's
+    # fgd-complete-reserve, learnt online (RESERVING_POLICIES, docs/policies.md).
     "fgd-complete-reserve": {
         "fragmentation": 1.0,
         "share-completion": 0.001,
@@ -129,11 +131,13 @@ POLICIES: dict[str, dict[str, float]] = {
     },
 }
 
-# Named policies that keep a reserve of whole nodes, learnt from the pods seen. Its last
-# resort is "any": when every node that fits a pod would break the reserve, the pod
-# still goes to the best of them. A learnt estimate, which tenants' own pods shape,
-# never holds back a pod that fits (the simulator's "no-stranding" placed the same on
-# the openb default trace, docs/benchmarks.md).
+# Named policies that keep a reserve of whole nodes and a reserve per GPU model, both
+# learnt from the pods seen. The whole-node reserve's last resort is "any": when every
+# node that fits a pod would break the reserve, the pod still goes to the best of them;
+# the model reserve is a preference, which never makes a pod fail either. A learnt
+# estimate, which tenants' own pods shape, never holds back a pod that fits (the
+# simulator's "no-stranding" placed the same on the openb default trace,
+# docs/benchmarks.md).
 RESERVING_POLICIES = frozenset({"fgd-complete-reserve"})
 
 
@@ -190,13 +194,16 @@ def build_profile(
         raise ValueError(f"candidate limit must be >= 0 (0 = all nodes), got {candidate_limit}")
     shared = workload if workload is not None else OnlineWorkload()
     reserve: ReserveSource | None = None
+    preference: NodePreference | None = None
     if policy in RESERVING_POLICIES:
         # Learnt like the scores: online, or from a fixed workload's shares.
-        reserve = (
-            LearnedWholeNodeReserve(shared, "any", MEASURED_MARGIN)
-            if isinstance(shared, OnlineWorkload)
-            else WholeNodeReserve.from_shape_counts(shared.current().shares, "any", MEASURED_MARGIN)
-        )
+        if isinstance(shared, OnlineWorkload):
+            reserve = LearnedWholeNodeReserve(shared, "any", MEASURED_MARGIN)
+            preference = LearnedModelReserve(shared)
+        else:
+            shares = shared.current().shares
+            reserve = WholeNodeReserve.from_shape_counts(shares, "any", MEASURED_MARGIN)
+            preference = ModelReserve(shares)
     node_scores = [(score_plugin(name, shared), float(w)) for name, w in weights.items() if w]
     gang_scores: list[tuple[Score, float]] = []
     if topology_keys and network_weight:
@@ -211,5 +218,6 @@ def build_profile(
         workload=shared,
         pod_affinity_weight=pod_affinity_weight,
         topology_spread_weight=topology_spread_weight,
+        preference=preference,
         whole_node_reserve=reserve,
     )

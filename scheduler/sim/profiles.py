@@ -171,7 +171,7 @@ def openb_profile(
         if name == "fgd-keep-models":
             # Pods free to run on any model keep off the models whose pinned pods
             # would otherwise lack GPUs or CPU later (policies/model_reserve.py).
-            preference = ModelReserve(tuple(history))
+            preference = ModelReserve.from_pods(history)
         if name == "fgd-reserve":
             # On top: no pod breaks the last nodes the largest requests are
             # expected to need, twice over (policies/whole_node_reserve.py), while
@@ -180,7 +180,7 @@ def openb_profile(
     elif name in ("fgd-complete", "fgd-complete-models", "fgd-complete-reserve"):
         score, chooser, tie_break = fgd_complete(history)
         if name in ("fgd-complete-models", "fgd-complete-reserve"):
-            preference = ModelReserve(tuple(history))
+            preference = ModelReserve.from_pods(history)
         if name == "fgd-complete-reserve":
             reserve = WholeNodeReserve.from_pods(history, RESERVE_LAST_RESORT, RESERVE_MARGIN)
     else:

@@ -11,14 +11,16 @@ from cache.gpu import PRODUCT_LABEL
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from policies.model_reserve import (
+    LearnedModelReserve,
     ModelReserve,
     PinnedDemand,
     after_taking,
     pinned,
     pinned_room,
 )
+from policies.profile import build_profile
 from policies.scores.fill_fragmentation import shape_groups
-from policies.scores.fragmentation import TargetWorkload, WorkloadShape
+from policies.scores.fragmentation import OnlineWorkload, TargetWorkload, WorkloadShape
 from tests.factories import make_pod, node_obj, pod_obj
 
 
@@ -71,7 +73,7 @@ def test_available_is_free_room_beyond_what_pinned_pods_are_still_expected_to_as
     # 8 GPUs in all; pinned pods ask a quarter of the workload's GPU milli, all on P100.
     cache, snapshot = cluster({"p": ("P100", 2, "16"), "g": ("G2", 6, "96")})
     history = (pinned_pod("x", "P100", cpu="8"), *(make_pod(f"u{i}", gpus=1) for i in range(3)))
-    reserve = ModelReserve(history, horizon=1.0)
+    reserve = ModelReserve.from_pods(history, horizon=1.0)
     # Reserve: 1/4 x 8 GPUs = 2000 milli, CPU 8000 x 8 = 16000 milli.
     assert reserve.available(snapshot) == {"P100": (0.0, 0.0)}
     run_pod(cache, snapshot, "pinned-1", "p", cpu="8", gpus=1, affinity=on_models("P100"))
@@ -80,7 +82,8 @@ def test_available_is_free_room_beyond_what_pinned_pods_are_still_expected_to_as
     run_pod(cache, snapshot, "free-1", "p", cpu="2", gpus=1)
     assert reserve.available(snapshot) == {"P100": (-1000.0, -2000.0)}
     # Caught up from the change log, it agrees with a ledger built from scratch.
-    assert reserve.available(snapshot) == ModelReserve(history, horizon=1.0).available(snapshot)
+    fresh = ModelReserve.from_pods(history, horizon=1.0)
+    assert reserve.available(snapshot) == fresh.available(snapshot)
 
 
 def test_unpinned_pods_are_steered_off_a_closed_model_and_pinned_pods_are_not() -> None:
@@ -89,7 +92,7 @@ def test_unpinned_pods_are_steered_off_a_closed_model_and_pinned_pods_are_not() 
         *(pinned_pod(f"x{i}", "P100", cpu="8") for i in range(4)),
         *(make_pod(f"u{i}", cpu="8", gpus=1) for i in range(8)),
     )
-    reserve = ModelReserve(history, horizon=1.0, tolerance=0.0)
+    reserve = ModelReserve.from_pods(history, horizon=1.0, tolerance=0.0)
     # Pinned pods ask 4000 of the 12000 milli of the workload: 4000 of 12 GPUs reserved
     # on P100, which has exactly that free.
     free_pod = make_pod("free", cpu="8", gpus=1)
@@ -100,9 +103,9 @@ def test_unpinned_pods_are_steered_off_a_closed_model_and_pinned_pods_are_not() 
     # A CPU-only pod asking no more CPU than P100 has beyond its reserve is not steered.
     assert reserve.preferred(make_pod("c", cpu="0"), snapshot) is None
     # With a horizon of 0 nothing is reserved: no model is ever closed.
-    assert ModelReserve(history, horizon=0.0).preferred(free_pod, snapshot) is None
+    assert ModelReserve.from_pods(history, horizon=0.0).preferred(free_pod, snapshot) is None
     # A workload without pinned pods never steers.
-    assert ModelReserve(history[4:]).preferred(free_pod, snapshot) is None
+    assert ModelReserve.from_pods(history[4:]).preferred(free_pod, snapshot) is None
 
 
 def test_a_closed_models_node_admits_what_its_pinned_pods_could_not_use() -> None:
@@ -111,7 +114,7 @@ def test_a_closed_models_node_admits_what_its_pinned_pods_could_not_use() -> Non
         *(pinned_pod(f"x{i}", "V100", cpu="11") for i in range(8)),
         *(make_pod(f"u{i}", cpu="3", gpus=1) for i in range(4)),
     )
-    reserve = ModelReserve(history, horizon=1.0, tolerance=0.35)
+    reserve = ModelReserve.from_pods(history, horizon=1.0, tolerance=0.35)
     assert reserve.available(snapshot)["V100"][0] < 1000  # V100 is closed to GPU pods
     # 32 cores hold two 11-core pinned pods, so two of the four GPUs are beyond their
     # reach: a 3-core pod taking one costs them nothing, an 11-core pod one copy.
@@ -147,6 +150,42 @@ def test_pinned_room_counts_the_copies_a_node_can_still_take() -> None:
 
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="horizon"):
-        ModelReserve((), horizon=-1.0)
+        ModelReserve.from_pods((), horizon=-1.0)
     with pytest.raises(ValueError, match="tolerance"):
-        ModelReserve((), tolerance=float("nan"))
+        ModelReserve.from_pods((), tolerance=float("nan"))
+
+
+def test_learnt_from_the_pods_seen_it_steers_as_the_same_history_does() -> None:
+    _, snapshot = cluster({"p1": ("P100", 2, "16"), "p2": ("P100", 2, "16"), "g": ("G2", 8, "96")})
+    history = (
+        *(pinned_pod(f"x{i}", "P100", cpu="8") for i in range(4)),
+        *(make_pod(f"u{i}", cpu="8", gpus=1) for i in range(8)),
+    )
+    workload = OnlineWorkload()
+    learnt = LearnedModelReserve(workload, horizon=1.0, tolerance=0.0)
+    free_pod = make_pod("free", cpu="8", gpus=1)
+    assert learnt.preferred(free_pod, snapshot) is None  # nothing seen: nothing steered
+    for pod in history:
+        workload.observe(pod)
+    admits = learnt.preferred(free_pod, snapshot)
+    fixed = ModelReserve.from_pods(history, horizon=1.0, tolerance=0.0).preferred(
+        free_pod, snapshot
+    )
+    assert admits is not None and fixed is not None
+    assert [admits(n) for n in ("p1", "p2", "g")] == [fixed(n) for n in ("p1", "p2", "g")]
+    assert [admits(n) for n in ("p1", "p2", "g")] == [False, False, True]
+    # Rebuilt as the pods seen grow: once unpinned pods dominate, P100 opens again.
+    for i in range(200):
+        workload.observe(make_pod(f"more{i}", cpu="8", gpus=1))
+    assert learnt.preferred(free_pod, snapshot) is None
+
+
+def test_the_kubernetes_reserving_policy_learns_a_model_reserve_too() -> None:
+    profile = build_profile("fgd-complete-reserve")
+    assert isinstance(profile.preference, LearnedModelReserve)
+    assert profile.preference.workload is profile.workload
+    assert build_profile("fgd-complete").preference is None
+    fixed = TargetWorkload({WorkloadShape(8000, 1000, 1, frozenset({"P100"})): 1.0})
+    preference = build_profile("fgd-complete-reserve", workload=fixed).preference
+    assert isinstance(preference, ModelReserve)
+    assert preference.workload == fixed.shares

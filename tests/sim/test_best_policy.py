@@ -6,7 +6,7 @@ gpuspec33: tests/sim/test_model_reserve_replay.py."""
 from __future__ import annotations
 
 from cache.pod import pod_from_api
-from policies.model_reserve import ModelReserve
+from policies.model_reserve import ModelReserve, shape_counts
 from scheduler.sim.openb import (
     OpenbPod,
     pod_object,
@@ -34,7 +34,7 @@ def test_the_best_policy_is_fgd_complete_within_both_reserves() -> None:
         (s.name, w) for s, w in complete.node_scores
     ]
     assert isinstance(best.preference, ModelReserve)
-    assert best.preference.history == tuple(history)
+    assert best.preference.workload == shape_counts(history)
     reserve = best.whole_node_reserve
     assert reserve is not None
     assert (reserve.last_resort, reserve.margin) == (RESERVE_LAST_RESORT, RESERVE_MARGIN)

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from cache.pod import PodInfo, pod_from_api
-from policies.model_reserve import ModelReserve
+from policies.model_reserve import ModelReserve, shape_counts
 from policies.profile import Profile
 from scheduler.sim.openb import (
     NODE_FILE,
@@ -43,7 +43,7 @@ def test_fgd_keep_models_is_fgd_keep_largest_with_a_model_reserve() -> None:
         (s.name, w) for s, w in largest.node_scores
     ]
     assert isinstance(models.preference, ModelReserve)
-    assert models.preference.history == tuple(history)
+    assert models.preference.workload == shape_counts(history)
     assert largest.preference is None
 
 
