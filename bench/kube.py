@@ -28,6 +28,7 @@ pod (the default), per gang, or off.
 
     .venv/bin/python bench/kube.py --nodes 1000 --pods 10000 --gang 8
     .venv/bin/python bench/kube.py --nodes 1000 --pods 10000 --gang 8 --json
+    .venv/bin/python bench/kube.py --nodes 1000 --pods 4096 --gang 8 --policy fgd-complete-reserve
     .venv/bin/python bench/kube.py --nodes 5000 --pods 10000 --gang 8 --running-pods 150000
 """
 
@@ -53,6 +54,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION
+from policies.profile import POLICIES
 from scheduler.config import SchedulerConfig, config_from_mapping
 from scheduler.kube.client import ApiError, KubeClient, create_client
 from scheduler.kube.runner import SchedulerRun, collector_tuned_for
@@ -373,7 +375,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def bench_config(binding_concurrency: int, scheduled_events: str) -> SchedulerConfig:
+def bench_config(
+    binding_concurrency: int, scheduled_events: str, policy: str = "binpack"
+) -> SchedulerConfig:
     unlimited = {"qps": SCHEDULER_QPS, "burst": SCHEDULER_QPS}
     return config_from_mapping(
         {
@@ -382,6 +386,7 @@ def bench_config(binding_concurrency: int, scheduled_events: str) -> SchedulerCo
             "client": unlimited,
             "binding": {"concurrency": binding_concurrency},
             "events": {**unlimited, "scheduled": scheduled_events},
+            "policy": {"name": policy},
         }
     )
 
@@ -450,7 +455,7 @@ async def measure(args: argparse.Namespace, kubeconfig: str, emulated: bool) -> 
     node_names, pod_names = names(args.nodes, args.pods, args.gang, run_id)
     running = running_names(args.running_pods, run_id)
     expected = fitting_pods(args.nodes, args.pods, args.gang)
-    config = bench_config(args.binding_concurrency, args.scheduled_events)
+    config = bench_config(args.binding_concurrency, args.scheduled_events, args.policy)
     seeder = await create_client(kubeconfig, qps=None)
     try:
         began_seeding = time.perf_counter()
@@ -611,6 +616,9 @@ def main() -> None:
         "--binding-concurrency", type=int, default=64, help="bind requests in flight (64)"
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="give up after (s)")
+    parser.add_argument(
+        "--policy", default="binpack", choices=sorted(POLICIES), help="named policy (binpack)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.pods % args.gang or args.gang > GPUS_PER_NODE * args.nodes:
