@@ -62,10 +62,10 @@ from policies.scores.fill_fragmentation import ShapeGroup, fill_fragmentation, s
 from policies.scores.fragmentation import (
     REBUILD_GROWTH,
     OnlineWorkload,
+    Relearnt,
     TargetWorkload,
     WorkloadShape,
     node_model,
-    rebuild_due,
     shape_of,
 )
 
@@ -370,21 +370,14 @@ class LearnedModelReserve:
         growth: float = REBUILD_GROWTH,
     ) -> None:
         self.workload = workload
-        self.horizon = horizon
-        self.tolerance = tolerance
-        self.growth = growth
-        self._learnt = ModelReserve({}, horizon, tolerance)
-        self._built_at = -1  # pods the workload had observed at the last build
+        self._relearnt = Relearnt(
+            workload, lambda counts: ModelReserve(dict(counts), horizon, tolerance), growth
+        )
 
     @property
     def learnt(self) -> ModelReserve:
         """The reserve of the pods seen, as they stand now."""
-        seen = self.workload.observed
-        if rebuild_due(seen, self._built_at, self.growth):
-            counts = {shape: float(n) for shape, n in self.workload.shape_counts().items()}
-            self._learnt = ModelReserve(counts, self.horizon, self.tolerance)
-            self._built_at = seen
-        return self._learnt
+        return self._relearnt.current()
 
     def preferred(self, pod: PodInfo, snapshot: Snapshot) -> Callable[[str], bool] | None:
         return self.learnt.preferred(pod, snapshot)

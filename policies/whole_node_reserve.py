@@ -46,8 +46,8 @@ from policies.gpu_models import allowed_models
 from policies.scores.fragmentation import (
     REBUILD_GROWTH,
     OnlineWorkload,
+    Relearnt,
     WorkloadShape,
-    rebuild_due,
 )
 
 # Classes past this many are merged away (the least frequent dropped): a bitmask per
@@ -294,18 +294,14 @@ class LearnedWholeNodeReserve:
         self.workload = workload
         self.last_resort = last_resort
         self.margin = margin
-        self.growth = growth
-        self._learnt = WholeNodeReserve((), 0.0, last_resort, margin)
-        self._built_at = -1  # pods the workload had observed at the last build
+        self._relearnt = Relearnt(
+            workload,
+            lambda counts: WholeNodeReserve.from_shape_counts(counts, last_resort, margin),
+            growth,
+        )
 
     def current(self) -> WholeNodeReserve:
-        seen = self.workload.observed
-        if rebuild_due(seen, self._built_at, self.growth):
-            self._learnt = WholeNodeReserve.from_shape_counts(
-                self.workload.shape_counts(), self.last_resort, self.margin
-            )
-            self._built_at = seen
-        return self._learnt
+        return self._relearnt.current()
 
 
 class ReserveGuard:

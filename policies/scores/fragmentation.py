@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from cache.gpu import PRODUCT_LABEL, DeviceShares
 from cache.node import NodeInfo
@@ -274,6 +274,8 @@ class OnlineWorkload:
         return self._current
 
 
+Model = TypeVar("Model")
+
 # A model learnt from an OnlineWorkload is rebuilt when the pods observed since its last
 # build reach this fraction of those it was built from (and after each of the first
 # pods): about 100 builds over the first 10^4 pods.
@@ -284,6 +286,32 @@ def rebuild_due(observed: int, built_at: int, growth: float = REBUILD_GROWTH) ->
     """Whether a model built when `built_at` pods had been observed (-1: never built)
     is due a rebuild now that `observed` have been."""
     return observed > built_at and (built_at < 0 or observed - built_at >= growth * built_at)
+
+
+class Relearnt(Generic[Model]):
+    """A model built from an OnlineWorkload's pods counted per shape, rebuilt when
+    `rebuild_due` says so: what the learnt scores and reserves of a live cluster share."""
+
+    def __init__(
+        self,
+        workload: OnlineWorkload,
+        build: Callable[[Mapping[WorkloadShape, int]], Model],
+        growth: float = REBUILD_GROWTH,
+    ) -> None:
+        if not growth >= 0.0:
+            raise ValueError(f"growth must be >= 0, not {growth}")
+        self.workload = workload
+        self.growth = growth
+        self._build = build
+        self._model = build({})
+        self._built_at = -1  # pods the workload had observed at the last build
+
+    def current(self) -> Model:
+        seen = self.workload.observed
+        if rebuild_due(seen, self._built_at, self.growth):
+            self._model = self._build(self.workload.shape_counts())
+            self._built_at = seen
+        return self._model
 
 
 class WorkloadProvider(Protocol):

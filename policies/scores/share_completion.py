@@ -57,9 +57,9 @@ from policies.interface import CandidateOrder, GangContext
 from policies.scores.fragmentation import (
     REBUILD_GROWTH,
     OnlineWorkload,
+    Relearnt,
     WorkloadProvider,
     WorkloadShape,
-    rebuild_due,
     state_change,
     waste_change_score,
 )
@@ -249,39 +249,34 @@ class LearnedShareCompletion:
     ) -> None:
         if not competition > 0.0:
             raise ValueError(f"competition must be > 0, not {competition}")
-        if not growth >= 0.0:
-            raise ValueError(f"growth must be >= 0, not {growth}")
         self.workload = workload
         self.competition = competition
-        self.growth = growth
+        self._online = (
+            Relearnt(workload, self._built, growth)
+            if isinstance(workload, OnlineWorkload)
+            else None
+        )
         self._learnt = ShareCompletion({}, competition)
         self._built_from: object = None  # the fixed workload it was built from
-        self._built_at = -1  # pods an OnlineWorkload had observed at the last build
 
     @property
     def memoizable(self) -> bool:
         """Only a fixed workload makes the score a function of (pod, node state)."""
-        return not isinstance(self.workload, OnlineWorkload)
+        return self._online is None
 
     @property
     def learnt(self) -> ShareCompletion:
         """The share completion of the requests as they stand now."""
-        workload = self.workload
-        if isinstance(workload, OnlineWorkload):
-            seen = workload.observed
-            if rebuild_due(seen, self._built_at, self.growth):
-                self._build(workload.shape_counts())
-                self._built_at = seen
-        else:
-            current = workload.current()
-            if current is not self._built_from:
-                self._build(current.shares)
-                self._built_from = current
+        if self._online is not None:
+            return self._online.current()
+        current = self.workload.current()
+        if current is not self._built_from:
+            self._learnt = self._built(current.shares)
+            self._built_from = current
         return self._learnt
 
-    def _build(self, shapes: Mapping[WorkloadShape, float]) -> None:
-        requests = coarsened(device_requests_of_shapes(shapes))
-        self._learnt = ShareCompletion(requests, self.competition)
+    def _built(self, shapes: Mapping[WorkloadShape, float]) -> ShareCompletion:
+        return ShareCompletion(coarsened(device_requests_of_shapes(shapes)), self.competition)
 
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
         return self.learnt.score(pod, node, shares, gang)

@@ -15,7 +15,7 @@ from cache.cluster import ClusterCache, EventType
 from cache.pod import PodInfo, pod_from_api
 from cache.snapshot import Snapshot
 from policies.profile import RESERVING_POLICIES, build_profile
-from policies.scores.fragmentation import OnlineWorkload, TargetWorkload, WorkloadShape
+from policies.scores.fragmentation import OnlineWorkload, Relearnt, TargetWorkload, WorkloadShape
 from policies.whole_node_reserve import LearnedWholeNodeReserve, WholeNodeReserve
 from scheduler.core import SchedulingCore
 from scheduler.gang import assemble_gangs
@@ -188,3 +188,14 @@ def test_the_scheduling_core_feeds_the_reserve_the_pods_it_sees() -> None:
     spread = {"least-allocated": 1.0}
     assert _core_placing_a_gpu_pod("fgd-complete", weights=spread).startswith("big")
     assert _core_placing_a_gpu_pod("fgd-complete-reserve", weights=spread) == "small"
+
+
+def test_a_relearnt_model_refuses_a_negative_growth() -> None:
+    with pytest.raises(ValueError, match="growth"):
+        Relearnt(OnlineWorkload(), lambda counts: len(counts), growth=-0.1)
+    # Built once empty, then again on the first pod seen.
+    workload = OnlineWorkload()
+    sizes = Relearnt(workload, lambda counts: sum(counts.values()))
+    assert sizes.current() == 0
+    workload.observe(make_pod("p", gpus=1))
+    assert sizes.current() == 1
