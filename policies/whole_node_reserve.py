@@ -61,8 +61,8 @@ LastResort = Literal["any", "none", "no-stranding"]
 # request could have used: a CPU-only pod always would).
 LAST_RESORTS: tuple[LastResort, ...] = ("any", "none", "no-stranding")
 
-# How many times the whole nodes its largest requests are expected to need a reserve
-# keeps: measured against 0.5, 1, 3 and 4 on the openb traces (docs/benchmarks.md,
+# A reserve keeps this many times the whole nodes its largest requests are expected to
+# need: measured against 0.5, 1, 3 and 4 on the openb traces (docs/benchmarks.md,
 # issue 14, fourth pass: 3 and up keep too many on the multi-GPU traces, where other
 # multi-GPU pods then fail before 100%).
 MEASURED_MARGIN = 2.0
