@@ -66,7 +66,7 @@ from policies.scores.fragmentation import (
     TargetWorkload,
     WorkloadShape,
     node_model,
-    shape_of,
+    shape_counts,
 )
 
 # Measured on the openb gpuspec traces (docs/benchmarks.md, issue 14, fourth pass).
@@ -121,15 +121,6 @@ class PinnedDemand:
             {model: value / total for model, value in gpu.items()},
             {model: value / total for model, value in cpu.items()},
         )
-
-
-def shape_counts(pods: Iterable[PodInfo]) -> dict[WorkloadShape, float]:
-    """Pods counted per workload shape."""
-    counts: dict[WorkloadShape, float] = {}
-    for pod in pods:
-        shape = shape_of(pod)
-        counts[shape] = counts.get(shape, 0.0) + 1.0
-    return counts
 
 
 @dataclass(slots=True)

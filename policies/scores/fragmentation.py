@@ -124,6 +124,11 @@ def most_frequent(
     return kept
 
 
+def shape_counts(pods: Iterable[PodInfo]) -> Counter[WorkloadShape]:
+    """Pods counted per workload shape."""
+    return Counter(shape_of(pod) for pod in pods)
+
+
 class TargetWorkload:
     """Workload shapes with shares summing to 1 (weights given are renormalised).
 
@@ -156,7 +161,7 @@ class TargetWorkload:
     ) -> TargetWorkload:
         """Shapes counted over `pods` (history known up front, as the paper does); the
         most frequent ones covering `coverage` of the pods are kept."""
-        return cls.from_counts(Counter(shape_of(pod) for pod in pods), coverage)
+        return cls.from_counts(shape_counts(pods), coverage)
 
     @property
     def shares(self) -> Mapping[WorkloadShape, float]:

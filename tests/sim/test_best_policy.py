@@ -6,7 +6,8 @@ gpuspec33: tests/sim/test_model_reserve_replay.py."""
 from __future__ import annotations
 
 from cache.pod import pod_from_api
-from policies.model_reserve import ModelReserve, shape_counts
+from policies.model_reserve import ModelReserve
+from policies.scores.fragmentation import shape_counts
 from scheduler.sim.openb import (
     OpenbPod,
     pod_object,

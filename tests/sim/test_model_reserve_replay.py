@@ -8,8 +8,9 @@ import random
 import pytest
 
 from cache.pod import PodInfo, pod_from_api
-from policies.model_reserve import ModelReserve, shape_counts
+from policies.model_reserve import ModelReserve
 from policies.profile import Profile
+from policies.scores.fragmentation import shape_counts
 from scheduler.sim.openb import (
     NODE_FILE,
     TRACES,
