@@ -56,7 +56,13 @@ from policies.pod_constraints import (
 )
 from policies.profile import Profile
 from policies.scores.inter_pod_affinity import normalize as normalize_affinity
-from policies.whole_node_reserve import PlannedNode, ReserveGuard, ReserveLedger
+from policies.whole_node_reserve import (
+    LargestNodes,
+    NodeBuilds,
+    PlannedNode,
+    ReserveGuard,
+    ReserveLedger,
+)
 from scheduler.gang import gate_message
 
 
@@ -322,6 +328,10 @@ class Planner:
         # Profile.whole_node_reserve's cluster summary, caught up with `_reserve_snapshot`.
         self._reserve_ledger: ReserveLedger | None = None
         self._reserve_snapshot: Snapshot | None = None
+        # What the cluster's nodes are built with, for a learnt reserve's classes,
+        # caught up with `_builds_snapshot`.
+        self._node_builds = NodeBuilds()
+        self._builds_snapshot: Snapshot | None = None
 
     def plan(
         self, gang: PlannableGang, snapshot: Snapshot, volumes: GangVolumes | None = None
@@ -384,7 +394,8 @@ class Planner:
         source = self.profile.whole_node_reserve
         if source is None:
             return None
-        reserve = source.current()  # a learnt reserve may have been rebuilt
+        # A learnt reserve may have been rebuilt (more pods seen, other nodes).
+        reserve = source.current(lambda: self._largest_nodes(snapshot))
         ledger = self._reserve_ledger
         if (
             ledger is None
@@ -400,13 +411,26 @@ class Planner:
         ledger.generation = snapshot.generation
         return ledger
 
-    @property
-    def reserving(self) -> bool:
+    def _largest_nodes(self, snapshot: Snapshot) -> LargestNodes:
+        """What the nodes of `snapshot` are built with, caught up from its change log."""
+        builds = self._node_builds
+        if snapshot is not self._builds_snapshot or not snapshot.remembers(builds.generation):
+            builds = self._node_builds = NodeBuilds()
+            self._builds_snapshot = snapshot
+            builds.update(snapshot.nodes, snapshot.nodes.keys())
+        elif builds.generation != snapshot.generation:
+            builds.update(snapshot.nodes, snapshot.changed_since(builds.generation))
+        builds.generation = snapshot.generation
+        return builds.largest
+
+    def reserving(self, snapshot: Snapshot) -> bool:
         """Whether a whole-node reserve has classes to keep (a learnt one has none until
-        a pod asking whole GPUs has been seen): the fast paths that skip it apply
-        otherwise."""
+        a pod asking whole GPUs some node could hold has been seen): the fast paths that
+        skip it apply otherwise."""
         source = self.profile.whole_node_reserve
-        return source is not None and bool(source.current().requests)
+        if source is None:
+            return False
+        return bool(source.current(lambda: self._largest_nodes(snapshot)).requests)
 
     def rank(self, name: str) -> int:
         ranks = self.profile.node_rank
@@ -754,7 +778,7 @@ class _GangPlanning:
             self.refused
             or self.gang.role_needed
             or self.profile.preference is not None
-            or self.planner.reserving
+            or self.planner.reserving(self.snapshot)
         ):
             return None  # the general path says why, or applies the preference or reserve
         shape = next(iter(self.shapes.values()))
@@ -783,7 +807,7 @@ class _GangPlanning:
             return None
         if self.planner.exhaustive or not self.profile.candidate_limit:
             return None
-        if self.profile.preference is not None or self.planner.reserving:
+        if self.profile.preference is not None or self.planner.reserving(self.snapshot):
             return None  # the general path's pick applies them
         shape = next(iter(self.shapes.values()))
         shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)

@@ -311,6 +311,11 @@ class Relearnt(Generic[Model]):
         self._model = build({})
         self._built_at = -1  # pods the workload had observed at the last build
 
+    def invalidate(self) -> None:
+        """What the model is built from besides the counts changed: rebuild it at the
+        next `current`."""
+        self._built_at = -1
+
     def current(self) -> Model:
         seen = self.workload.observed
         if rebuild_due(seen, self._built_at, self.growth):
