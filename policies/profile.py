@@ -86,6 +86,17 @@ class Profile:
         may be kept across planning calls (a random score may not)."""
         return all(getattr(score, "memoizable", True) for score, _ in self.node_scores)
 
+    def learning_step(self) -> tuple[int, ...]:
+        """Where the node scores learnt from the pods seen stand (each rebuilt in steps,
+        policies/scores/fragmentation.py `rebuild_due`): answers a planner keeps are
+        valid while it stays the same. () for scores that learn nothing."""
+        steps = []
+        for score, _ in self.node_scores:
+            step = getattr(score, "learning_step", None)
+            if step is not None:
+                steps.append(int(step()))
+        return tuple(steps)
+
     @property
     def prefers_tight(self) -> bool:
         """Walk the capacity index from the tightest fit unless spreading weighs more."""

@@ -322,6 +322,9 @@ class Planner:
         # them was planned (kube-scheduler 1.35 batches identical pods for this).
         self._kept: OrderedDict[Hashable, dict[str, tuple[int, _Choice]]] = OrderedDict()
         self._kept_snapshot: Snapshot | None = None
+        # Profile.learning_step when the rankings, state choices, kept choices and
+        # windows were kept.
+        self._learning_step: tuple[int, ...] = ()
         # Lone members' windows per shape (_Window), against `_windows_snapshot`.
         self._windows: OrderedDict[Hashable, _Window] = OrderedDict()
         self._windows_snapshot: Snapshot | None = None
@@ -339,7 +342,19 @@ class Planner:
         """`volumes`: the members' unbound claims and attach-limited CSI volumes; each
         attempt then gives the claims PVs or provisioning on the proposed nodes, never
         one PV to two members, and never attaches more than a node's limit."""
+        self._follow_learning()
         return _GangPlanning(self, gang, snapshot, volumes or GangVolumes()).run()
+
+    def _follow_learning(self) -> None:
+        """Drop the kept answers of scores whose learnt workload has moved a step since
+        they were kept (Profile.learning_step): between steps they stay valid."""
+        step = self.profile.learning_step()
+        if step != self._learning_step:
+            self._learning_step = step
+            self._rankings.clear()
+            self._state_choices.clear()
+            self._kept.clear()
+            self._windows.clear()
 
     @property
     def exhaustive(self) -> bool:

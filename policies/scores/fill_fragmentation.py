@@ -114,10 +114,11 @@ class FillFragmentation:
         self._copies: dict[tuple[tuple[int, ...], str], list[int]] = {}
         self._memo_of: TargetWorkload | None = None
 
-    @property
-    def memoizable(self) -> bool:
-        """As FGD's: a fixed workload makes the score a function of (pod, node state)."""
-        return isinstance(self.workload, TargetWorkload)
+    # As FGD's: within a learning step of its workload, a function of (pod, node state).
+    memoizable = True
+
+    def learning_step(self) -> int:
+        return self.workload.learning_step()
 
     def _value(self, free: tuple[int, ...], cpu: int, model: str) -> float:
         key = (free, cpu, model)

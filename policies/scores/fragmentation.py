@@ -171,6 +171,10 @@ class TargetWorkload:
         """A fixed workload is its own provider."""
         return self
 
+    def learning_step(self) -> int:
+        """A fixed workload never moves: one step."""
+        return 0
+
     def __len__(self) -> int:
         return len(self._shares)
 
@@ -199,13 +203,29 @@ class TargetWorkload:
         return _ModelPlan(sum(self._shares.values()), groups)
 
 
+# A model learnt from an OnlineWorkload is rebuilt when the pods observed since its last
+# build reach this fraction of those it was built from (and after each of the first
+# pods): about 100 builds over the first 10^4 pods.
+REBUILD_GROWTH = 0.1
+
+
+def rebuild_due(observed: int, built_at: int, growth: float = REBUILD_GROWTH) -> bool:
+    """Whether a model built when `built_at` pods had been observed (-1: never built)
+    is due a rebuild now that `observed` have been."""
+    return observed > built_at and (built_at < 0 or observed - built_at >= growth * built_at)
+
+
 class OnlineWorkload:
     """A target workload learned from the pods seen so far, as a live cluster must.
 
     Call `observe(pod)` when a pod arrives (each pod counts once, by uid, however often
     it is retried) and `forget(uid)` when it is deleted; `current()` recomputes the
-    shares (same coverage rule as `TargetWorkload.from_pods`) only when something new
-    was observed since last time. Counts do not decay when pods go: the shares describe
+    shares (same coverage rule as `TargetWorkload.from_pods`) when `rebuild_due` says
+    so: after each of the first pods, then each time the pods seen grow by `growth`.
+    Moving in steps, as every model learnt from it does (Relearnt), makes the scores
+    judged against it a function of pod shape and node state between two steps, which
+    a planner may keep (`learning_step`); per pod, the shares of a trace barely move
+    past its first thousand pods. Counts do not decay when pods go: the shares describe
     every pod seen since the start. Memory is bounded: per pod, only the uids of pods
     that still exist are kept; per shape, at most `max_shapes` shapes are counted (a
     tenant creating pods of ever new CPU sizes would otherwise grow the counts without
@@ -214,18 +234,24 @@ class OnlineWorkload:
     """
 
     def __init__(
-        self, coverage: float = DEFAULT_COVERAGE, max_shapes: int = DEFAULT_MAX_SHAPES
+        self,
+        coverage: float = DEFAULT_COVERAGE,
+        max_shapes: int = DEFAULT_MAX_SHAPES,
+        growth: float = REBUILD_GROWTH,
     ) -> None:
         _check_coverage(coverage)
         if max_shapes < 2:
             raise ValueError(f"max_shapes must be at least 2, not {max_shapes}")
+        if not growth >= 0.0:
+            raise ValueError(f"growth must be >= 0, not {growth}")
         self.coverage = coverage
         self.max_shapes = max_shapes
+        self.growth = growth
         self._counts: Counter[WorkloadShape] = Counter()
         self._seen: set[str] = set()
         self._observed = 0
         self._current = TargetWorkload({})
-        self._stale = False
+        self._built_at = 0  # pods observed when `_current` was built
 
     def observe(self, pod: PodInfo) -> bool:
         """Count the pod's shape; False when this pod was already counted, or when its
@@ -241,7 +267,6 @@ class OnlineWorkload:
         if shape not in self._counts and len(self._counts) >= self.max_shapes:
             self._drop_rare_shapes()
         self._counts[shape] += 1
-        self._stale = True
         return True
 
     def forget(self, uid: str) -> None:
@@ -273,24 +298,18 @@ class OnlineWorkload:
         return MappingProxyType(self._counts)
 
     def current(self) -> TargetWorkload:
-        if self._stale:
+        if rebuild_due(self._observed, self._built_at, self.growth):
             self._current = TargetWorkload.from_counts(self._counts, self.coverage)
-            self._stale = False
+            self._built_at = self._observed
         return self._current
+
+    def learning_step(self) -> int:
+        """Which of its steps `current()` is at: the pods observed when it was built."""
+        self.current()
+        return self._built_at
 
 
 Model = TypeVar("Model")
-
-# A model learnt from an OnlineWorkload is rebuilt when the pods observed since its last
-# build reach this fraction of those it was built from (and after each of the first
-# pods): about 100 builds over the first 10^4 pods.
-REBUILD_GROWTH = 0.1
-
-
-def rebuild_due(observed: int, built_at: int, growth: float = REBUILD_GROWTH) -> bool:
-    """Whether a model built when `built_at` pods had been observed (-1: never built)
-    is due a rebuild now that `observed` have been."""
-    return observed > built_at and (built_at < 0 or observed - built_at >= growth * built_at)
 
 
 class Relearnt(Generic[Model]):
@@ -310,23 +329,35 @@ class Relearnt(Generic[Model]):
         self._build = build
         self._model = build({})
         self._built_at = -1  # pods the workload had observed at the last build
+        self._builds = 0
 
     def invalidate(self) -> None:
         """What the model is built from besides the counts changed: rebuild it at the
         next `current`."""
         self._built_at = -1
 
+    def learning_step(self) -> int:
+        """Which build `current()` answers (they are numbered)."""
+        self.current()
+        return self._builds
+
     def current(self) -> Model:
         seen = self.workload.observed
         if rebuild_due(seen, self._built_at, self.growth):
             self._model = self._build(self.workload.shape_counts())
             self._built_at = seen
+            self._builds += 1
         return self._model
 
 
 class WorkloadProvider(Protocol):
     def current(self) -> TargetWorkload:
         """The target workload to judge fragmentation against now."""
+        ...
+
+    def learning_step(self) -> int:
+        """A number that changes whenever `current()` may answer another workload:
+        answers judged against it may be kept while it stays."""
         ...
 
 
@@ -422,7 +453,7 @@ class Fragmentation:
 
     `after` applies the pod's CPU and `shares` to a copy of the node's free milli; the
     node itself is never touched. Memoised per workload: a new workload from the
-    provider (an OnlineWorkload after new observations) clears the memo.
+    provider (an OnlineWorkload at its next learning step) clears the memo.
     """
 
     name: str = "fragmentation"
@@ -436,11 +467,13 @@ class Fragmentation:
         self._memo: dict[_MemoKey, float] = {}
         self._memo_of: TargetWorkload | None = None
 
-    @property
-    def memoizable(self) -> bool:
-        """A fixed target workload makes the score a function of (pod, node state) that
-        a planner may keep; one learnt online moves as pods are observed."""
-        return isinstance(self.workload, TargetWorkload)
+    # Within a learning step of its workload (a fixed one has one step; one learnt
+    # online moves in steps) the score is a function of (pod, node state) that a
+    # planner may keep.
+    memoizable = True
+
+    def learning_step(self) -> int:
+        return self.workload.learning_step()
 
     def _fragmentation(
         self, free: tuple[int, ...], free_cpu: int, model: str, workload: TargetWorkload

@@ -259,10 +259,14 @@ class LearnedShareCompletion:
         self._learnt = ShareCompletion({}, competition)
         self._built_from: object = None  # the fixed workload it was built from
 
-    @property
-    def memoizable(self) -> bool:
-        """Only a fixed workload makes the score a function of (pod, node state)."""
-        return self._online is None
+    # Within a learning step (a fixed workload has one; a learnt one is rebuilt in
+    # steps), a function of (pod, node state).
+    memoizable = True
+
+    def learning_step(self) -> int:
+        if self._online is not None:
+            return self._online.learning_step()
+        return self.workload.learning_step()
 
     @property
     def learnt(self) -> ShareCompletion:

@@ -23,5 +23,10 @@ class Truncated:
         # A score that must not be cached stays uncached when truncated.
         self.memoizable: bool = bool(getattr(inner, "memoizable", True))
 
+    def learning_step(self) -> int:
+        """The inner score's (Profile.learning_step)."""
+        step = getattr(self.inner, "learning_step", None)
+        return int(step()) if step is not None else 0
+
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
         return float(int(self.inner.score(pod, node, shares, gang)))

@@ -255,6 +255,30 @@ def test_online_workload_learns_lazily_and_counts_each_pod_once() -> None:
     assert online.observed == 2
 
 
+def test_online_workload_moves_in_steps_past_its_first_pods() -> None:
+    """After each of the first pods, then each time the pods seen grow by a tenth
+    (rebuild_due): between two steps `current()` and `learning_step()` stay put."""
+    online = OnlineWorkload()
+    steps = []
+    held = online.current()
+    for i in range(41):
+        online.observe(make_pod(f"p{i}", cpu="1", gpus=1 + i % 2))
+        step = online.learning_step()
+        if not steps or step != steps[-1]:
+            steps.append(step)
+            assert online.current() is not held
+            held = online.current()
+        assert online.current() is held
+    assert steps == [*range(1, 11), 11, 13, 15, 17, 19, 21, 24, 27, 30, 33, 37, 41]
+    every = OnlineWorkload(growth=0.0)
+    every.observe(make_pod("a", cpu="1", gpus=1))
+    first = every.current()
+    every.observe(make_pod("b", cpu="1", gpus=2))
+    assert every.current() is not first  # growth 0: each new pod
+    with pytest.raises(ValueError, match="growth"):
+        OnlineWorkload(growth=-1.0)
+
+
 # --- the score ---------------------------------------------------------------------------
 
 

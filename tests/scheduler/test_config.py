@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION
+from policies.scores.fragmentation import OnlineWorkload
 from policies.scores.gpu_topology import GpuTopology
 from policies.scores.least_allocated import LeastAllocated
 from policies.scores.most_allocated import MostAllocated
@@ -24,6 +25,7 @@ from scheduler.config import (
     option_paths,
     parse_config,
 )
+from tests.factories import make_pod
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -195,8 +197,13 @@ def test_fgd_complete_by_name_and_share_completion_by_weight() -> None:
         parse_config("policy: {name: binpack, weights: {share-completion: 0.5}}")
     )
     assert ("share-completion", 0.5) in [(s.name, w) for s, w in weighted.node_scores]
-    # Learnt online: the score moves as the core observes pods, so it is never kept.
-    assert not named.memoizable and not weighted.memoizable
+    # Learnt online: the scores move in steps as the core observes pods, and a planner
+    # keeps their answers within a step.
+    assert named.memoizable and weighted.memoizable
+    before = named.learning_step()
+    assert named.workload is not None and isinstance(named.workload, OnlineWorkload)
+    named.workload.observe(make_pod("seen", gpus=1))
+    assert named.learning_step() != before
 
 
 def test_core_takes_name_and_backoffs() -> None:
