@@ -815,15 +815,19 @@ class _GangPlanning:
         """The shape of a gang with one plain member to place (a one-pod gang, or the
         last member of a partly bound one), when `_plan_lone_member` applies: bounded
         mode with kept choices, no inter-pod constraint or score, no volumes, no role
-        minimum and no refused member (whose reason the general path words)."""
+        minimum and no refused member (whose reason the general path words); with a
+        node preference or whole-node reserve, only from the window, whose pick applies
+        them."""
         if len(self.members) != 1 or self.refused or self.volumes:
             return None
         if self.constrained or self.scored or self.gang.role_needed:
             return None
         if self.planner.exhaustive or not self.profile.candidate_limit:
             return None
-        if self.profile.preference is not None or self.planner.reserving(self.snapshot):
-            return None  # the general path's pick applies them
+        if not self._lone_window_applies() and (
+            self.profile.preference is not None or self.planner.reserving(self.snapshot)
+        ):
+            return None  # the general path's pick applies them; the window's does too
         shape = next(iter(self.shapes.values()))
         shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
         return shape if shape.kept is not None else None
@@ -837,7 +841,7 @@ class _GangPlanning:
         general path stays the reference (tests/scheduler/test_planner_lone_member.py
         compares them). None when no candidate fits: the general path then explains
         why, with the candidates collected here."""
-        if self.profile.prefers_tight and self.snapshot.generation > 0:
+        if self._lone_window_applies():
             found = self._lone_from_window(shape)
         else:
             found = self._lone_by_walk(shape)
@@ -850,6 +854,11 @@ class _GangPlanning:
             score=0.0 + choice.score,
             attempt="best-score",
         )
+
+    def _lone_window_applies(self) -> bool:
+        """Whether a lone member is planned from its shape's window (_Window): a tight
+        walk, and a snapshot kept by a cache (whose change log catches the window up)."""
+        return self.profile.prefers_tight and self.snapshot.generation > 0
 
     def _lone_by_walk(self, shape: _Shape) -> tuple[str, _Choice] | None:
         """The lone member's candidates and best choice from a walk of the index."""
@@ -954,11 +963,43 @@ class _GangPlanning:
                     window.complete = False
                     break
         window.generation = snapshot.generation if trusted else -1
-        if not window.best:
+        found = self._pick_from_window(pod, window)
+        if found is None:
             shape.candidates = [name for _, name in window.keys]
-            return None
-        _, _, (_, name) = window.best[0]
-        return name, window.entries[name][1]
+        return found
+
+    def _pick_from_window(self, pod: PodInfo, window: _Window) -> tuple[str, _Choice] | None:
+        """What the "best-score" attempt's pick decides among the window's nodes: the
+        best (score, then rank, then walk order) of the nodes Profile.preference admits,
+        else of all, first among those that keep the whole-node reserve, then among
+        those its last resort allows (`_pick_within_reserve`)."""
+        best = window.best
+        prefer = self._preference(pod)
+        view = PlanningView(self.snapshot, self.versions)
+        guard = self._reserve_guard(pod, view)
+        if guard is None and prefer is None:
+            if not best:
+                return None
+            _, _, (_, name) = best[0]
+            return name, window.entries[name][1]
+        tests: list[Callable[[str, _Choice], bool] | None] = [None]
+        if guard is not None:
+            tests = [_keeping(guard, view)]
+            if guard.reserve.last_resort != "none":
+                tests.append(_last_resort(guard, view))
+        for test in tests:
+            fallback: tuple[str, _Choice] | None = None
+            for _, _, (_, name) in best:
+                choice = window.entries[name][1]
+                if test is not None and not test(name, choice):
+                    continue
+                if prefer is None or prefer(name):
+                    return name, choice
+                if fallback is None:  # the best node, kept in case none is preferred
+                    fallback = (name, choice)
+            if fallback is not None:
+                return fallback
+        return None
 
     # --- candidates -------------------------------------------------------------------
     def _collect_candidates(self, shape: _Shape) -> None:

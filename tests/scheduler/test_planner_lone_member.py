@@ -15,13 +15,17 @@ from hypothesis import strategies as st
 
 import scheduler.planner as planner_module
 from cache.cluster import ClusterCache, EventType
+from cache.pod import pod_from_api
 from cache.snapshot import Snapshot
 from policies.profile import Profile, build_profile
+from policies.scores.fragmentation import OnlineWorkload
+from policies.whole_node_reserve import LearnedWholeNodeReserve
 from scheduler.gang import Gang, assemble_gangs
 from scheduler.planner import Plan, Planner, PlanResult
 from tests.factories import dgx_links, make_node, node_obj, pod_obj
 
 SCHED = "gang-scheduler"
+PRODUCT = "nvidia.com/gpu.product"
 TAINT = {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}
 EVEN = {"most-allocated": 1.0, "least-allocated": 1.0}
 
@@ -77,6 +81,50 @@ def test_lone_member_path_decides_as_the_general_path(data: st.DataObject) -> No
         # Tie-breaks by rank, as the simulator's profiles have them.
         ranks = {name: data.draw(st.integers(0, 3)) for name in names}
         profile = dataclasses.replace(profile, node_rank=ranks)
+    _stream_decides_alike(data, profile, cache, names)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_lone_member_path_applies_the_reserves_as_the_general_path(
+    data: st.DataObject,
+) -> None:
+    """With a whole-node reserve (each last resort) and the model reserve's preference,
+    both learnt from the pods the stream brings, and a margin that makes the reserve
+    short often: the window's pick decides what the general path's pick decides."""
+    limit = data.draw(st.integers(1, 5))
+    profile = build_profile("fgd-complete-reserve", topology_keys=(), candidate_limit=limit)
+    workload = profile.workload
+    assert isinstance(workload, OnlineWorkload)
+    resort = data.draw(st.sampled_from([None, "none", "no-stranding"]))
+    if resort is not None:
+        margin = data.draw(st.sampled_from([1.0, 4.0, 20.0]))
+        reserve = LearnedWholeNodeReserve(workload, resort, margin)
+        profile = dataclasses.replace(profile, whole_node_reserve=reserve)
+    for i in range(data.draw(st.integers(0, 4))):  # whole-node workers seen before
+        workload.observe(pod_from_api(pod_obj(f"worker-{i}", gpus=8, cpu="4")))
+    # Pods pinned to A100 seen before: unpinned pods are steered off A100 nodes.
+    pinned = {"nvidia.com/gpu.product": "A100"}
+    for i in range(data.draw(st.sampled_from([0, 20]))):
+        obj = pod_obj(f"pinned-{i}", gpus=1 + i % 2, cpu="2", node_selector=pinned)
+        workload.observe(pod_from_api(obj))
+    cache = ClusterCache()
+    names = [f"n{i}" for i in range(data.draw(st.integers(1, 8)))]
+    for name in names:
+        cache.apply_node(EventType.ADDED, _node(data.draw, name))
+    _stream_decides_alike(data, profile, cache, names, workload)
+
+
+def _stream_decides_alike(
+    data: st.DataObject,
+    profile: Profile,
+    cache: ClusterCache,
+    names: list[str],
+    workload: OnlineWorkload | None = None,
+) -> None:
+    """A stream of one-pod gangs, nodes changing between plans: the one-pass path of a
+    long-lived planner decides as the general path of another, and of a fresh one
+    (`workload`: fed each pod the stream brings, as the scheduling core feeds it)."""
     # Each planner keeps choices across calls against its own snapshot.
     fast_planner, fast_snapshot = Planner(profile), Snapshot()
     slow_planner, slow_snapshot = Planner(profile), Snapshot()
@@ -109,7 +157,10 @@ def test_lone_member_path_decides_as_the_general_path(data: st.DataObject) -> No
             continue
         name = f"p{planned}"
         planned += 1
-        cache.apply_pod(EventType.ADDED, _pod(data.draw, name))
+        obj = _pod(data.draw, name)
+        cache.apply_pod(EventType.ADDED, obj)
+        if workload is not None:
+            workload.observe(pod_from_api(obj))
         gangs = assemble_gangs(
             [p for p in cache.pods() if not p.node_name and not cache.is_assumed(p.uid)],
             {},
@@ -217,3 +268,64 @@ def test_a_node_never_through_a_cache_is_read_afresh() -> None:
     gangs = assemble_gangs(cache.pods(), {}, SCHED).gangs
     second = planner.plan(gangs["default/pod:p1"], snapshot)
     assert isinstance(second, Plan) and second.placements[0].node == "n0"
+
+
+def _window_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_attempts(self: object) -> Any:
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(planner_module._GangPlanning, "_attempts", no_attempts)
+
+
+PINNED_A100 = [
+    pod_obj(f"pinned-{i}", gpus=1, cpu="2", node_selector={PRODUCT: "A100"}) for i in range(20)
+]
+WORKERS = [pod_obj(f"worker-{i}", gpus=8, cpu="4") for i in range(20)]
+
+
+@pytest.mark.parametrize(
+    ("seen", "packed", "spare"),
+    [
+        # The model reserve: pinned pods need the A100 node's GPUs.
+        (PINNED_A100, node_obj("a100", gpus=2, model="A100"), node_obj("t4", gpus=4, model="T4")),
+        # The whole-node reserve: 8-GPU workers need the only 8-GPU node.
+        (WORKERS, node_obj("big", gpus=8, model="T4"), node_obj("t4", gpus=4, model="T4")),
+    ],
+)
+def test_the_window_applies_the_reserves(
+    monkeypatch: pytest.MonkeyPatch,
+    seen: list[dict[str, Any]],
+    packed: dict[str, Any],
+    spare: dict[str, Any],
+) -> None:
+    """A one-pod gang under `fgd-complete-reserve`'s reserves takes the window path,
+    and its pick keeps them: packing (weights most-allocated, a tight walk) would put
+    the 1-GPU pod on the node another pod already uses, which the reserve keeps."""
+    packing = {"most-allocated": 1.0}
+    profile = build_profile(
+        "fgd-complete-reserve", weights=packing, topology_keys=(), candidate_limit=4
+    )
+    workload = profile.workload
+    assert isinstance(workload, OnlineWorkload)
+    for obj in seen:
+        workload.observe(pod_from_api(obj))
+    cache = ClusterCache()
+    for node in (packed, spare):
+        cache.apply_node(EventType.ADDED, node)
+    name = packed["metadata"]["name"]
+    cache.apply_pod(
+        EventType.ADDED,
+        pod_obj("busy", cpu="48", node_name=name, phase="Running", scheduler="other"),
+    )
+    cache.apply_pod(EventType.ADDED, pod_obj("solo", gpus=1))
+    gang = assemble_gangs(cache.pods(), {}, SCHED).gangs["default/pod:solo"]
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    plain = build_profile("binpack", weights=packing, topology_keys=(), candidate_limit=4)
+    unreserved = Planner(plain).plan(gang, snapshot)
+    assert isinstance(unreserved, Plan) and unreserved.placements[0].node == name
+    general = _reference(Planner(profile), gang, snapshot)
+    _window_only(monkeypatch)
+    plan = Planner(profile).plan(gang, snapshot)
+    assert plan == general
+    assert isinstance(plan, Plan) and plan.placements[0].node == "t4"
