@@ -58,6 +58,7 @@ from cache.pod import PodInfo
 from cache.resources import CPU, MILLI_PER_GPU
 from cache.snapshot import Snapshot
 from policies.gpu_models import allowed_models
+from policies.node_builds import LargestNodes, build_of
 from policies.scores.fill_fragmentation import ShapeGroup, fill_fragmentation, shape_groups
 from policies.scores.fragmentation import (
     REBUILD_GROWTH,
@@ -265,7 +266,13 @@ class ModelReserve:
             if node.devices:
                 model = node_model(node)
                 model_gpus[model] = model_gpus.get(model, 0) + len(node.devices)
-        demand = PinnedDemand.from_shape_counts(self.workload, model_gpus)
+        # Pods no node could run are no demand (policies/node_builds.py): a tenant's
+        # pod pinned to a model and asking 200 GPUs would weigh as 200 one-GPU pods.
+        largest = LargestNodes.of(build_of(node) for node in snapshot.nodes.values())
+        runnable = {
+            shape: count for shape, count in self.workload.items() if largest.could_run(shape)
+        }
+        demand = PinnedDemand.from_shape_counts(runnable, model_gpus)
         expected_milli = MILLI_PER_GPU * sum(model_gpus.values()) * self.horizon
         self._reserve = {
             model: (fraction * expected_milli, demand.cpu_fraction[model] * expected_milli)

@@ -9,7 +9,7 @@ none). The reserve counts instead:
 - the *whole-node requests* are the history's pods asking the most whole GPUs (8 on the
   openb traces), one class per distinct (GPUs, CPU, memory, GPU models) request;
 - a node *holds* a class when it could take such a pod now: enough fully free healthy
-  devices of an allowed model, and the CPU and memory free;
+  devices on a node of an allowed model, and the CPU and memory free;
 - the *reserve* of a class is the number of pods of that class, or of any class that
   needs at least as much (whose nodes are among its nodes), the history's shape
   distribution says will still arrive while the free GPU capacity lasts: the free GPU
@@ -34,7 +34,6 @@ caller and keeps only per-node figures.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -44,11 +43,13 @@ from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from policies.gpu_models import allowed_models
+from policies.node_builds import LargestNodes
 from policies.scores.fragmentation import (
     REBUILD_GROWTH,
     OnlineWorkload,
     Relearnt,
     WorkloadShape,
+    node_model,
 )
 
 # Classes past this many are merged away (the least frequent dropped): a bitmask per
@@ -74,84 +75,6 @@ PlannedNode = tuple[str, int, int]
 # A pod's request as the reserve counts it: (whole GPUs, 0 unless it asks whole ones;
 # CPU milli; memory; the GPU models it allows, None: any).
 _RequestKey = tuple[int, int, int, frozenset[str] | None]
-
-
-# What one node is built with, as a class asks it: allocatable CPU milli and memory,
-# and its GPU devices counted per model (sorted).
-_NodeBuild = tuple[int, int, tuple[tuple[str, int], ...]]
-
-
-def _build_of(node: NodeInfo) -> _NodeBuild:
-    models = Counter(device.model for device in node.devices)
-    allocatable = node.allocatable
-    return allocatable.get(CPU, 0), allocatable.get(MEMORY, 0), tuple(sorted(models.items()))
-
-
-@dataclass(frozen=True, slots=True)
-class LargestNodes:
-    """The most any one node of the cluster is built with of what a whole-node class
-    asks: CPU, memory, GPU devices in all and of each model. A class asking more of
-    any of them is held by no node, now or later, so it is no class to reserve for: a
-    tenant's pod asking 200 GPUs would otherwise be the "largest request" and take the
-    place of the real largest ones (docs/security.md). Each figure is a maximum on its
-    own (the node with the most CPU need not be the one with the most GPUs): a class is
-    kept unless it surely cannot be held, and a node with devices of several models
-    counts only those of one model toward a class that allows several (such nodes are
-    rare, and the class is then not reserved for)."""
-
-    cpu_milli: int = 0
-    memory: int = 0
-    gpus: int = 0
-    gpus_by_model: tuple[tuple[str, int], ...] = ()
-
-    @classmethod
-    def of(cls, builds: Iterable[_NodeBuild]) -> LargestNodes:
-        cpu = memory = gpus = 0
-        by_model: dict[str, int] = {}
-        for node_cpu, node_memory, models in builds:
-            cpu, memory = max(cpu, node_cpu), max(memory, node_memory)
-            gpus = max(gpus, sum(count for _, count in models))
-            for model, count in models:
-                by_model[model] = max(by_model.get(model, 0), count)
-        return cls(cpu, memory, gpus, tuple(sorted(by_model.items())))
-
-    def could_hold(self, key: _RequestKey) -> bool:
-        """Whether some node is built to take a pod of this request."""
-        gpus, cpu, memory, models = key
-        if gpus > self.gpus or cpu > self.cpu_milli or memory > self.memory:
-            return False
-        if models is None:
-            return True
-        return any(count >= gpus for model, count in self.gpus_by_model if model in models)
-
-
-class NodeBuilds:
-    """The cluster's LargestNodes, caught up from the snapshot's change log by its caller
-    like the ledger: per node only what it is built with, so that the figures are
-    recomputed only when a node comes, goes, or changes its build (rare), not when pods
-    bind."""
-
-    def __init__(self) -> None:
-        self.generation = -1
-        self._builds: dict[str, _NodeBuild] = {}
-        self.largest = LargestNodes()
-
-    def update(self, nodes: Mapping[str, NodeInfo], names: Iterable[str]) -> None:
-        """Re-read the named nodes (absent from `nodes`: gone)."""
-        builds = self._builds
-        changed = False
-        for name in names:
-            node = nodes.get(name)
-            build = _build_of(node) if node is not None else None
-            if builds.get(name) == build:
-                continue
-            changed = True
-            if build is None:
-                del builds[name]
-            else:
-                builds[name] = build
-        if changed:
-            self.largest = LargestNodes.of(builds.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,15 +103,13 @@ class WholeNodeRequest:
         longer whole, could take a pod of this class."""
         if cpu_free < self.cpu_milli or memory_free < self.memory:
             return False
+        # The model as pods constrain it (the product label their node affinity
+        # matches), not the name the node agent reads from the driver, which differs.
+        if self.models is not None and node_model(node) not in self.models:
+            return False
         whole = 0
-        models = self.models
         for device, free in zip(node.devices, node.gpu_free, strict=True):
-            if (
-                device.healthy
-                and free >= MILLI_PER_GPU
-                and device.index not in taken
-                and (models is None or device.model in models)
-            ):
+            if device.healthy and free >= MILLI_PER_GPU and device.index not in taken:
                 whole += 1
                 if whole >= self.gpus:
                     return True
@@ -255,16 +176,18 @@ class WholeNodeReserve:
         """Classes from pods counted per workload shape (an OnlineWorkload's counts, or
         a TargetWorkload's shares: only proportions matter), as `from_pods` makes them
         but without memory: a workload shape does not record it, so a class asks no
-        memory of the nodes that hold it. With `cluster`, the classes are those of the
-        most whole GPUs among the requests some node could hold."""
+        memory of the nodes that hold it. With `cluster`, the shapes no node could run
+        are left out (policies/node_builds.py): neither a class nor expected demand."""
         keyed: dict[_RequestKey, float] = {}
         total_milli = 0.0
         for shape, count in counts.items():
+            if cluster is not None and not cluster.could_run(shape):
+                continue
             whole = shape.gpu_count if shape.gpu_milli >= MILLI_PER_GPU else 0
             key = (whole, shape.cpu_milli, 0, shape.models)
             keyed[key] = keyed.get(key, 0) + count
             total_milli += count * shape.gpu_count * shape.gpu_milli
-        return cls._from_counts(keyed, total_milli, last_resort, margin, cluster)
+        return cls._from_counts(keyed, total_milli, last_resort, margin)
 
     @classmethod
     def _from_counts(
@@ -273,20 +196,16 @@ class WholeNodeReserve:
         total_milli: float,
         last_resort: LastResort,
         margin: float,
-        cluster: LargestNodes | None = None,
     ) -> WholeNodeReserve:
         """Classes from pods counted per (whole GPUs, CPU, memory, models) request
         (whole GPUs 0 for a fractional or CPU-only pod), and the GPU milli they ask in
-        all; only requests `cluster` could hold are candidates (None: all)."""
-        candidates = [
-            key for key in counts if key[0] >= 1 and (cluster is None or cluster.could_hold(key))
-        ]
-        largest = max((key[0] for key in candidates), default=0)
+        all."""
+        largest = max((key[0] for key in counts), default=0)
         total = sum(counts.values())
         if not total or largest < 1:
             return cls((), 0.0, last_resort, margin)
         kept = sorted(
-            ((key, counts[key]) for key in candidates if key[0] == largest),
+            ((key, count) for key, count in counts.items() if key[0] == largest),
             key=lambda item: (-item[1], item[0][1], item[0][2]),
         )
         requests = [
@@ -360,7 +279,7 @@ class WholeNodeReserve:
 class ReserveSource(Protocol):
     def current(self, cluster: Callable[[], LargestNodes] | None = None) -> WholeNodeReserve:
         """The reserve to apply now; `cluster` gives the cluster's LargestNodes, for a
-        source that chooses its classes among requests some node could hold."""
+        source that leaves out the requests no node could run."""
         ...
 
 
@@ -371,9 +290,9 @@ class LearnedWholeNodeReserve:
     learnt (WholeNodeReserve.from_shape_counts). Until a pod asking whole GPUs has
     been seen there is no class, and nothing is reserved.
 
-    What is learnt is what tenants ask, so its classes are chosen among the requests
-    some node of the cluster could hold (LargestNodes, when the caller gives the
-    cluster): rebuilt too when those figures change."""
+    What is learnt is what tenants ask, so the pods no node of the cluster could run
+    are left out (policies/node_builds.py, when the caller gives the cluster's
+    LargestNodes): rebuilt too when those figures change."""
 
     def __init__(
         self,

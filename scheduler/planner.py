@@ -48,6 +48,7 @@ from policies.filters.volume_binding import (
 )
 from policies.gpu_models import allowed_models
 from policies.interface import GangContext
+from policies.node_builds import LargestNodes, NodeBuilds
 from policies.pod_constraints import (
     ConstraintAttempt,
     DomainCache,
@@ -56,13 +57,7 @@ from policies.pod_constraints import (
 )
 from policies.profile import Profile
 from policies.scores.inter_pod_affinity import normalize as normalize_affinity
-from policies.whole_node_reserve import (
-    LargestNodes,
-    NodeBuilds,
-    PlannedNode,
-    ReserveGuard,
-    ReserveLedger,
-)
+from policies.whole_node_reserve import PlannedNode, ReserveGuard, ReserveLedger
 from scheduler.gang import gate_message
 
 
@@ -206,6 +201,13 @@ class _Ranking:
                 return key
             heapq.heappop(order)
         return None
+
+    def candidates(self) -> list[str]:
+        """Every feasible node, best first: the candidate order of the later attempts
+        (first-fit decreasing keeps the first of equally tight nodes). In the order of
+        `keys` instead, which is the order nodes entered the ranking, a kept ranking
+        and a fresh one would break those ties differently."""
+        return [name for _, _, name in sorted(self.keys.values())]
 
     def best_first(self) -> Iterator[tuple[float, int, str]]:
         """Every valid key, best first, without disturbing the heap: a walk of the
@@ -690,7 +692,7 @@ class _GangPlanning:
             if self.planner.exhaustive:
                 shape.ranking = self.planner.ranking(shape.pod, self.snapshot)
                 if not self._ranking_alone():
-                    shape.candidates = list(shape.ranking.keys)
+                    shape.candidates = shape.ranking.candidates()
             else:
                 shape.kept = self.planner.kept_choices(shape.pod, self.snapshot)
                 self._collect_candidates(shape)
@@ -742,7 +744,7 @@ class _GangPlanning:
         if self.planner.exhaustive and self._ranking_alone():
             for shape in self.shapes.values():  # the later attempts walk the candidates
                 assert shape.ranking is not None
-                shape.candidates = list(shape.ranking.keys)
+                shape.candidates = shape.ranking.candidates()
         if first.refused_by & _SPREAD_REASONS:
             # Spread first: each member to the least-filled domain of its constraints,
             # so that the gang fills the domains level by level (docs/policies.md).

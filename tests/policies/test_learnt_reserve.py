@@ -17,12 +17,7 @@ from cache.pod import PodInfo, pod_from_api
 from cache.snapshot import Snapshot
 from policies.profile import RESERVING_POLICIES, build_profile
 from policies.scores.fragmentation import OnlineWorkload, Relearnt, TargetWorkload, WorkloadShape
-from policies.whole_node_reserve import (
-    LargestNodes,
-    LearnedWholeNodeReserve,
-    NodeBuilds,
-    WholeNodeReserve,
-)
+from policies.whole_node_reserve import LearnedWholeNodeReserve, WholeNodeReserve
 from scheduler.core import SchedulingCore
 from scheduler.gang import assemble_gangs
 from scheduler.planner import Plan, Planner
@@ -182,6 +177,9 @@ def test_requests_no_node_could_hold_are_no_class_of_the_learnt_reserve() -> Non
     planner, snapshot = Planner(profile), cache.snapshot()
     assert _learnt_classes(planner, snapshot) == [(8, 64_000)]
     assert planner.reserving(snapshot)
+    # Nor are they expected demand: the mean GPU request is the workers' alone.
+    ledger = planner.reserve_ledger(snapshot)
+    assert ledger is not None and ledger.reserve.mean_gpu_milli == pytest.approx(8000)
     # On a cluster of 2-GPU nodes the largest request it could hold is the class.
     small = ClusterCache()
     small.apply_node(ADDED, SMALL)
@@ -204,40 +202,6 @@ def test_the_learnt_classes_follow_the_nodes_the_cluster_is_built_with() -> None
     assert _learnt_classes(planner, cache.snapshot()) == [(8, 64_000)]
     cache.apply_node(DELETED, BIG[0])
     assert _learnt_classes(planner, cache.snapshot()) == [(2, 8000)]
-
-
-def test_largest_nodes_are_the_most_of_each_figure_any_node_is_built_with() -> None:
-    cache = ClusterCache()
-    for node in [
-        node_obj("a", gpus=8, cpu="32", model="A100"),
-        node_obj("b", gpus=2, cpu="96", model="T4"),
-    ]:
-        cache.apply_node(ADDED, node)
-    snapshot = cache.snapshot()
-    builds = NodeBuilds()
-    builds.update(snapshot.nodes, snapshot.nodes.keys())
-    largest = builds.largest
-    assert (largest.cpu_milli, largest.gpus) == (96_000, 8)
-    assert largest.gpus_by_model == (("A100", 8), ("T4", 2))
-    # Each figure on its own: 8 GPUs and 96 cores are not on one node, yet kept.
-    assert largest.could_hold((8, 96_000, 0, None))
-    assert largest.could_hold((8, 1000, 0, frozenset({"A100", "H100"})))
-    assert largest.could_hold((2, 1000, 0, frozenset({"T4"})))
-    assert not largest.could_hold((3, 1000, 0, frozenset({"T4"})))
-    assert not largest.could_hold((9, 1000, 0, None))
-    assert not largest.could_hold((8, 1000, 0, frozenset({"H100"})))
-    assert not largest.could_hold((1, 97_000, 0, None))
-    assert not largest.could_hold((1, 1000, 2**50, None))
-    # Pods binding change no build: the same figures, not recomputed.
-    cache.apply_pod(ADDED, pod_obj("p", gpus=8, node_name="a", phase="Running"))
-    snapshot = cache.snapshot()
-    builds.update(snapshot.nodes, ["a"])
-    assert builds.largest is largest
-    # A node gone: its figures go with it.
-    builds.update({}, ["a"])
-    assert (builds.largest.cpu_milli, builds.largest.gpus) == (96_000, 2)
-    assert builds.largest.gpus_by_model == (("T4", 2),)
-    assert LargestNodes().could_hold((1, 0, 0, None)) is False
 
 
 def test_the_kubernetes_policy_learns_its_reserve_from_its_workload() -> None:
