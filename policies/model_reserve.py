@@ -261,14 +261,14 @@ class ModelReserve:
         self._labels_generation = snapshot.labels_generation
 
     def _set_reserves(self, snapshot: Snapshot) -> None:
+        builds = [build_of(node) for node in snapshot.nodes.values()]
         model_gpus: dict[str, int] = {}
-        for node in snapshot.nodes.values():
-            if node.devices:
-                model = node_model(node)
-                model_gpus[model] = model_gpus.get(model, 0) + len(node.devices)
+        for _, model, devices in builds:
+            if devices:
+                model_gpus[model] = model_gpus.get(model, 0) + devices
         # Pods no node could run are no demand (policies/node_builds.py): a tenant's
         # pod pinned to a model and asking 200 GPUs would weigh as 200 one-GPU pods.
-        largest = LargestNodes.of(build_of(node) for node in snapshot.nodes.values())
+        largest = LargestNodes.of(builds)
         runnable = {
             shape: count for shape, count in self.workload.items() if largest.could_run(shape)
         }

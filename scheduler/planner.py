@@ -414,30 +414,26 @@ class Planner:
         # A learnt reserve may have been rebuilt (more pods seen, other nodes).
         reserve = source.current(lambda: self._largest_nodes(snapshot))
         ledger = self._reserve_ledger
-        if (
+        anew = (
             ledger is None
             or ledger.reserve is not reserve
             or snapshot is not self._reserve_snapshot
             or not snapshot.remembers(ledger.generation)
-        ):
+        )
+        if ledger is None or anew:
             ledger = self._reserve_ledger = ReserveLedger(reserve)
             self._reserve_snapshot = snapshot
-            ledger.update(snapshot.nodes, snapshot.nodes.keys())
-        elif ledger.generation != snapshot.generation:
-            ledger.update(snapshot.nodes, snapshot.changed_since(ledger.generation))
-        ledger.generation = snapshot.generation
+        _catch_up(ledger, snapshot, anew)
         return ledger
 
     def _largest_nodes(self, snapshot: Snapshot) -> LargestNodes:
         """What the nodes of `snapshot` are built with, caught up from its change log."""
         builds = self._node_builds
-        if snapshot is not self._builds_snapshot or not snapshot.remembers(builds.generation):
+        anew = snapshot is not self._builds_snapshot or not snapshot.remembers(builds.generation)
+        if anew:
             builds = self._node_builds = NodeBuilds()
             self._builds_snapshot = snapshot
-            builds.update(snapshot.nodes, snapshot.nodes.keys())
-        elif builds.generation != snapshot.generation:
-            builds.update(snapshot.nodes, snapshot.changed_since(builds.generation))
-        builds.generation = snapshot.generation
+        _catch_up(builds, snapshot, anew)
         return builds.largest
 
     def reserving(self, snapshot: Snapshot) -> bool:
@@ -586,6 +582,24 @@ def evaluate_choice(profile: Profile, pod: PodInfo, node: NodeInfo, version: int
         if best is None or total > best.score:
             best = _Choice(version, True, total, shares)
     return best or _Choice(version, feasible=False)
+
+
+class _NodeSummary(Protocol):
+    """A summary kept per node and caught up from a snapshot's change log."""
+
+    generation: int
+
+    def update(self, nodes: Mapping[str, NodeInfo], names: Iterable[str]) -> None: ...
+
+
+def _catch_up(summary: _NodeSummary, snapshot: Snapshot, anew: bool) -> None:
+    """Bring `summary` up to `snapshot`: every node when it is new (`anew`), else the
+    nodes changed since its generation."""
+    if anew:
+        summary.update(snapshot.nodes, snapshot.nodes.keys())
+    elif summary.generation != snapshot.generation:
+        summary.update(snapshot.nodes, snapshot.changed_since(summary.generation))
+    summary.generation = snapshot.generation
 
 
 def _keeping(guard: ReserveGuard, view: PlanningView) -> Callable[[str, _Choice], bool]:
@@ -977,8 +991,10 @@ class _GangPlanning:
         those its last resort allows (`_pick_within_reserve`)."""
         best = window.best
         prefer = self._preference(pod)
-        view = PlanningView(self.snapshot, self.versions)
-        guard = self._reserve_guard(pod, view)
+        guard = None
+        if self.profile.whole_node_reserve is not None:
+            view = PlanningView(self.snapshot, self.versions)
+            guard = self._reserve_guard(pod, view)
         if guard is None and prefer is None:
             if not best:
                 return None
