@@ -263,7 +263,7 @@ class ModelReserve:
     def _set_reserves(self, snapshot: Snapshot) -> None:
         builds = [build_of(node) for node in snapshot.nodes.values()]
         model_gpus: dict[str, int] = {}
-        for _, model, devices in builds:
+        for _, _, model, devices in builds:
             if devices:
                 model_gpus[model] = model_gpus.get(model, 0) + devices
         # Pods no node could run are no demand (policies/node_builds.py): a tenant's

@@ -2,7 +2,8 @@
 
 The reserves learnt from the pods seen (policies/whole_node_reserve.py,
 policies/model_reserve.py) count what tenants ask, and a tenant can ask what no node
-could ever run: 200 GPUs, more CPU than any node has, 8 GPUs of a model no node has.
+could ever run: 200 GPUs, more CPU or memory than any node has, 8 GPUs of a model no
+node has.
 Such a pod never runs, so it is no demand to reserve for; counted, a single one would
 be the "largest request" the whole-node reserve keeps nodes for, in place of the real
 8-GPU workers, and would weigh as 200 one-GPU pods in a model's pinned demand. So both
@@ -15,46 +16,49 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cache.node import NodeInfo
-from cache.resources import CPU
+from cache.resources import CPU, MEMORY
 from policies.scores.fragmentation import WorkloadShape, node_model
 
-# What one node is built with, as a workload shape asks it: allocatable CPU milli, its
+# What one node is built with, as a pod asks it: allocatable CPU milli and memory, its
 # GPU model as pods constrain it (the product label, else the model the node agent
-# reported), and its GPU devices. Memory is not there: shapes do not record it.
-NodeBuild = tuple[int, str, int]
+# reported), and its GPU devices.
+NodeBuild = tuple[int, int, str, int]
 
 
 def build_of(node: NodeInfo) -> NodeBuild:
-    return node.allocatable.get(CPU, 0), node_model(node), len(node.devices)
+    allocatable = node.allocatable
+    return allocatable.get(CPU, 0), allocatable.get(MEMORY, 0), node_model(node), len(node.devices)
 
 
 @dataclass(frozen=True, slots=True)
 class LargestNodes:
-    """The most any one node of the cluster is built with: CPU, GPU devices, and GPU
-    devices on a node of each model. A request asking more of any of them runs on no
-    node, now or later. Each figure is a maximum on its own (the node with the most CPU
-    need not be the one with the most GPUs), so a request is left out only when it
+    """The most any one node of the cluster is built with: CPU, memory, GPU devices, and
+    GPU devices on a node of each model. A request asking more of any of them runs on
+    no node, now or later. Each figure is a maximum on its own (the node with the most
+    CPU need not be the one with the most GPUs), so a request is left out only when it
     surely cannot run."""
 
     cpu_milli: int = 0
     gpus: int = 0
     gpus_by_model: tuple[tuple[str, int], ...] = ()
+    memory: int = 0
 
     @classmethod
     def of(cls, builds: Iterable[NodeBuild]) -> LargestNodes:
-        cpu = gpus = 0
+        cpu = memory = gpus = 0
         by_model: dict[str, int] = {}
-        for node_cpu, model, devices in builds:
-            cpu, gpus = max(cpu, node_cpu), max(gpus, devices)
+        for node_cpu, node_memory, model, devices in builds:
+            cpu, memory, gpus = max(cpu, node_cpu), max(memory, node_memory), max(gpus, devices)
             if devices:
                 by_model[model] = max(by_model.get(model, 0), devices)
-        return cls(cpu, gpus, tuple(sorted(by_model.items())))
+        return cls(cpu, gpus, tuple(sorted(by_model.items())), memory)
 
-    def could_run(self, shape: WorkloadShape) -> bool:
-        """Whether some node is built to take a pod of this shape: its devices (whole
-        or a share of one each) of an allowed model, and its CPU."""
+    def could_run(self, shape: WorkloadShape, memory: int = 0) -> bool:
+        """Whether some node is built to take a pod of this shape (asking that much
+        memory): its devices (whole or a share of one each) of an allowed model, its
+        CPU and memory."""
         devices = shape.gpu_count if shape.gpu_milli else 0
-        if devices > self.gpus or shape.cpu_milli > self.cpu_milli:
+        if devices > self.gpus or shape.cpu_milli > self.cpu_milli or memory > self.memory:
             return False
         if shape.models is None or not devices:
             return True

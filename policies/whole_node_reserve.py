@@ -172,21 +172,33 @@ class WholeNodeReserve:
         last_resort: LastResort = "any",
         margin: float = 1.0,
         cluster: LargestNodes | None = None,
+        whole_gpu_requests: Mapping[tuple[WorkloadShape, int], float] | None = None,
     ) -> WholeNodeReserve:
         """Classes from pods counted per workload shape (an OnlineWorkload's counts, or
-        a TargetWorkload's shares: only proportions matter), as `from_pods` makes them
-        but without memory: a workload shape does not record it, so a class asks no
-        memory of the nodes that hold it. With `cluster`, the shapes no node could run
-        are left out (policies/node_builds.py): neither a class nor expected demand."""
+        a TargetWorkload's shares: only proportions matter), as `from_pods` makes them.
+        A shape does not record memory: with `whole_gpu_requests` (an OnlineWorkload's,
+        the pods asking whole GPUs counted per shape and memory request), those pods
+        are counted from there and a class asks the memory its pods ask; without it, a
+        class asks no memory of the nodes that hold it. With `cluster`, the requests no
+        node could run are left out (policies/node_builds.py): neither a class nor
+        expected demand."""
         keyed: dict[_RequestKey, float] = {}
         total_milli = 0.0
-        for shape, count in counts.items():
-            if cluster is not None and not cluster.could_run(shape):
-                continue
+
+        def count_in(shape: WorkloadShape, memory: int, count: float) -> None:
+            nonlocal total_milli
+            if cluster is not None and not cluster.could_run(shape, memory):
+                return
             whole = shape.gpu_count if shape.gpu_milli >= MILLI_PER_GPU else 0
-            key = (whole, shape.cpu_milli, 0, shape.models)
+            key = (whole, shape.cpu_milli, memory, shape.models)
             keyed[key] = keyed.get(key, 0) + count
             total_milli += count * shape.gpu_count * shape.gpu_milli
+
+        for shape, count in counts.items():
+            if whole_gpu_requests is None or shape.gpu_milli < MILLI_PER_GPU:
+                count_in(shape, 0, count)
+        for (shape, memory), count in (whole_gpu_requests or {}).items():
+            count_in(shape, memory, count)
         return cls._from_counts(keyed, total_milli, last_resort, margin)
 
     @classmethod
@@ -286,8 +298,9 @@ class ReserveSource(Protocol):
 class LearnedWholeNodeReserve:
     """A reserve whose classes and shares follow the pods an OnlineWorkload has seen,
     as a live cluster, which has no trace to read, must learn them: rebuilt each time
-    the pods observed grow by `growth` (fragmentation.rebuild_due). Memory is not
-    learnt (WholeNodeReserve.from_shape_counts). Until a pod asking whole GPUs has
+    the pods observed grow by `growth` (fragmentation.rebuild_due). A class asks the
+    memory its pods ask (OnlineWorkload.whole_gpu_requests), so a node whose memory
+    other pods took no longer counts as kept for it. Until a pod asking whole GPUs has
     been seen there is no class, and nothing is reserved.
 
     What is learnt is what tenants ask, so the pods no node of the cluster could run
@@ -308,7 +321,7 @@ class LearnedWholeNodeReserve:
         self._relearnt = Relearnt(
             workload,
             lambda counts: WholeNodeReserve.from_shape_counts(
-                counts, last_resort, margin, self._cluster
+                counts, last_resort, margin, self._cluster, workload.whole_gpu_requests()
             ),
             growth,
         )

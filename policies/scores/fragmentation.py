@@ -43,7 +43,7 @@ from typing import Generic, Protocol, TypeVar
 from cache.gpu import PRODUCT_LABEL, DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
-from cache.resources import CPU, MILLI_PER_GPU
+from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from policies.gpu_models import allowed_models
 from policies.interface import MAX_SCORE, CandidateOrder, GangContext
 
@@ -231,6 +231,11 @@ class OnlineWorkload:
     tenant creating pods of ever new CPU sizes would otherwise grow the counts without
     end): past that, the rarer half is dropped, which the coverage rule (the most
     frequent shapes covering 95% of pods) barely notices.
+
+    Beside the shapes, the pods asking whole GPUs are counted per (shape, memory
+    request), bounded alike (`whole_gpu_requests`): a shape leaves memory out, which
+    fragmentation does not need, but a node kept whole for such pods must keep their
+    memory free too (LearnedWholeNodeReserve).
     """
 
     def __init__(
@@ -248,6 +253,7 @@ class OnlineWorkload:
         self.max_shapes = max_shapes
         self.growth = growth
         self._counts: Counter[WorkloadShape] = Counter()
+        self._whole_gpu_requests: Counter[tuple[WorkloadShape, int]] = Counter()
         self._seen: set[str] = set()
         self._observed = 0
         self._current = TargetWorkload({})
@@ -264,19 +270,17 @@ class OnlineWorkload:
             return False  # not a shape a placed pod can have
         self._seen.add(pod.uid)
         self._observed += 1
-        if shape not in self._counts and len(self._counts) >= self.max_shapes:
-            self._drop_rare_shapes()
-        self._counts[shape] += 1
+        self._counts = _count_bounded(self._counts, shape, self.max_shapes)
+        if shape.gpu_milli >= MILLI_PER_GPU:
+            request = (shape, pod.requests.get(MEMORY, 0))
+            self._whole_gpu_requests = _count_bounded(
+                self._whole_gpu_requests, request, self.max_shapes
+            )
         return True
 
     def forget(self, uid: str) -> None:
         """The pod is gone: its shape stays counted, its uid is no longer kept."""
         self._seen.discard(uid)
-
-    def _drop_rare_shapes(self) -> None:
-        # most_common() is stable: among equal counts the first seen are kept.
-        kept = self._counts.most_common(self.max_shapes // 2)
-        self._counts = Counter(dict(kept))
 
     @property
     def observed(self) -> int:
@@ -297,6 +301,10 @@ class OnlineWorkload:
         needs the rare shapes, such as share completion, reads them here)."""
         return MappingProxyType(self._counts)
 
+    def whole_gpu_requests(self) -> Mapping[tuple[WorkloadShape, int], int]:
+        """The pods asking whole GPUs counted per (shape, memory request in bytes)."""
+        return MappingProxyType(self._whole_gpu_requests)
+
     def current(self) -> TargetWorkload:
         if rebuild_due(self._observed, self._built_at, self.growth):
             self._current = TargetWorkload.from_counts(self._counts, self.coverage)
@@ -307,6 +315,19 @@ class OnlineWorkload:
         """Which of its steps `current()` is at: the pods observed when it was built."""
         self.current()
         return self._built_at
+
+
+Counted = TypeVar("Counted")
+
+
+def _count_bounded(counts: Counter[Counted], key: Counted, limit: int) -> Counter[Counted]:
+    """`counts` with one more of `key`; when `key` is new and `limit` keys are counted
+    already, the rarer half is dropped first (a new Counter is returned)."""
+    if key not in counts and len(counts) >= limit:
+        # most_common() is stable: among equal counts the first seen are kept.
+        counts = Counter(dict(counts.most_common(limit // 2)))
+    counts[key] += 1
+    return counts
 
 
 Model = TypeVar("Model")

@@ -52,8 +52,11 @@ def test_classes_from_shape_counts_are_those_of_the_most_whole_gpus() -> None:
 
 _OPENB_PODS = st.lists(
     st.builds(
-        lambda cpu, gpus, milli: OpenbPod("p", cpu, 0, gpus, milli if gpus == 1 else 1000),
+        lambda cpu, memory, gpus, milli: OpenbPod(
+            "p", cpu, memory, gpus, milli if gpus == 1 else 1000
+        ),
         st.sampled_from([0, 4000, 64_000, 120_000]),
+        st.sampled_from([0, 1024, 200 * 1024]),
         st.sampled_from([0, 1, 2, 8]),
         st.sampled_from([250, 500, 1000]),
     ),
@@ -66,7 +69,7 @@ _OPENB_PODS = st.lists(
 def test_learnt_from_the_pods_seen_it_is_the_reserve_of_that_history(
     pods: list[OpenbPod],
 ) -> None:
-    """Pods that ask no memory: the online counts give what the history gives."""
+    """The online counts give what the history gives, the memory of each class too."""
     history = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(pods)]
     workload = OnlineWorkload()
     for pod in history:
@@ -168,6 +171,7 @@ def test_requests_no_node_could_hold_are_no_class_of_the_learnt_reserve() -> Non
         workload.observe(make_pod(f"cpu-{i}", gpus=8, cpu="4000"))
         selector = {PRODUCT_LABEL: "no-such-gpu"}
         workload.observe(make_pod(f"fake-{i}", gpus=8, cpu="8", node_selector=selector))
+        workload.observe(make_pod(f"mem-{i}", gpus=8, cpu="8", memory="100Ti"))
     # Not knowing the cluster, the 200-GPU request is the largest.
     unchecked = WholeNodeReserve.from_shape_counts(workload.shape_counts())
     assert [r.gpus for r in unchecked.requests] == [200]
@@ -202,6 +206,52 @@ def test_the_learnt_classes_follow_the_nodes_the_cluster_is_built_with() -> None
     assert _learnt_classes(planner, cache.snapshot()) == [(8, 64_000)]
     cache.apply_node(DELETED, BIG[0])
     assert _learnt_classes(planner, cache.snapshot()) == [(2, 8000)]
+
+
+def test_a_node_kept_whole_keeps_the_memory_its_class_asks() -> None:
+    """The 8-GPU workers seen ask 200 GiB each. A CPU-only pod asking 100 GiB would
+    leave a big node (256 GiB) unable to take one, GPUs idle or not: the learnt reserve
+    sends it to the small node, where spreading alone sends it to a big one. A reserve
+    that knows only the workers' GPUs and CPU (a fixed workload's) does not see it."""
+    workload = OnlineWorkload()
+    profile = build_profile(
+        "fgd-complete-reserve",
+        topology_keys=(),
+        workload=workload,
+        weights={"least-allocated": 1.0},
+    )
+    for i in range(4):
+        workload.observe(make_pod(f"worker-{i}", gpus=8, cpu="64", memory="200Gi"))
+    cache = ClusterCache()
+    for node in [*BIG, SMALL]:
+        cache.apply_node(ADDED, node)
+    cache.apply_pod(ADDED, pod_obj("loader", cpu="1", memory="100Gi"))
+    ledger = Planner(profile).reserve_ledger(cache.snapshot())
+    assert ledger is not None
+    assert [(r.gpus, r.memory) for r in ledger.reserve.requests] == [(8, 200 << 30)]
+    assert _planned_node(Planner(profile), cache) == "small"
+    memoryless = WholeNodeReserve.from_shape_counts(workload.shape_counts(), "any", 2.0)
+    assert [r.memory for r in memoryless.requests] == [0]
+    blind = dataclasses.replace(profile, whole_node_reserve=memoryless)
+    assert _planned_node(Planner(blind), cache).startswith("big")
+
+
+def test_whole_gpu_requests_are_counted_within_a_bound() -> None:
+    """A tenant's 8-GPU pods of ever new memory sizes: the rarer half is dropped past
+    the bound, as for shapes, and the workers' request stays counted."""
+    workload = OnlineWorkload(max_shapes=8)
+    for i in range(20):
+        workload.observe(make_pod(f"worker-{i}", gpus=8, cpu="64", memory="200Gi"))
+    for i in range(100):
+        workload.observe(make_pod(f"odd-{i}", gpus=8, cpu="64", memory=f"{i + 1}Mi"))
+    requests = workload.whole_gpu_requests()
+    assert len(requests) <= 8
+    worker = (WorkloadShape(64_000, 1000, 8), 200 << 30)
+    assert requests[worker] == 20
+    # Shares and CPU-only pods are no whole-GPU request.
+    assert workload.observe(make_pod("share", vgpu=500))
+    assert workload.observe(make_pod("cpu"))
+    assert sum(workload.whole_gpu_requests().values()) == sum(requests.values())
 
 
 def test_the_kubernetes_policy_learns_its_reserve_from_its_workload() -> None:

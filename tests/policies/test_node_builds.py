@@ -16,13 +16,14 @@ from tests.factories import make_node, node_obj, pod_obj
 
 ADDED = EventType.ADDED
 A100 = frozenset({"A100"})
+TIB = 1 << 40
 
 
 def _cluster() -> ClusterCache:
     cache = ClusterCache()
     cache.apply_node(ADDED, node_obj("a", gpus=8, cpu="32", model="A100"))
     cache.apply_node(ADDED, node_obj("t", gpus=2, cpu="96", model="T4"))
-    cache.apply_node(ADDED, node_obj("cpu", cpu="16"))
+    cache.apply_node(ADDED, node_obj("cpu", cpu="16", memory="1Ti"))
     return cache
 
 
@@ -32,9 +33,11 @@ def test_largest_nodes_are_the_most_of_each_figure_any_node_is_built_with() -> N
     builds = NodeBuilds()
     builds.update(snapshot.nodes, snapshot.nodes.keys())
     largest = builds.largest
-    assert largest == LargestNodes(96_000, 8, (("A100", 8), ("T4", 2)))
-    # Each figure on its own: 8 GPUs and 96 cores are not on one node, yet kept.
+    assert largest == LargestNodes(96_000, 8, (("A100", 8), ("T4", 2)), TIB)
+    # Each figure on its own: 8 GPUs, 96 cores and 1 TiB are not on one node, yet kept.
     assert largest.could_run(WorkloadShape(96_000, 1000, 8))
+    assert largest.could_run(WorkloadShape(1000, 1000, 8), memory=TIB)
+    assert not largest.could_run(WorkloadShape(1000, 1000, 8), memory=TIB + 1)
     assert largest.could_run(WorkloadShape(1000, 1000, 8, frozenset({"A100", "H100"})))
     assert largest.could_run(WorkloadShape(1000, 500, 2, frozenset({"T4"})))
     assert largest.could_run(WorkloadShape(96_000))  # CPU only
@@ -49,7 +52,7 @@ def test_largest_nodes_are_the_most_of_each_figure_any_node_is_built_with() -> N
     assert builds.largest is largest
     # A node gone: its figures go with it.
     builds.update({}, ["a"])
-    assert builds.largest == LargestNodes(96_000, 2, (("T4", 2),))
+    assert builds.largest == LargestNodes(96_000, 2, (("T4", 2),), TIB)
     assert not LargestNodes().could_run(WorkloadShape(0, 1000, 1))
 
 
