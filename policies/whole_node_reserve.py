@@ -182,23 +182,22 @@ class WholeNodeReserve:
         class asks no memory of the nodes that hold it. With `cluster`, the requests no
         node could run are left out (policies/node_builds.py): neither a class nor
         expected demand."""
+        requests = [
+            (shape, 0, count)
+            for shape, count in counts.items()
+            if whole_gpu_requests is None or shape.gpu_milli < MILLI_PER_GPU
+        ]
+        if whole_gpu_requests is not None:
+            requests += [(shape, memory, n) for (shape, memory), n in whole_gpu_requests.items()]
         keyed: dict[_RequestKey, float] = {}
         total_milli = 0.0
-
-        def count_in(shape: WorkloadShape, memory: int, count: float) -> None:
-            nonlocal total_milli
+        for shape, memory, count in requests:
             if cluster is not None and not cluster.could_run(shape, memory):
-                return
+                continue
             whole = shape.gpu_count if shape.gpu_milli >= MILLI_PER_GPU else 0
             key = (whole, shape.cpu_milli, memory, shape.models)
             keyed[key] = keyed.get(key, 0) + count
             total_milli += count * shape.gpu_count * shape.gpu_milli
-
-        for shape, count in counts.items():
-            if whole_gpu_requests is None or shape.gpu_milli < MILLI_PER_GPU:
-                count_in(shape, 0, count)
-        for (shape, memory), count in (whole_gpu_requests or {}).items():
-            count_in(shape, memory, count)
         return cls._from_counts(keyed, total_milli, last_resort, margin)
 
     @classmethod
