@@ -3,7 +3,7 @@ interpreter start-up and imports included) to its first bind, with 1,000 nodes a
 3,000 pending gang pods waiting on the API emulator (issue 13: goal 1 s).
 
 The emulator runs in its own process and is seeded first (bench/kube.py's nodes and
-pods); then the scheduler is started as `python -m scheduler.cli run` with leader
+pods); then the scheduler is started as `python -m scheduler.cli.main run` with leader
 election off, and the emulator's bind count is polled every 5 ms.
 
     .venv/bin/python bench/first_bind.py [--nodes 1000] [--pods 3000] [--gang 8] [--runs 3]
@@ -81,7 +81,7 @@ async def first_bind(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             }
             config.write_text(json.dumps(settings))  # JSON is YAML
             steps = tmp / "timeline.jsonl"
-            command: list[str] = [sys.executable, "-m", "scheduler.cli", "run"]
+            command: list[str] = [sys.executable, "-m", "scheduler.cli.main", "run"]
             if args.timeline:
                 command = [sys.executable, str(PROBE), str(steps), "run"]
             if args.profile:

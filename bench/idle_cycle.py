@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cache.cluster import EventType
 from cache.pod import PodInfo
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
+from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.binder import PartialGangs
 from scheduler.kube.events import FeedbackRecorder, Write, WriteQueue
 from scheduler.kube.gpu_faults import GpuFaultNotifier

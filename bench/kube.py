@@ -55,9 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION
 from policies.profile import POLICIES
-from scheduler.config import SchedulerConfig, config_from_mapping
 from scheduler.kube.client import ApiError, KubeClient, create_client
 from scheduler.kube.runner import SchedulerRun, collector_tuned_for
+from scheduler.process.config import SchedulerConfig, config_from_mapping
 from scheduler.sim.objects import node_object
 
 GPUS_PER_NODE = 8

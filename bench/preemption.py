@@ -10,7 +10,7 @@ cluster); half of them use 200 GPUs, the other half 600 (borrowing 200 each).
 Each repetition adds two gangs of 8 members (2, 4 or 8 GPUs each, in turn), one at a
 time, and times `SchedulingCore.schedule_next` for each: gang assembly, the snapshot
 update, the quota check, the planner failing on the full cluster (diagnosis over every
-node included), then the victim search (scheduler/preemption.py and
+node included), then the victim search (scheduler/sharing/preemption.py and
 policies/preemption.py: grouping running pods into candidate gangs, the what-if
 snapshot, a planning pass per victim set tried) until a decision is made.
 
@@ -53,9 +53,9 @@ from bench.planner import BENCH_KEY, bench_node, percentile
 from cache.cluster import ClusterCache, EventType
 from cache.gpu import ASSIGNMENT_ANNOTATION, SIGNATURE_ANNOTATION, parse_assignment, sign_assignment
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
+from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.runner import GC_YOUNG_THRESHOLD
-from scheduler.preemption import PRIORITY, RECLAIM
+from scheduler.sharing.preemption import PRIORITY, RECLAIM
 
 GPUS_PER_NODE = 8
 NAMESPACES = 100
@@ -310,7 +310,7 @@ def run(nodes: int, repetitions: int, seed: int, profile: bool) -> dict[str, Any
     gc.set_threshold(max(gc.get_threshold()[0], GC_YOUNG_THRESHOLD), *gc.get_threshold()[1:])
     gc.freeze()
     # The first search copies the snapshot for the what-if view kept afterwards
-    # (scheduler/victim_fit.py): timed apart, as the cost of the first preemption.
+    # (scheduler/sharing/victim_fit.py): timed apart, as the cost of the first preemption.
     first, _, first_victims = cycle(core, preemptor(repetitions, rng), NOW - 1.0)
     profiler = cProfile.Profile() if profile else None
     rows = [(kind, gpus) for kind in KINDS for gpus in PREEMPTOR_SHAPES]

@@ -2,7 +2,7 @@
 
     python bench/startup_probe.py TIMELINE_FILE run --kubeconfig ... --config ...
 
-Runs the same `scheduler.cli.main` as `python -m scheduler.cli`, after wrapping the
+Runs the same `scheduler.cli.main.main` as `python -m scheduler.cli.main`, after wrapping the
 functions that mark each step of the start-up (config read, client made, /version
 answered, each informer's first list, caches synced, the first cycle, the first plan,
 the first Binding POST sent and answered). Each step is appended to TIMELINE_FILE as
@@ -90,17 +90,17 @@ def after_async(
 
 def install() -> None:
     """Wrap the marked functions (imports the run path: counted as imports)."""
-    import scheduler.config as config
     import scheduler.kube.connect as connect
 
-    # What `run` imports before it reads its configuration (scheduler/cli.py's _run).
+    # What `run` imports before it reads its configuration (scheduler/cli/main.py's _run).
     import scheduler.kube.runner
-    import scheduler.logs
-    import scheduler.startup  # noqa: F401
-    from scheduler.core import SchedulingCore
+    import scheduler.process.config as config
+    import scheduler.process.logs
+    import scheduler.process.startup  # noqa: F401
+    from scheduler.cycle.core import SchedulingCore
     from scheduler.kube.client import KubeClient
     from scheduler.kube.informer import ClusterInformers, Informer
-    from scheduler.planner import Plan
+    from scheduler.planner.planner import Plan
 
     mark("imports")
     config.load_config = after(lambda a, r: "config read", config.load_config)
@@ -147,12 +147,14 @@ def main() -> int:
         out.write(json.dumps({"step": "interpreter", "at": STARTED}) + "\n")
     import contextlib
 
-    import scheduler.startup
-    from scheduler.cli import main as cli_main
+    import scheduler.process.startup
+    from scheduler.cli.main import main as cli_main
 
     # install() imports what `run` imports: in the same state of the garbage collector
-    # as `run` does (scheduler/cli.py's _run), where the tree has that.
-    loading = getattr(scheduler.startup, "collector_paused_while_loading", contextlib.nullcontext)
+    # as `run` does (scheduler/cli/main.py's _run), where the tree has that.
+    loading = getattr(
+        scheduler.process.startup, "collector_paused_while_loading", contextlib.nullcontext
+    )
     with loading():
         install()
     return cli_main(sys.argv[2:])

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
+from scheduler.cycle.core import SchedulingCore
 from scheduler.sim.starving import LARGE, StarvingShape, starving_cluster, starving_workload
 from scheduler.sim.timeline import replay_timeline
 

@@ -56,10 +56,10 @@ class Reservation(StrEnum):
     BINDING = "binding"  # its binding request may be in flight
     BOUND = "bound"  # the API accepted it (201); the event showing it bound is not in yet
     UNKNOWN = "unknown"  # the binder ended without learning whether it landed
-    # Held for a preemptor while its victims terminate (scheduler/preemption.py): the
+    # Held for a preemptor while its victims terminate (scheduler/sharing/preemption.py): the
     # room is charged so nothing else takes it, but no bind is made or in flight.
     NOMINATED = "nominated"
-    # Held for a gang that waited too long (scheduler/starvation.py): charged on the
+    # Held for a gang that waited too long (scheduler/sharing/starvation.py): charged on the
     # nodes it would fit on soonest, often beyond what they have free now, so that no
     # other work takes the room it needs there. Not a bind, and not counted against
     # the gang's quota (it uses nothing yet).

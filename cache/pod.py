@@ -118,13 +118,13 @@ class PodInfo:
     # The scheduler's signature on `assignment` (cache.gpu.sign_assignment), as written
     # on the pod; the cache verifies it before it charges the assignment as written.
     assignment_signature: str | None = None
-    # The per-role minimums annotation as written ("ps=1,worker=4"; scheduler/roles.py).
+    # The per-role minimums annotation as written ("ps=1,worker=4"; scheduler/gangs/roles.py).
     min_role_members_text: str | None = None
     # The annotation `min_member_text` was read from, when not the configured one
     # (Kueue's total count), so that messages name the key the user wrote.
     min_member_key: str | None = None
     # spec.preemptionPolicy (the API server copies it from the PriorityClass):
-    # "Never" means this pod's gang never evicts others (scheduler/preemption.py).
+    # "Never" means this pod's gang never evicts others (scheduler/sharing/preemption.py).
     preemption_policy: str = "PreemptLowerPriority"
 
     @property

@@ -14,7 +14,7 @@ Pure. Judged per dimension a namespace's own quota guarantees (GPU, cpu, memory 
   dimension: its dominant share (the largest fraction of the pool it holds in any one
   dimension) may not pass its weight's fraction. Alone, a borrower may take the whole
   pool (work-conserving); what it took is reclaimed when a lender needs it back
-  (scheduler/reclaim.py).
+  (scheduler/sharing/reclaim.py).
 - Order: among gangs that would borrow, the namespace with the smallest dominant share
   per weight goes first (`dominant_share`), so idle capacity is divided over time by
   share, not by arrival.

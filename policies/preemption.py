@@ -24,7 +24,7 @@ admissible set that fits is the minimal one.
 
 Two things keep that affordable on a cluster of thousands of candidates:
 - `refuses(victims)`, when the caller gives it, is a cheap test that a set cannot fit
-  (the resources it frees cannot hold the gang: scheduler/victim_fit.py's bound). A
+  (the resources it frees cannot hold the gang: scheduler/sharing/victim_fit.py's bound). A
   set it refuses costs no planning pass and is not counted against `max_checks`, which
   bounds only the calls to `fits` (each one a planning pass).
 - `gpu_floor`, for reclaim's order (whose first key is the GPUs taken back, a plain

@@ -1,5 +1,5 @@
 """A scheduling profile: which filters, which device chooser, which scores with what
-weights. `scheduler.config` builds one from the operator's YAML; the planner reads it."""
+weights. `scheduler.process.config` builds one from the operator's YAML; the planner reads it."""
 
 from __future__ import annotations
 

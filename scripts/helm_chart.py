@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.logs import LOG_LEVELS  # the CLI's --log-level choices
+from scheduler.process.logs import LOG_LEVELS  # the CLI's --log-level choices
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cache.gpu import ASSIGNMENT_ANNOTATION, SIGNATURE_ANNOTATION, parse_assignment, sign_assignment
-from scheduler.config import AssignmentSigningConfig, SchedulerConfig
+from scheduler.process.config import AssignmentSigningConfig, SchedulerConfig
 
 TEST_KEY = b"test-key-0123456789abcdef-0123456789"
 

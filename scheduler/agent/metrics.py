@@ -58,7 +58,7 @@ def agent_registry() -> CollectorRegistry:
     """The registry the agent serves: prometheus_client's process and platform
     collectors, which only its global registry has by default, so that a scrape shows
     whether the agent leaks or burns CPU on the node (as the scheduler's registry does,
-    scheduler/metrics.py). Their labels (`generation`, the interpreter's version) name
+    scheduler/process/metrics.py). Their labels (`generation`, the interpreter's version) name
     no tenant; the GPU collector is registered beside them."""
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)

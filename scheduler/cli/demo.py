@@ -15,8 +15,8 @@ from typing import Any
 
 from cache.gpu import format_assignment
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
 from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links, pcie_links
 
 

@@ -8,21 +8,21 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from scheduler.logs import LOG_FORMATS, LOG_LEVELS
+from scheduler.process.logs import LOG_FORMATS, LOG_LEVELS
+from scheduler.process.version import python_version, version
 from scheduler.sim.defaults import DEFAULT_LOAD, DEFAULT_SEED, DEFAULT_TIMELINE_LOAD, TRACES
-from scheduler.version import python_version, version
 
 
 # The simulator, the demo and rich are imported by these two commands only: `run` starts
 # faster without them (issue 13), and so does the node agent.
 def _demo(args: argparse.Namespace) -> int:
-    from scheduler.cli_sim import demo
+    from scheduler.cli.simulate import demo
 
     return demo(args)
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from scheduler.cli_sim import simulate
+    from scheduler.cli.simulate import simulate
 
     return simulate(args)
 
@@ -71,16 +71,16 @@ def _node_agent(args: argparse.Namespace) -> int:
 # --- run -----------------------------------------------------------------------------------------
 def _run(args: argparse.Namespace) -> int:
     # Imported here: the API client and the server are needed by no other command.
-    from scheduler.startup import StartupError, collector_paused_while_loading
+    from scheduler.process.startup import StartupError, collector_paused_while_loading
 
     with collector_paused_while_loading():
         import asyncio
         import signal
         import time
 
-        from scheduler.config import ConfigError, load_config
         from scheduler.kube.runner import run_scheduler
-        from scheduler.logs import configure_logging
+        from scheduler.process.config import ConfigError, load_config
+        from scheduler.process.logs import configure_logging
 
     try:
         config = load_config(args.config)

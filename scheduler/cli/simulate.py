@@ -1,4 +1,4 @@
-"""The `simulate` and `demo` commands: kept apart from scheduler.cli so that
+"""The `simulate` and `demo` commands: kept apart from scheduler.cli.main so that
 `gang-scheduler run` (and the node agent) start without importing the simulator, the demo
 and rich, which only these commands use (issue 13: first bind within 1 s of start-up)."""
 
@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cache.pod import pod_from_api
-from scheduler.demo import run_demo
+from scheduler.cli.demo import run_demo
 from scheduler.sim import profiles as openb_policies
 from scheduler.sim import timeline as timeline_policies
 from scheduler.sim.cluster_spec import (

@@ -32,10 +32,9 @@ from cache.volumes import VolumeCache
 from policies.capacity import copies_that_fit
 from policies.profile import Profile
 from policies.scores.fragmentation import OnlineWorkload
-from scheduler.borrowing import BorrowingWatch
-from scheduler.claim_planning import plan_with_claims
-from scheduler.gang import Gang, GangIndex, Problem
-from scheduler.isolation import (
+from scheduler.cycle.requeue import has_required_anti_affinity, lifts_a_term_of_any
+from scheduler.gangs.gang import Gang, GangIndex, Problem
+from scheduler.gangs.isolation import (
     FATAL,
     FailureLog,
     ObjectKind,
@@ -43,12 +42,18 @@ from scheduler.isolation import (
     is_group_name,
     text_field,
 )
-from scheduler.planner import Plan, Planner, Unschedulable
-from scheduler.preemption import Preempter, Preemption
-from scheduler.queue import ClusterChange, GangQueue
-from scheduler.quotas import BorrowerOrder, refuse_before_planning, within_quota, would_borrow
-from scheduler.requeue import has_required_anti_affinity, lifts_a_term_of_any
-from scheduler.starvation import StarvationGuard
+from scheduler.gangs.queue import ClusterChange, GangQueue
+from scheduler.planner.planner import Plan, Planner, Unschedulable
+from scheduler.planner.volume_claims import plan_with_claims
+from scheduler.sharing.borrowing import BorrowingWatch
+from scheduler.sharing.preemption import Preempter, Preemption
+from scheduler.sharing.quotas import (
+    BorrowerOrder,
+    refuse_before_planning,
+    within_quota,
+    would_borrow,
+)
+from scheduler.sharing.starvation import StarvationGuard
 
 DEFAULT_SCHEDULER_NAME = "gang-scheduler"
 
@@ -59,7 +64,7 @@ _Apply = TypeVar("_Apply", bound=Callable[..., None])
 
 def _isolated(kind: ObjectKind) -> Callable[[_Apply], _Apply]:
     """Apply one watch event so that an exception stays with its object
-    (scheduler/isolation.py): the core repairs what the failed apply may have left
+    (scheduler/gangs/isolation.py): the core repairs what the failed apply may have left
     half done, and the object carries the error as a problem."""
 
     def wrap(method: _Apply) -> _Apply:
@@ -93,7 +98,7 @@ class Attempt:
     ready_since: float | None = None
     # Which attempt this was for the gang (1 for the first), as logged.
     number: int = 1
-    # Victims to evict and nodes to nominate for this gang (scheduler/preemption.py).
+    # Victims to evict and nodes to nominate for this gang (scheduler/sharing/preemption.py).
     preemption: Preemption | None = None
 
 
@@ -418,7 +423,7 @@ class SchedulingCore:
         since the last refresh is retried, and every gang is when the pod held more
         than room on its node. Inter-pod terms reach across a topology domain: a gang
         whose required anti-affinity or hard spread counted the pod, or whom the pod's
-        own anti-affinity kept out, is retried too (scheduler/requeue.py)."""
+        own anti-affinity kept out, is retried too (scheduler/cycle/requeue.py)."""
         if _holds_beyond_its_node(gone):
             return lambda gang_key: True
         node = self.cache.node(gone.node_name)
@@ -695,7 +700,7 @@ class SchedulingCore:
         if pod is not None:
             self._show(pod)
 
-    # --- crash isolation (scheduler/isolation.py) -------------------------------------------
+    # --- crash isolation (scheduler/gangs/isolation.py) -------------------------------------------
     def _record_of(self, kind: ObjectKind, obj: Mapping[str, Any]) -> object:
         """The cache's record of the object an event is about, before the event."""
         try:

@@ -52,8 +52,8 @@ from typing import Literal
 from cache.limits import INT32_DIGITS, shown, small_int
 from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
 from cache.podgroup import PODGROUP_GROUP, PodGroupInfo
-from scheduler import roles
-from scheduler.isolation import FATAL, describe
+from scheduler.gangs import roles
+from scheduler.gangs.isolation import FATAL, describe
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Gang:
     problems: list[Problem] = field(default_factory=list)
     # Why assembling the gang raised (crash isolation): such a gang is never ready.
     broken: str | None = None
-    # Least members per role, and the pod label naming a member's role (scheduler/roles.py).
+    # Least members per role, and the pod label naming a member's role (scheduler/gangs/roles.py).
     role_minimums: dict[str, int] = field(default_factory=dict)
     role_label: str = ""
 
@@ -339,7 +339,7 @@ def build_gang(
     """The gang `key` from the pods that carry that key; None when none of them is
     pending for us (nothing to schedule). Pods that are neither pending nor bound are
     ignored, so callers may pass a gang's pods unfiltered. Never raises for one gang
-    (scheduler/isolation.py): a gang whose assembly raised is `broken`, never ready,
+    (scheduler/gangs/isolation.py): a gang whose assembly raised is `broken`, never ready,
     and its pending members are told why."""
     members = list(members)
     try:
@@ -594,7 +594,7 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> Non
 
 
 def _size_roles(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> None:
-    """Per-role minimums (scheduler/roles.py), and the problems found reading them."""
+    """Per-role minimums (scheduler/gangs/roles.py), and the problems found reading them."""
     minimums, label, problems = roles.role_minimums_of(podgroup, gang.pending + gang.bound, keys)
     gang.role_minimums, gang.role_label = minimums, label
     for member, reason, message in problems:

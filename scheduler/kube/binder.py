@@ -75,12 +75,12 @@ from cache.gpu import (
 )
 from cache.ownership import signed_by
 from cache.pod import PodInfo
-from scheduler.config import DEFAULT_PARTIAL_GRACE, BindFailurePolicy
-from scheduler.core import SchedulingCore
-from scheduler.gang import Gang
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.gang import Gang
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
 from scheduler.kube.volumes import VolumePrebinder
-from scheduler.planner import Plan
+from scheduler.planner.planner import Plan
+from scheduler.process.config import DEFAULT_PARTIAL_GRACE, BindFailurePolicy
 
 log = logging.getLogger(__name__)
 

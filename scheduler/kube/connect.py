@@ -26,8 +26,8 @@ import yaml
 
 from scheduler.kube.client import ApiError, KubeClient, create_client
 from scheduler.kube.k8s_config import ConfigException, kube_config
-from scheduler.logs import log_event
-from scheduler.startup import StartupError, os_error_text
+from scheduler.process.logs import log_event
+from scheduler.process.startup import StartupError, os_error_text
 
 log = logging.getLogger(__name__)
 

@@ -50,11 +50,11 @@ from datetime import UTC, datetime
 from cache.gpu import format_assignment
 from cache.pod import PodInfo
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
-from scheduler.config import ScheduledEvents
-from scheduler.gang import Gang, Problem, gate_message
+from scheduler.gangs.gang import Gang, Problem, gate_message
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
 from scheduler.kube.native_status import NativeCondition, native_condition, native_status_path
-from scheduler.planner import Plan, Unschedulable
+from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.process.config import ScheduledEvents
 
 log = logging.getLogger(__name__)
 
@@ -407,7 +407,7 @@ class FeedbackRecorder:
 
     def reserved(self, gang: Gang, nodes: Iterable[str]) -> None:
         """A Normal `Reserved` event, once per gang, on its oldest pending member: the
-        starvation guard holds these nodes for it (scheduler/starvation.py)."""
+        starvation guard holds these nodes for it (scheduler/sharing/starvation.py)."""
         ref = self._representative(gang)
         if ref is None:
             return

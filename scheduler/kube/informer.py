@@ -51,7 +51,7 @@ from cache.native_gang import NATIVE_GROUP, NATIVE_PLURAL, NATIVE_VERSION, nativ
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.quota import QUOTA_GROUP, QUOTA_PLURAL, QUOTA_VERSION
 from cache.volcano import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, volcano_podgroup_from_api
-from scheduler.core import Reconciliation, SchedulingCore
+from scheduler.cycle.core import Reconciliation, SchedulingCore
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, WatchBroken
 
 log = logging.getLogger(__name__)

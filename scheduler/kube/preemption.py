@@ -1,4 +1,4 @@
-"""Carrying out a preemption decision against the API (scheduler/preemption.py).
+"""Carrying out a preemption decision against the API (scheduler/sharing/preemption.py).
 
 Every member of each victim gang is evicted through the Eviction API
 (`POST pods/{name}/eviction`, policy/v1), so PodDisruptionBudgets are respected; the
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import aiohttp
 
 from cache.pod import PodInfo
-from scheduler.core import SchedulingCore
+from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.client import ApiError, KubeClient
 from scheduler.kube.events import MERGE, FeedbackRecorder, pod_ref
-from scheduler.metrics import SchedulerMetrics
-from scheduler.preemption import RECLAIM, Preemption, VictimGang
+from scheduler.process.metrics import SchedulerMetrics
+from scheduler.sharing.preemption import RECLAIM, Preemption, VictimGang
 
 log = logging.getLogger(__name__)
 

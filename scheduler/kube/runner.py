@@ -43,11 +43,9 @@ from aiohttp import web
 
 from cache.native_gang import NATIVE_GROUP
 from cache.pod import PodInfo
-from scheduler.config import SchedulerConfig, build_core_from
-from scheduler.core import SchedulingCore
-from scheduler.gang import Gang
-from scheduler.http import make_app, make_debug_app, serve
-from scheduler.isolation import FATAL, describe
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.gang import Gang
+from scheduler.gangs.isolation import FATAL, describe
 from scheduler.kube.binder import (
     GangBinder,
     GangBindResult,
@@ -65,9 +63,11 @@ from scheduler.kube.leader import LeaderElector
 from scheduler.kube.preemption import PreemptionActions
 from scheduler.kube.quota_status import QuotaStatusWriter
 from scheduler.kube.volumes import VolumePrebinder
-from scheduler.logs import log_event
-from scheduler.metrics import BindFailureReason, Resource, SchedulerMetrics
-from scheduler.planner import Plan
+from scheduler.planner.planner import Plan
+from scheduler.process.config import SchedulerConfig, build_core_from
+from scheduler.process.http import make_app, make_debug_app, serve
+from scheduler.process.logs import log_event
+from scheduler.process.metrics import BindFailureReason, Resource, SchedulerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -376,7 +376,7 @@ class SchedulerRun:
     async def _guarded_cycle(self, now: float) -> None:
         """A cycle that raises (a bug: the core isolates objects and gangs itself) is
         logged, once while it keeps failing the same way, and the loop goes on: one
-        object must never stop the scheduler (scheduler/isolation.py)."""
+        object must never stop the scheduler (scheduler/gangs/isolation.py)."""
         try:
             await self._cycle(now)
         except FATAL:

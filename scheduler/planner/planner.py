@@ -58,7 +58,7 @@ from policies.pod_constraints import (
 from policies.profile import Profile
 from policies.scores.inter_pod_affinity import normalize as normalize_affinity
 from policies.whole_node_reserve import PlannedNode, ReserveGuard, ReserveLedger
-from scheduler.gang import gate_message
+from scheduler.gangs.gang import gate_message
 
 
 class PlannableGang(Protocol):
@@ -785,7 +785,7 @@ class _GangPlanning:
             order += [pod for pod in by_size if pod.uid not in leading]
             yield self._greedy("affinity-anchors-first", order, None, self._best_scored, leading)
         if self.gang.role_needed:
-            # Per-role minimums (scheduler/roles.py): the members a role still needs
+            # Per-role minimums (scheduler/gangs/roles.py): the members a role still needs
             # first, so that room runs out, if it does, on members beyond the minimums.
             order = _roles_first(self.gang, by_size)
             yield self._greedy("required-roles-first", order, None, self._best_scored)

@@ -20,8 +20,8 @@ from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.filters.node_volume_limits import attached_volumes, pod_csi_volumes
 from policies.filters.volume_binding import claim_users, claims_with_single_user, resolve_members
-from scheduler.gang import Gang
-from scheduler.planner import Plan, Planner, Unschedulable
+from scheduler.gangs.gang import Gang
+from scheduler.planner.planner import Plan, Planner, Unschedulable
 
 
 def plan_with_claims(

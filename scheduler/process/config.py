@@ -51,10 +51,10 @@ from policies.profile import (
     score_plugin,
 )
 from policies.scores.fragmentation import OnlineWorkload
-from scheduler.core import DEFAULT_SCHEDULER_NAME, SchedulingCore
-from scheduler.queue import GangQueue
-from scheduler.signing import load_assignment_key
-from scheduler.yamltext import YamlSyntaxError, load_yaml
+from scheduler.cycle.core import DEFAULT_SCHEDULER_NAME, SchedulingCore
+from scheduler.gangs.queue import GangQueue
+from scheduler.process.signing import load_assignment_key
+from scheduler.process.yamltext import YamlSyntaxError, load_yaml
 
 BindFailurePolicy = Literal["delete", "keep"]
 BIND_FAILURE_POLICIES: tuple[BindFailurePolicy, ...] = ("delete", "keep")

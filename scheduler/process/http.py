@@ -35,12 +35,12 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from scheduler.core import SchedulingCore
-from scheduler.gang import Gang
-from scheduler.metrics import SchedulerMetrics
-from scheduler.queue import GangStatus
-from scheduler.queue_report import DEFAULT_LIMIT, MAX_LIMIT, queue_report, rfc3339
-from scheduler.startup import StartupError, os_error_text
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.gang import Gang
+from scheduler.gangs.queue import GangStatus
+from scheduler.process.metrics import SchedulerMetrics
+from scheduler.process.queue_report import DEFAULT_LIMIT, MAX_LIMIT, queue_report, rfc3339
+from scheduler.process.startup import StartupError, os_error_text
 
 # The state of a gang that is not in the queue: fewer than minMember members exist or
 # can be scheduled as written; its pods carry the waiting message.

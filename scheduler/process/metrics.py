@@ -47,11 +47,11 @@ from cache.gpu import PRODUCT_LABEL, GpuDevice
 from cache.pod import PodInfo
 from cache.quota import DIMENSIONS, GPU
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
-from scheduler.core import SchedulingCore
-from scheduler.gang import Gang
-from scheduler.queue import STATES, GangState
-from scheduler.quotas import would_borrow
-from scheduler.version import python_version, version
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.gang import Gang
+from scheduler.gangs.queue import STATES, GangState
+from scheduler.process.version import python_version, version
+from scheduler.sharing.quotas import would_borrow
 
 AttemptResult = Literal["scheduled", "unschedulable", "error"]
 # conflict: 409 (already bound); not_found: 404 (pod or node gone); timeout: no answer
@@ -229,7 +229,7 @@ class SchedulerMetrics:
             ["reason"],
             registry=reg,
         )
-        # --- preemption (scheduler/preemption.py) ----------------------------------------
+        # --- preemption (scheduler/sharing/preemption.py) ----------------------------------------
         self.preemptions = Counter(
             "gang_scheduler_preemptions",
             "Preemption decisions carried out, by result.",

@@ -1,6 +1,6 @@
 """`/debug/queues`: the queue as the scheduler sees it, and every quota it enforces.
 
-Read on the event loop between two cycles (scheduler/http.py), like `/debug/gangs`,
+Read on the event loop between two cycles (scheduler/process/http.py), like `/debug/gangs`,
 and served on the loopback debug listener only: it names every tenant's namespaces
 and gangs (docs/security.md, "Endpoints").
 
@@ -29,10 +29,10 @@ from typing import Any
 
 from cache.quota import DIMENSIONS, QuotaBook, QuotaInfo, display_name, format_amount
 from policies.fair_share import beyond_min, borrow_room
-from scheduler.core import SchedulingCore
-from scheduler.gang import Gang
-from scheduler.queue import GangStatus
-from scheduler.quotas import would_borrow
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.gang import Gang
+from scheduler.gangs.queue import GangStatus
+from scheduler.sharing.quotas import would_borrow
 
 DEFAULT_LIMIT = 500
 MAX_LIMIT = 10_000

@@ -4,7 +4,7 @@ first").
 Whether a gang would borrow beyond its namespace's quota `min` is judged when the gang
 enters the queue or changes; it also changes when its namespace's usage does (a job of
 the namespace placed or finished). The queue judges a gang again when it reaches the
-head as guaranteed (scheduler/queue.py, `borrows_now`), which catches a gang that now
+head as guaranteed (scheduler/gangs/queue.py, `borrows_now`), which catches a gang that now
 borrows; this catches the other way round, a gang ordered among the borrowers whose
 namespace is back under its `min`: the namespaces with a `min` whose usage changed since
 the last look have their queued gangs judged again, when it fell (a team's queued

@@ -10,7 +10,7 @@ each: whole gangs only), and the preemptor's planned placements, which the cache
 holds as NOMINATED (charged, never bound) so nothing else is placed onto the room
 while the victims terminate. The adapter evicts the victims and nominates the nodes.
 
-Reclaim (scheduler/reclaim.py) makes the same decision, with another pool of victims
+Reclaim (scheduler/sharing/reclaim.py) makes the same decision, with another pool of victims
 (gangs borrowing beyond their quota's min, whatever their priority) and another order
 (fewest GPUs first); it is tried first for a gang that stays within its namespace's min.
 
@@ -25,7 +25,7 @@ Invariants, and why:
   one: it keeps its hold and waits; when the victims are gone the hold is released
   just before the gang is planned again, in the same cycle, so the room goes to it;
 - a gang whose members mount volume claims is planned in the what-if as on the core's
-  own path (scheduler/claim_planning.py: its claims resolved, the victims no longer
+  own path (scheduler/planner/volume_claims.py: its claims resolved, the victims no longer
   using theirs), and the static PVs that plan chose are held with its room.
 """
 
@@ -45,11 +45,11 @@ from cache.volumes import VolumeCache
 from policies.guarantees import Holding
 from policies.preemption import FEWEST_GPUS, FEWEST_VICTIMS, Candidate, Rank, choose_victims
 from policies.profile import Profile
-from scheduler.gang import Gang
-from scheduler.isolation import FATAL
-from scheduler.planner import Plan, Unschedulable
-from scheduler.quotas import needed_usage
-from scheduler.reclaim import (
+from scheduler.gangs.gang import Gang
+from scheduler.gangs.isolation import FATAL
+from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.sharing.quotas import needed_usage
+from scheduler.sharing.reclaim import (
     anyone_borrows,
     floors_kept,
     holding_of,
@@ -58,7 +58,7 @@ from scheduler.reclaim import (
     reclaimed_resources,
     taker,
 )
-from scheduler.victim_fit import RoomBound, VictimFit, WhatIfSnapshot
+from scheduler.sharing.victim_fit import RoomBound, VictimFit, WhatIfSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -388,7 +388,7 @@ class Preempter:
         pool: Iterable[Candidate],
     ) -> VictimFit:
         """`fits(keys)` for this search, on the what-if copy kept between searches
-        (scheduler/victim_fit.py: the same answers as planning every set on a fresh
+        (scheduler/sharing/victim_fit.py: the same answers as planning every set on a fresh
         copy, at a fraction of the cost)."""
         if self._what_if is None:
             self._what_if = WhatIfSnapshot(self.cache, self.profile)

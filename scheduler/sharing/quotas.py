@@ -19,9 +19,9 @@ from cache import resources as res
 from cache.pod import PodInfo
 from cache.quota import DIMENSIONS, QuotaBook, excess, usage_of
 from policies.fair_share import borrowing, dominant_share, refuse_borrowing
-from scheduler.gang import Gang
-from scheduler.planner import Plan, Unschedulable
-from scheduler.queue import GangQueue
+from scheduler.gangs.gang import Gang
+from scheduler.gangs.queue import GangQueue
+from scheduler.planner.planner import Plan, Unschedulable
 
 
 def _usage(pod: PodInfo) -> dict[str, int]:

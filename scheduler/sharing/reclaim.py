@@ -2,7 +2,7 @@
 namespaces borrowed (docs/quotas.md, "Reclaim").
 
 Which gangs reclaim, and which may be evicted for them; the search itself, the hold on
-the room and the evictions are priority preemption's (scheduler/preemption.py), so the
+the room and the evictions are priority preemption's (scheduler/sharing/preemption.py), so the
 adapters carry a reclaim out as any other `Preemption`.
 
 - The reclaimer: a gang whose namespace has a quota with a min, whose needed members
@@ -27,8 +27,8 @@ from cache import resources as res
 from cache.pod import PodInfo
 from cache.quota import GPU, QuotaBook
 from policies.guarantees import Holding, borrowed, guarded, within_floors
-from scheduler.gang import Gang
-from scheduler.quotas import needed_usage, would_borrow
+from scheduler.gangs.gang import Gang
+from scheduler.sharing.quotas import needed_usage, would_borrow
 
 
 def reclaimed_resources(gang: Gang, book: QuotaBook) -> frozenset[str]:

@@ -22,7 +22,7 @@ The model:
   period later. Not for a gang its
   quota refuses (room would not help; checked again every cycle, cheaply), one
   waiting on a preemption (its victims' room is held already). A gang with volume
-  claims is planned with them resolved (scheduler/claim_planning.py), the drained pods
+  claims is planned with them resolved (scheduler/planner/volume_claims.py), the drained pods
   taken as gone, so it reserves where its volumes can be reached; the static PVs that
   plan chose are not held (the reservation holds room, not volumes: the claims are
   resolved again when the gang is planned).
@@ -73,13 +73,18 @@ from cache.quota import GPU, QuotaBook
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.profile import Profile
-from scheduler.claim_planning import plan_with_claims
-from scheduler.gang import Gang
-from scheduler.isolation import FATAL
-from scheduler.planner import Plan, Planner, Unschedulable
-from scheduler.preemption import Preemption, WhatIf
-from scheduler.quotas import needed_usage, refuse_before_planning, within_quota, would_borrow
-from scheduler.reclaim import reclaimed_resources
+from scheduler.gangs.gang import Gang
+from scheduler.gangs.isolation import FATAL
+from scheduler.planner.planner import Plan, Planner, Unschedulable
+from scheduler.planner.volume_claims import plan_with_claims
+from scheduler.sharing.preemption import Preemption, WhatIf
+from scheduler.sharing.quotas import (
+    needed_usage,
+    refuse_before_planning,
+    within_quota,
+    would_borrow,
+)
+from scheduler.sharing.reclaim import reclaimed_resources
 
 log = logging.getLogger(__name__)
 

@@ -51,10 +51,10 @@ from cache.volumes import VolumeCache
 from policies.filters.gpu_fit import GpuFit
 from policies.filters.resource_fit import DEFAULT_MAX_PODS, ResourceFit
 from policies.profile import Profile
-from scheduler.claim_planning import plan_with_claims
-from scheduler.gang import Gang
-from scheduler.planner import Plan, Planner
-from scheduler.quotas import within_quota
+from scheduler.gangs.gang import Gang
+from scheduler.planner.planner import Plan, Planner
+from scheduler.planner.volume_claims import plan_with_claims
+from scheduler.sharing.quotas import within_quota
 
 # A set whose pods run on more nodes than this is answered with a witness first:
 # re-making thousands of nodes costs more than a few small planning passes.
@@ -269,7 +269,7 @@ class VictimFit:
     bound: RoomBound
     gpus: Mapping[str, int]  # candidate gang key -> GPU milli its members hold
     # The core's claims and PVs: the preemptor's claims are resolved as on its own
-    # planning path (scheduler/claim_planning.py), with the victims' claims freed.
+    # planning path (scheduler/planner/volume_claims.py), with the victims' claims freed.
     volumes: VolumeCache
     plans: dict[frozenset[str], Plan | None] = field(default_factory=dict)
     _freed: dict[str, dict[str, _Freed]] = field(default_factory=dict)  # per gang

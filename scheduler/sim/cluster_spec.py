@@ -34,10 +34,10 @@ from typing import Any
 from cache.gpu import PRODUCT_LABEL
 from cache.quantity import QuantityError, to_milli, to_units
 from cache.resources import WHOLE_GPU, parse_resource_list
+from scheduler.process.yamltext import YamlSyntaxError, load_yaml
 from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links, pcie_links
 from scheduler.sim.openb import OpenbFormatError, load_nodes
 from scheduler.sim.workload import GpuPool
-from scheduler.yamltext import YamlSyntaxError, load_yaml
 
 DEFAULT_CLUSTER = "cluster-mixed-64.yaml"
 EXAMPLE_WORKLOAD = "workload-example.yaml"

@@ -39,7 +39,7 @@ from cache.gpu import PRODUCT_LABEL
 from cache.pod import DEFAULT_GANG_KEYS, GangKeys, PodInfo, pod_from_api
 from cache.pod_copy import copied
 from cache.resources import CPU, MILLI_PER_GPU, WHOLE_GPU, parse_resource_list
-from scheduler.core import DEFAULT_SCHEDULER_NAME
+from scheduler.cycle.core import DEFAULT_SCHEDULER_NAME
 from scheduler.sim import objects
 
 # Re-exported: the trace files and the load are the openb replay's, kept in a module of

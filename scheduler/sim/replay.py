@@ -26,8 +26,8 @@ from typing import Any
 from cache.cluster import EventType
 from cache.resources import MILLI_PER_GPU
 from policies.profile import Profile
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
 from scheduler.sim.openb import (
     NAMESPACE,
     OpenbPod,

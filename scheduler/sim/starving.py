@@ -6,7 +6,7 @@ large batch job just as surely).
 
 Without a guard the large gang waits as long as the stream lasts: every GPU that frees
 is taken by the next small gang before eight whole nodes are ever empty. With the guard
-(scheduler/starvation.py) it waits at most `guardSeconds` plus the longest remaining
+(scheduler/sharing/starvation.py) it waits at most `guardSeconds` plus the longest remaining
 run among the pods on the nodes it reserved, plus one backoff; the replay knows the run
 times (the scheduler does not), so that bound can be checked (tests/sim/test_starving.py).
 """

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scheduler.process.yamltext import YamlSyntaxError, load_yaml
 from scheduler.sim.workload import (
     GPU_TYPE_SHARE,
     MAX_PODS_PER_TASK,
@@ -40,7 +41,6 @@ from scheduler.sim.workload import (
     _pin_models,
     refuse_unknown,
 )
-from scheduler.yamltext import YamlSyntaxError, load_yaml
 
 _TEAM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
 _TOP_FIELDS = ("hours", "teams")

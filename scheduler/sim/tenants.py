@@ -4,7 +4,7 @@ and the scheduling core each mode runs on (docs/simulator.md, "Tenants").
 The quotas file is what users apply: a YAML list of `ElasticQuota` objects
 (scheduling.x-k8s.io/v1alpha1). Each is fed to the core exactly as the informer feeds
 a watch event (`SchedulingCore.apply_elasticquota`), so the replay enforces quotas with
-the very code the scheduler runs (cache/quota.py, scheduler/quotas.py). Because a file
+the very code the scheduler runs (cache/quota.py, scheduler/sharing/quotas.py). Because a file
 is not a live cluster, anything the scheduler would log and ignore (an unreadable
 amount, a resource it does not enforce, two quotas in one namespace) is refused here
 with a message naming the file, the quota and the field: a comparison run on a quota
@@ -39,9 +39,15 @@ from typing import Any
 
 from cache.cluster import EventType
 from cache.quota import GPU, QUOTA_GROUP, QUOTA_VERSION, quota_from_api
-from scheduler.config import ConfigError, SchedulerConfig, build_core_from, config_from_mapping
-from scheduler.core import SchedulingCore
-from scheduler.planner import Planner
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Planner
+from scheduler.process.config import (
+    ConfigError,
+    SchedulerConfig,
+    build_core_from,
+    config_from_mapping,
+)
+from scheduler.process.yamltext import YamlSyntaxError, load_yaml
 from scheduler.sim.timeline import (
     DEFAULT_PREEMPTION_GRACE,
     Progress,
@@ -49,7 +55,6 @@ from scheduler.sim.timeline import (
     replay_timeline,
 )
 from scheduler.sim.workload import Task
-from scheduler.yamltext import YamlSyntaxError, load_yaml
 
 QUOTA_API_VERSION = f"{QUOTA_GROUP}/{QUOTA_VERSION}"
 QUOTA_KIND = "ElasticQuota"

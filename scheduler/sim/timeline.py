@@ -48,9 +48,9 @@ from typing import Any
 from cache.cluster import EventType, Placement, Reservation
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from policies.profile import Profile, build_profile
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan
-from scheduler.preemption import Preemption
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
+from scheduler.sharing.preemption import Preemption
 from scheduler.sim.workload import Task, creation_timestamp, task_pods
 
 TIMELINE_POLICIES = ("binpack", "spread", "fgd", "fgd-complete", "fgd-complete-reserve")

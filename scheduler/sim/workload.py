@@ -39,8 +39,8 @@ from cache.gpu import PRODUCT_LABEL
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION
 from cache.quantity import QuantityError, to_milli, to_units
 from cache.resources import MILLI_PER_GPU
-from scheduler.core import DEFAULT_SCHEDULER_NAME
-from scheduler.yamltext import YamlSyntaxError, load_yaml
+from scheduler.cycle.core import DEFAULT_SCHEDULER_NAME
+from scheduler.process.yamltext import YamlSyntaxError, load_yaml
 
 NAMESPACE = "sim"
 # Gangs are 1 to 64 pods (issue 3); the report's gang-size buckets end there.

@@ -11,7 +11,7 @@ from scheduler.agent import kubelet_api as api
 from scheduler.agent.allocation import VISIBLE_DEVICES_ENV, GpuState
 from scheduler.agent.deviceplugin import DevicePluginConfig
 from scheduler.agent.isolation import CONTROL_NODES, container_answer, mode_problems
-from scheduler.cli import build_parser
+from scheduler.cli.main import build_parser
 from tests.agent.plugin_running import NODE, running
 from tests.agent.test_deviceplugin import UUIDS, ids_of, vgpu_pod
 

@@ -25,7 +25,7 @@ from scheduler.agent.publisher import (
     node_patch,
     serve,
 )
-from scheduler.cli import main
+from scheduler.cli.main import main
 from scheduler.kube.client import ApiError, create_client
 from tests.agent import DGX_A100, PCIE_BOX, FakeMachine, FakeNvml, with_gpu
 from tests.factories import node_obj

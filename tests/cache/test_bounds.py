@@ -25,7 +25,7 @@ from cache.pod import pod_from_api
 from cache.podgroup import podgroup_from_api
 from cache.quantity import QuantityError, parse_quantity, to_milli
 from policies.filters.node_affinity import parse_label_int
-from scheduler.gang import parse_min_member
+from scheduler.gangs.gang import parse_min_member
 from tests.factories import node_obj, pod_obj
 
 HOSTILE_QUANTITIES: list[object] = [

@@ -11,7 +11,7 @@ from cache.node import node_from_api
 from cache.pod import pod_from_api
 from cache.podgroup import podgroup_from_api
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
+from scheduler.cycle.core import SchedulingCore
 from tests.factories import node_obj, pod_obj
 
 JSON = st.recursive(

@@ -11,7 +11,7 @@ import pytest
 from cache.cluster import EventType
 from cache.quota import QuotaBook
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
+from scheduler.cycle.core import SchedulingCore
 from tests.cache.test_quota import quota_obj
 from tests.fuzz.hostile import _nested, beyond_int_text
 

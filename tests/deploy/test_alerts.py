@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from scheduler.metrics import SchedulerMetrics
+from scheduler.process.metrics import SchedulerMetrics
 from tests.deploy.render import DEPLOY, one, rendered
 
 NAME = re.compile(r"\bgang_scheduler_\w+")

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 from policies.profile import build_profile
 from scheduler.agent.health import HealthBook
 from scheduler.agent.metrics import GpuCollector, Holding
-from scheduler.core import SchedulingCore
-from scheduler.metrics import SchedulerMetrics
+from scheduler.cycle.core import SchedulingCore
+from scheduler.process.metrics import SchedulerMetrics
 from scheduler.sim.objects import node_object
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.cache.test_quota import quota_obj

@@ -12,7 +12,7 @@ import shlex
 import tomllib
 from dataclasses import dataclass, field
 
-from scheduler.cli import build_parser
+from scheduler.cli.main import build_parser
 from tests.deploy.render import ROOT, one, rendered
 
 

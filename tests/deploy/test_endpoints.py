@@ -10,7 +10,7 @@ from pathlib import Path
 
 import kubernetes_validate
 
-from scheduler.config import parse_config
+from scheduler.process.config import parse_config
 from tests.deploy.render import DEPLOY, one, rendered, scheduler_config_text
 
 

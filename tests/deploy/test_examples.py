@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from cache.pod import GANG_LABEL
-from scheduler.config import build_core_from, parse_config
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
+from scheduler.process.config import build_core_from, parse_config
 from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links, pcie_links
 from tests.deploy.render import DEPLOY, one, rendered, scheduler_config_text
 

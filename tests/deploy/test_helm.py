@@ -20,7 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from scheduler.config import parse_config
+from scheduler.process.config import parse_config
 from tests.deploy.render import DEPLOY, ROOT, assert_namespaced_in, one, rendered
 
 CHART = DEPLOY / "helm" / "gang-scheduler"

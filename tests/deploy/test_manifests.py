@@ -17,8 +17,8 @@ import yaml
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.resources import MILLI_PER_GPU
 from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
-from scheduler.cli import build_parser
-from scheduler.config import SchedulerConfig, option_paths, parse_config
+from scheduler.cli.main import build_parser
+from scheduler.process.config import SchedulerConfig, option_paths, parse_config
 from tests.deploy.render import (
     DEPLOY,
     assert_namespaced_in,

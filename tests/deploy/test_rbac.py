@@ -37,9 +37,9 @@ from cache.gpu import ASSIGNMENT_ANNOTATION
 from scheduler.agent.allocation import VISIBLE_DEVICES_ENV
 from scheduler.agent.deviceplugin import SOCKET_NAME, DevicePluginConfig
 from scheduler.agent.publisher import AgentOptions, serve
-from scheduler.config import config_from_mapping
 from scheduler.kube.client import ApiError, create_client
 from scheduler.kube.runner import run_scheduler
+from scheduler.process.config import config_from_mapping
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.kubelet import FakeKubelet, PluginClient
 from tests.cache.test_quota import quota_obj

@@ -15,8 +15,8 @@ from cache.cluster import EventType
 from cache.native_gang import native_podgroup_from_api
 from cache.volcano import volcano_podgroup_from_api
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
 from tests.factories import node_obj
 from tests.integrations import operators
 from tests.integrations.operators import Created

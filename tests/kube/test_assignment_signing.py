@@ -13,9 +13,9 @@ import pytest
 
 from cache.cluster import EventType
 from cache.gpu import ASSIGNMENT_ANNOTATION, SIGNATURE_ANNOTATION, parse_assignment
-from scheduler.config import SchedulerConfig, build_core_from, config_from_mapping
 from scheduler.kube.runner import run_scheduler
-from scheduler.signing import load_assignment_key
+from scheduler.process.config import SchedulerConfig, build_core_from, config_from_mapping
+from scheduler.process.signing import load_assignment_key
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.waiting import eventually, free_port

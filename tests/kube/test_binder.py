@@ -14,8 +14,8 @@ from cache.cluster import EventType, Placement, Reservation
 from cache.gpu import ASSIGNMENT_ANNOTATION, format_assignment
 from cache.pod import pod_from_api
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.gang import Gang, build_gang
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.gang import Gang, build_gang
 from scheduler.kube.binder import (
     RESOLVE_ATTEMPTS,
     GangBinder,
@@ -26,7 +26,7 @@ from scheduler.kube.binder import (
     restart_decision,
 )
 from scheduler.kube.client import KubeClient
-from scheduler.planner import Plan
+from scheduler.planner.planner import Plan
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator
 from tests.signed import TEST_KEY, signed

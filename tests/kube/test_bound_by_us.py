@@ -15,7 +15,7 @@ from cache.pod import PodInfo, pod_from_api
 from scheduler.kube.binder import GangBinder, binding_body
 from scheduler.kube.client import KubeClient
 from scheduler.kube.preemption import evict_victims
-from scheduler.preemption import Preemption, VictimGang
+from scheduler.sharing.preemption import Preemption, VictimGang
 from tests.factories import make_pod, node_obj, pod_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound
 from tests.kube.test_runner_faults import run_past_the_grace

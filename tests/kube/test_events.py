@@ -14,8 +14,8 @@ import pytest_asyncio
 from cache.cluster import Placement
 from cache.pod import pod_from_api
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.gang import Gang, build_gang
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.gang import Gang, build_gang
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import (
     FeedbackRecorder,
@@ -23,7 +23,7 @@ from scheduler.kube.events import (
     WriteQueue,
     podgroup_status,
 )
-from scheduler.planner import Plan, Unschedulable
+from scheduler.planner.planner import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kubeapi import EVENTS, PODGROUPS, KubeApiEmulator
 

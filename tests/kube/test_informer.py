@@ -19,7 +19,7 @@ from aiohttp import web
 
 from cache.cluster import Placement
 from policies.profile import build_profile
-from scheduler.core import Reconciliation, SchedulingCore
+from scheduler.cycle.core import Reconciliation, SchedulingCore
 from scheduler.kube.client import ApiError, KubeClient, TokenBucket, create_client
 from scheduler.kube.informer import (
     PODS,

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from scheduler.config import PreemptionConfig, config_from_mapping
+from scheduler.process.config import PreemptionConfig, config_from_mapping
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_with

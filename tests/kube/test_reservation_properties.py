@@ -34,10 +34,10 @@ from cache.cluster import EventType
 from cache.gpu import ASSIGNMENT_ANNOTATION, parse_assignment
 from cache.quantity import to_milli
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
+from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.binder import GangBinder, PartialGangs, bind_and_settle, resolve_unknown
 from scheduler.kube.client import ApiError, KubeClient
-from scheduler.planner import Plan
+from scheduler.planner.planner import Plan
 from tests.factories import node_obj, pod_obj
 
 NODES = {"n0": 2, "n1": 2, "n2": 1}  # name -> GPUs

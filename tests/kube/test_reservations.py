@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.config import config_from_mapping
+from scheduler.process.config import config_from_mapping
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound, running_with, unschedulable_message
 from tests.kube.test_runner_faults import assert_one_bind_per_pod, scheduler_watching

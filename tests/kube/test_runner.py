@@ -19,10 +19,10 @@ import pytest
 
 from cache.cluster import Placement
 from cache.gpu import ASSIGNMENT_ANNOTATION
-from scheduler.cli import main
-from scheduler.config import SchedulerConfig, config_from_mapping
+from scheduler.cli.main import main
 from scheduler.kube.binder import MemberOutcome
 from scheduler.kube.runner import failure_reason, run_scheduler
+from scheduler.process.config import SchedulerConfig, config_from_mapping
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.waiting import eventually, free_port
@@ -54,7 +54,7 @@ def fast_config(port: int, *, leader: bool = False, debug_port: int = 0) -> Sche
 async def start_cli(
     api: KubeApiEmulator, tmp_path: Path, extra_config: str = "", *, stderr: int
 ) -> asyncio.subprocess.Process:
-    """`python -m scheduler.cli run` against `api` in a subprocess (leader election off,
+    """`python -m scheduler.cli.main run` against `api` in a subprocess (leader election off,
     `extra_config` YAML lines appended to the config)."""
     config = tmp_path / "config.yaml"
     config.write_text(
@@ -65,7 +65,7 @@ async def start_cli(
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "scheduler.cli",
+        "scheduler.cli.main",
         "run",
         "--kubeconfig",
         str(kubeconfig),

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from scheduler.config import MetricsConfig
+from scheduler.process.config import MetricsConfig
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import TEST_TIMEOUT, fast_config, running_with
 from tests.kubeapi import KubeApiEmulator

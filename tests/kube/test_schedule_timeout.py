@@ -13,7 +13,7 @@ import pytest
 
 from cache.pod import pod_from_api
 from cache.podgroup import podgroup_from_api
-from scheduler.gang import Gang, build_gang
+from scheduler.gangs.gang import Gang, build_gang
 from scheduler.kube.binder import PartialGangs
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kube.test_runner import fast_config, running_with

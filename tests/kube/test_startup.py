@@ -1,7 +1,7 @@
 """`gang-scheduler run` in a subprocess: what stops it from starting is one line on
 stderr and exit code 2 (never a traceback), and what it does is logged, structured.
 
-Each case runs the real CLI (`python -m scheduler.cli run`) with a kubeconfig, a
+Each case runs the real CLI (`python -m scheduler.cli.main run`) with a kubeconfig, a
 configuration and an environment of its own; the API server, when one is needed, is the
 emulator over real HTTP."""
 
@@ -54,7 +54,7 @@ async def start(*args: str, env: dict[str, str] | None = None) -> asyncio.subpro
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "scheduler.cli",
+        "scheduler.cli.main",
         "run",
         *args,
         stdout=asyncio.subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""The starvation guard end to end against the API emulator (scheduler/starvation.py):
+"""The starvation guard end to end against the API emulator (scheduler/sharing/starvation.py):
 a gang that waited past `starvation.guardSeconds` gets one Normal `Reserved` event, later
 work is kept off its node, and it is bound once the work there leaves."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.config import StarvationConfig
+from scheduler.process.config import StarvationConfig
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_preemption import events
 from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_with

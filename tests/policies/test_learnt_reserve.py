@@ -18,9 +18,9 @@ from cache.snapshot import Snapshot
 from policies.profile import RESERVING_POLICIES, build_profile
 from policies.scores.fragmentation import OnlineWorkload, Relearnt, TargetWorkload, WorkloadShape
 from policies.whole_node_reserve import LearnedWholeNodeReserve, WholeNodeReserve
-from scheduler.core import SchedulingCore
-from scheduler.gang import assemble_gangs
-from scheduler.planner import Plan, Planner
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.gang import assemble_gangs
+from scheduler.planner.planner import Plan, Planner
 from scheduler.sim.openb import OpenbPod, pod_object
 from tests.factories import make_pod, node_obj, pod_obj
 from tests.scheduler.test_core_isolation import run_until_idle

@@ -25,9 +25,9 @@ from policies.filters.volume_binding import (
     resolve_pod,
 )
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan, Unschedulable
-from scheduler.queue import ClusterChange
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.queue import ClusterChange
+from scheduler.planner.planner import Plan, Unschedulable
 from tests.factories import make_node, node_obj, pod_obj
 from tests.volume_objects import (
     HOSTNAME,

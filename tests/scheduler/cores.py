@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from cache.cluster import EventType
 from policies.profile import build_profile
-from scheduler.core import Attempt, SchedulingCore
-from scheduler.planner import Plan
+from scheduler.cycle.core import Attempt, SchedulingCore
+from scheduler.planner.planner import Plan
 from tests.factories import node_obj
 
 

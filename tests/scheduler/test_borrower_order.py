@@ -1,5 +1,5 @@
 """Borrowing gangs ordered by their namespace's dominant share (docs/quotas.md,
-"Borrowers ordered by dominant share"): the queue's index (scheduler/queue.py), the
+"Borrowers ordered by dominant share"): the queue's index (scheduler/gangs/queue.py), the
 share (policies/fair_share.py) and, through the core, idle capacity divided by share
 over time rather than by arrival."""
 
@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import scheduler.quotas as quotas_module
+import scheduler.sharing.quotas as quotas_module
 from cache.cluster import EventType
 from cache.quota import GPU, WEIGHT_ANNOTATION, QuotaBook
 from policies.fair_share import beyond_min, dominant_share
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan
-from scheduler.queue import GangQueue
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.queue import GangQueue
+from scheduler.planner.planner import Plan
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 

@@ -11,8 +11,8 @@ import sys
 
 # Modules only `simulate`, `demo` or `node-agent` use; each costs start-up time.
 NOT_FOR_RUN = (
-    "scheduler.cli_sim",
-    "scheduler.demo",
+    "scheduler.cli.simulate",
+    "scheduler.cli.demo",
     "scheduler.sim.openb",
     "scheduler.sim.replay",
     "scheduler.sim.timeline",
@@ -28,13 +28,14 @@ NOT_FOR_RUN = (
     "pynvml",
 )
 
-# The `run` command's imports (scheduler/cli.py's `_run`), after the parser is built.
+# The `run` command's imports (scheduler/cli/main.py's `_run`), after the parser is built.
 RUN_IMPORTS = """
 import json, sys
-from scheduler.cli import build_parser
+from scheduler.cli.main import build_parser
 args = build_parser().parse_args(["run", "--kubeconfig", "k"])
 assert args.command == "run"
-import scheduler.config, scheduler.kube.runner, scheduler.logs, scheduler.startup
+import scheduler.process.config, scheduler.kube.runner
+import scheduler.process.logs, scheduler.process.startup
 print(json.dumps(sorted(sys.modules)))
 """
 
@@ -58,6 +59,8 @@ def test_run_loads_neither_the_simulator_nor_the_demo_nor_rich() -> None:
 
 def test_the_simulate_command_still_finds_its_modules() -> None:
     # The other side: `simulate` and `demo` import them when they run.
-    program = "import json, sys\nimport scheduler.cli_sim\nprint(json.dumps(sorted(sys.modules)))"
+    program = (
+        "import json, sys\nimport scheduler.cli.simulate\nprint(json.dumps(sorted(sys.modules)))"
+    )
     modules = loaded_modules(program)
-    assert {"scheduler.demo", "scheduler.sim.openb", "rich.console"} <= modules
+    assert {"scheduler.cli.demo", "scheduler.sim.openb", "rich.console"} <= modules

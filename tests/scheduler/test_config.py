@@ -15,7 +15,7 @@ from policies.scores.most_allocated import MostAllocated
 from policies.scores.network_topology import NetworkTopology
 from policies.scores.node_affinity import PreferredNodeAffinity
 from policies.scores.taint_toleration import PreferNoScheduleTaints
-from scheduler.config import (
+from scheduler.process.config import (
     DEFAULT_HTTP_PORT,
     ConfigError,
     SchedulerConfig,
@@ -400,7 +400,7 @@ def test_the_debug_listener_takes_loopback_addresses_only() -> None:
 
 
 def test_the_format_is_versioned_and_a_file_without_a_version_is_v1alpha1() -> None:
-    from scheduler.config import CONFIG_API_VERSION, CONFIG_KIND, config_from_mapping
+    from scheduler.process.config import CONFIG_API_VERSION, CONFIG_KIND, config_from_mapping
 
     assert (CONFIG_API_VERSION, CONFIG_KIND) == (
         "gang-scheduler.io/v1alpha1",

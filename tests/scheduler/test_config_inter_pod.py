@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.config import ConfigError, build_profile_from, parse_config
+from scheduler.process.config import ConfigError, build_profile_from, parse_config
 
 
 def test_inter_pod_score_weights_default_to_kube_schedulers_two() -> None:

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from cache.cluster import EventType, Reservation
 from policies.profile import build_profile
-from scheduler.config import build_core_from, config_from_mapping
-from scheduler.core import SchedulingCore
-from scheduler.demo import run_demo
-from scheduler.planner import Plan, Unschedulable
+from scheduler.cli.demo import run_demo
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.process.config import build_core_from, config_from_mapping
 from tests.factories import node_obj, pod_obj
 
 ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED
@@ -209,7 +209,7 @@ def test_relist_reconciles_and_keeps_reservations_of_pods_that_still_exist() -> 
 
 
 def test_a_given_queue_is_kept_and_attempts_say_when_the_gang_became_ready() -> None:
-    from scheduler.queue import GangQueue
+    from scheduler.gangs.queue import GangQueue
 
     queue = GangQueue(initial_backoff_seconds=5, max_backoff_seconds=5)
     core = SchedulingCore(build_profile(), queue=queue)

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 import cache.cluster
-import scheduler.gang
+import scheduler.gangs.gang
 from cache.cluster import ClusterCache, EventType
 from cache.gpu import COUNT_LABEL
 from policies.profile import build_profile
 from policies.scores.fragmentation import OnlineWorkload, shape_of
 from policies.scores.share_completion import LearnedShareCompletion
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan, Unschedulable
-from scheduler.queue import ClusterChange
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.queue import ClusterChange
+from scheduler.planner.planner import Plan, Unschedulable
 from tests.factories import make_pod, node_obj, pod_obj, podgroup_obj
 
 ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED
@@ -291,14 +291,14 @@ def test_a_victim_search_that_raises_fails_that_gang_alone(
 
 
 def test_a_gang_whose_assembly_raises_waits_with_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = scheduler.gang._size_gang
+    real = scheduler.gangs.gang._size_gang
 
     def size(gang: Any, podgroup: Any, keys: Any) -> None:
         if gang.name == "cursed":
             raise Boom("assembly bug")
         real(gang, podgroup, keys)
 
-    monkeypatch.setattr(scheduler.gang, "_size_gang", size)
+    monkeypatch.setattr(scheduler.gangs.gang, "_size_gang", size)
     core = SchedulingCore(build_profile())
     core.apply_node(ADDED, node_obj("n", gpus=4), 0)
     for pod in [*good_gang("cursed", 2), *good_gang("fine", 2)]:

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-import scheduler.planner as planner_module
+import scheduler.planner.planner as planner_module
 from cache.cluster import ClusterCache, EventType
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from policies.profile import Profile, build_profile
-from scheduler.gang import GangIndex, assemble_gangs
-from scheduler.planner import Plan, Planner
+from scheduler.gangs.gang import GangIndex, assemble_gangs
+from scheduler.planner.planner import Plan, Planner
 from tests.factories import make_pod, node_obj, pod_obj
 
 SCHED = "gang-scheduler"
@@ -128,7 +128,7 @@ def test_kept_choices_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_waiting_changes_name_only_the_gangs_rebuilt() -> None:
     """The loop publishes waiting messages every cycle: after the first full look it is
     told only the gangs rebuilt since, not every gang of a long queue."""
-    from scheduler.core import SchedulingCore
+    from scheduler.cycle.core import SchedulingCore
     from tests.factories import pod_obj as member
 
     core = SchedulingCore(build_profile())

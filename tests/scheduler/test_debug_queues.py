@@ -1,4 +1,4 @@
-"""`/debug/queues` over real HTTP on 127.0.0.1 (scheduler/queue_report.py)."""
+"""`/debug/queues` over real HTTP on 127.0.0.1 (scheduler/process/queue_report.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from cache.cluster import EventType
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
+from scheduler.cycle.core import SchedulingCore
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 from tests.scheduler.test_http import NOW, FakeStatus, listening, settled

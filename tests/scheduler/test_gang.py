@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cache.pod import VOLCANO_GANG_ANNOTATION, PodInfo
 from cache.podgroup import PodGroupInfo, podgroup_from_api
-from scheduler.gang import (
+from scheduler.gangs.gang import (
     Gang,
     GangIndex,
     GangSet,

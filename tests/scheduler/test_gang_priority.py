@@ -1,8 +1,8 @@
-"""Members of a gang must agree on priority (scheduler/gang.py, issue 12)."""
+"""Members of a gang must agree on priority (scheduler/gangs/gang.py, issue 12)."""
 
 from __future__ import annotations
 
-from scheduler.gang import assemble_gangs
+from scheduler.gangs.gang import assemble_gangs
 from tests.factories import make_pod
 from tests.scheduler.test_gang import SCHED, at, only_gang, workers
 

@@ -11,8 +11,8 @@ from cache.cluster import EventType
 from cache.node import NodeInfo
 from cache.snapshot import REMOVALS_KEPT, Snapshot
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
 from tests.factories import node_obj, pod_obj, podgroup_obj
 
 ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED

@@ -12,9 +12,9 @@ from cache.gpu import TOPOLOGY_ANNOTATION
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
+from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.gpu_faults import REASON, GpuFaultNotifier
-from scheduler.planner import Plan
+from scheduler.planner.planner import Plan
 from scheduler.sim.objects import node_object
 from tests.factories import pod_obj
 

@@ -14,10 +14,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cache.cluster import EventType
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.http import bound_port, gang_report, make_app, make_debug_app, serve
-from scheduler.metrics import METRIC_LABELS, SchedulerMetrics
-from scheduler.startup import StartupError
+from scheduler.cycle.core import SchedulingCore
+from scheduler.process.http import bound_port, gang_report, make_app, make_debug_app, serve
+from scheduler.process.metrics import METRIC_LABELS, SchedulerMetrics
+from scheduler.process.startup import StartupError
 from tests.factories import node_obj, pod_obj
 
 NOW = 1_790_000_000.0  # 2026-09-21T14:13:20Z, after every pod's creation

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.logs import configure_logging, log_event
+from scheduler.process.logs import configure_logging, log_event
 
 
 @pytest.fixture

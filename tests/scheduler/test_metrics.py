@@ -12,15 +12,15 @@ from prometheus_client import REGISTRY
 from cache.cluster import EventType
 from cache.gpu import TOPOLOGY_ANNOTATION, GpuDevice, format_topology
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.metrics import (
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
+from scheduler.process.metrics import (
     ATTEMPT_BUCKETS,
     BIND_BUCKETS,
     CONTENT_TYPE,
     WAIT_BUCKETS,
     SchedulerMetrics,
 )
-from scheduler.planner import Plan
 from tests.factories import node_obj, pod_obj
 
 ADDED, DELETED = EventType.ADDED, EventType.DELETED

@@ -9,15 +9,15 @@ import pytest
 
 from cache.cluster import EventType
 from policies.profile import build_profile
-from scheduler.config import ConfigError, MetricsConfig, parse_config
-from scheduler.core import SchedulingCore
-from scheduler.metrics import (
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
+from scheduler.process.config import ConfigError, MetricsConfig, parse_config
+from scheduler.process.metrics import (
     METRIC_LABELS,
     OTHER_NAMESPACES,
     PENDING_REASONS,
     SchedulerMetrics,
 )
-from scheduler.planner import Plan
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 from tests.scrape import PROCESS_SERIES, parse

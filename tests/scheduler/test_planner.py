@@ -6,8 +6,8 @@ from typing import Any
 
 from cache.cluster import ClusterCache, EventType
 from policies.profile import build_profile
-from scheduler.gang import Gang, assemble_gangs
-from scheduler.planner import Plan, Unschedulable, plan_gang
+from scheduler.gangs.gang import Gang, assemble_gangs
+from scheduler.planner.planner import Plan, Unschedulable, plan_gang
 from tests.factories import dgx_links, node_obj, pcie_two_switch_links, pod_obj
 
 PROFILE = build_profile()

@@ -15,8 +15,8 @@ from cache.pod import PodInfo
 from policies.filters.node_affinity import NodeAffinity
 from policies.filters.taint_toleration import TaintToleration
 from policies.profile import build_profile
-from scheduler.gang import assemble_gangs
-from scheduler.planner import Plan, plan_gang
+from scheduler.gangs.gang import assemble_gangs
+from scheduler.planner.planner import Plan, plan_gang
 from tests.podconstraints import (
     HOST,
     ZONE,

@@ -9,9 +9,9 @@ from typing import Any
 
 from cache.cluster import ClusterCache
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.gang import assemble_gangs
-from scheduler.planner import Plan, Planner, Unschedulable, plan_gang
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.gang import assemble_gangs
+from scheduler.planner.planner import Plan, Planner, Unschedulable, plan_gang
 from tests.podconstraints import (
     HOST,
     ZONE,

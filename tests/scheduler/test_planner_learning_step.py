@@ -16,8 +16,8 @@ from cache.pod import pod_from_api
 from cache.snapshot import Snapshot
 from policies.profile import build_profile
 from policies.scores.fragmentation import OnlineWorkload
-from scheduler.gang import assemble_gangs
-from scheduler.planner import Plan, Planner
+from scheduler.gangs.gang import assemble_gangs
+from scheduler.planner.planner import Plan, Planner
 from tests.factories import node_obj, pod_obj
 from tests.scheduler.test_planner_lone_member import _node, _pod
 

@@ -1,4 +1,4 @@
-"""The planner's one-pass path for a lone member (scheduler/planner.py,
+"""The planner's one-pass path for a lone member (scheduler/planner/planner.py,
 `_GangPlanning._plan_lone_member`) decides exactly what the general path decides:
 the same node, devices, score and attempt, or the same refusal, over random clusters
 and random streams of one-pod gangs, with nodes changing between plans."""
@@ -13,15 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import scheduler.planner as planner_module
+import scheduler.planner.planner as planner_module
 from cache.cluster import ClusterCache, EventType
 from cache.pod import pod_from_api
 from cache.snapshot import Snapshot
 from policies.profile import Profile, build_profile
 from policies.scores.fragmentation import OnlineWorkload
 from policies.whole_node_reserve import LearnedWholeNodeReserve
-from scheduler.gang import Gang, assemble_gangs
-from scheduler.planner import Plan, Planner, PlanResult
+from scheduler.gangs.gang import Gang, assemble_gangs
+from scheduler.planner.planner import Plan, Planner, PlanResult
 from tests.factories import dgx_links, make_node, node_obj, pod_obj
 
 SCHED = "gang-scheduler"

@@ -13,8 +13,8 @@ from cache.cluster import ClusterCache, EventType
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from policies.profile import Profile, build_profile
-from scheduler.gang import assemble_gangs
-from scheduler.planner import Plan, Planner
+from scheduler.gangs.gang import assemble_gangs
+from scheduler.planner.planner import Plan, Planner
 from tests.factories import node_obj, pod_obj
 
 SCHED = "gang-scheduler"

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from cache.cluster import ClusterCache, EventType
 from policies.profile import POLICIES, build_profile
-from scheduler.gang import assemble_gangs
-from scheduler.planner import Plan, plan_gang
+from scheduler.gangs.gang import assemble_gangs
+from scheduler.planner.planner import Plan, plan_gang
 from tests.factories import dgx_links, node_obj, pcie_two_switch_links, pod_obj
 
 PROFILES = {name: build_profile(name, candidate_limit=4) for name in POLICIES}
@@ -129,7 +129,7 @@ def test_a_plan_places_at_least_min_member_or_nothing_and_never_overcommits(
 def test_exhaustive_rankings_kept_across_calls_match_a_fresh_planner(data: st.DataObject) -> None:
     """The persistent ranking is caught up from the snapshot's change log; it must pick
     what a planner that sees the cluster for the first time picks."""
-    from scheduler.planner import Planner
+    from scheduler.planner.planner import Planner
 
     nodes = data.draw(clusters())
     policy = data.draw(st.sampled_from(["binpack", "spread"]))

@@ -1,13 +1,13 @@
 """Preemption and reclaim for gangs whose members mount volume claims, through the core:
-the victim search's what-if plans them as the core does (scheduler/claim_planning.py)."""
+the victim search's what-if plans them as the core does (scheduler/planner/volume_claims.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cache.cluster import EventType, Reservation
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan, Unschedulable
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan, Unschedulable
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 from tests.scheduler.test_preemption_core import core_with, delete, run

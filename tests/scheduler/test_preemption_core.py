@@ -1,4 +1,4 @@
-"""Priority preemption through the core (scheduler/preemption.py, issue 12)."""
+"""Priority preemption through the core (scheduler/sharing/preemption.py, issue 12)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from cache.cluster import EventType, Reservation
 from policies.profile import build_profile
-from scheduler.core import Attempt, SchedulingCore
-from scheduler.planner import Plan, Unschedulable
-from scheduler.queue import ClusterChange
+from scheduler.cycle.core import Attempt, SchedulingCore
+from scheduler.gangs.queue import ClusterChange
+from scheduler.planner.planner import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj
 from tests.signed import TEST_KEY, signed
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.queue import ClusterChange, GangQueue
+from scheduler.gangs.queue import ClusterChange, GangQueue
 
 
 def failed_once(queue: GangQueue, key: str, now: float, reason: str = "no room") -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.queue import ClusterChange, GangQueue
+from scheduler.gangs.queue import ClusterChange, GangQueue
 
 KEYS = [f"ns{index % 3}/g{index}" for index in range(6)]
 

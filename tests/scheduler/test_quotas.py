@@ -1,4 +1,4 @@
-"""ElasticQuota max enforced gang-wide through the scheduling core (scheduler/quotas.py)."""
+"""ElasticQuota max enforced gang-wide through the scheduling core (scheduler/sharing/quotas.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from cache import resources as res
 from cache.cluster import EventType
 from cache.quota import GPU, usage_of
-from scheduler.core import SchedulingCore
-from scheduler.metrics import SchedulerMetrics
-from scheduler.planner import Plan, Unschedulable
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.process.metrics import SchedulerMetrics
 from tests.cache.test_quota import quota_obj
 from tests.factories import gang_pods, pod_obj
 from tests.scheduler.cores import core_on_nodes

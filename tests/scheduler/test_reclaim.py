@@ -1,4 +1,4 @@
-"""Reclaim of borrowed quota through the core (scheduler/reclaim.py, issue 12): a gang
+"""Reclaim of borrowed quota through the core (scheduler/sharing/reclaim.py, issue 12): a gang
 within its namespace's min evicts whole gangs of namespaces borrowing beyond theirs,
 fewest GPUs first, never taking a namespace below its own min, whatever the
 priorities; and the same path (a `Preemption`, held room) as priority preemption."""
@@ -15,10 +15,10 @@ from cache.cluster import EventType, Reservation
 from cache.quota import GPU, usage_of
 from cache.resources import total_of
 from policies.guarantees import may_take
-from scheduler.core import Attempt, SchedulingCore
-from scheduler.planner import Plan, Unschedulable
-from scheduler.preemption import PRIORITY, RECLAIM, Preemption, VictimGang
-from scheduler.reclaim import holding, taker
+from scheduler.cycle.core import Attempt, SchedulingCore
+from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.sharing.preemption import PRIORITY, RECLAIM, Preemption, VictimGang
+from scheduler.sharing.reclaim import holding, taker
 from tests.factories import gang_pods, make_pod, pod_obj
 from tests.quota_objects import gpu_quota
 from tests.scheduler.cores import core_on_nodes

@@ -1,5 +1,5 @@
 """A deleted pod retries a gang waiting on inter-pod terms only when those terms could
-have counted it (scheduler/requeue.py): a pod a gang's required anti-affinity or hard
+have counted it (scheduler/cycle/requeue.py): a pod a gang's required anti-affinity or hard
 spread selects, or whose own anti-affinity kept the gang out. Every other deletion
 leaves the gang waiting, unless the room it frees on its node could take a member."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from cache.cluster import EventType
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
 from tests.podconstraints import ZONE, labelled_pod, required, spread, term, zoned_node
 
 BIG, SMALL = "64", "2"  # a member asks for 4 CPUs: it fits on a big node only

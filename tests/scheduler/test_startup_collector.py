@@ -13,13 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.startup import collector_paused_while_loading
+from scheduler.process.startup import collector_paused_while_loading
 
 # `run` up to its configuration (the file does not exist: the command stops there with
 # exit status 2, after loading everything it runs with).
 RUN_UNTIL_CONFIG = """
 import gc, json, sys
-from scheduler.cli import main
+from scheduler.cli.main import main
 young = gc.get_stats()[0]["collections"]
 code = main(["run", "--config", sys.argv[1]])
 print(json.dumps({

@@ -1,4 +1,4 @@
-"""The starvation guard through the core (scheduler/starvation.py, issue 12): a large gang
+"""The starvation guard through the core (scheduler/sharing/starvation.py, issue 12): a large gang
 behind a stream of small ones gets a reservation after `guard_seconds` and is placed
 within a bounded wait; without the guard it waits forever. Backfill takes only room the
 reserved gang does not need."""
@@ -10,11 +10,11 @@ from typing import Any
 from cache.cluster import EventType, Reservation
 from cache.quota import GPU
 from policies.profile import build_profile
-from scheduler.config import build_core_from, config_from_mapping
-from scheduler.core import SchedulingCore
-from scheduler.metrics import SchedulerMetrics
-from scheduler.planner import Plan
-from scheduler.queue import ClusterChange
+from scheduler.cycle.core import SchedulingCore
+from scheduler.gangs.queue import ClusterChange
+from scheduler.planner.planner import Plan
+from scheduler.process.config import build_core_from, config_from_mapping
+from scheduler.process.metrics import SchedulerMetrics
 from tests.cache.test_quota import quota_obj
 from tests.factories import gang_pods, pod_obj
 from tests.scheduler.cores import core_on_nodes

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from cache.cluster import EventType
-from scheduler.queue import ClusterChange
+from scheduler.gangs.queue import ClusterChange
 from tests.cache.test_quota import quota_obj
 from tests.factories import pod_obj
 from tests.scheduler.test_starvation import core_with, run

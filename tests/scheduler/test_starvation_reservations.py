@@ -1,10 +1,10 @@
-"""Reservations of the starvation guard (scheduler/starvation.py, docs/quotas.md "No
+"""Reservations of the starvation guard (scheduler/sharing/starvation.py, docs/quotas.md "No
 starvation"): one per starving gang, none handed to another gang, none overlapping."""
 
 from __future__ import annotations
 
 from cache.cluster import EventType
-from scheduler.planner import Plan
+from scheduler.planner.planner import Plan
 from tests.factories import pod_obj
 from tests.scheduler.test_starvation import core_with, gang, run
 

@@ -7,8 +7,8 @@ from importlib import metadata
 
 import pytest
 
-from scheduler.cli import main
-from scheduler.metrics import SchedulerMetrics
+from scheduler.cli.main import main
+from scheduler.process.metrics import SchedulerMetrics
 
 
 def test_version_prints_the_installed_package_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,7 @@
-"""The fast victim search (scheduler/victim_fit.py) decides as the straightforward one.
+"""The fast victim search (scheduler/sharing/victim_fit.py) decides as the straightforward one.
 
 The straightforward `fits` plans the preemptor on a what-if copy of the snapshot made
-for the search, with a planner made for the search (scheduler.preemption.WhatIf), for
+for the search, with a planner made for the search (scheduler.sharing.preemption.WhatIf), for
 every victim set `choose_victims` asks about; the core's keeps one copy and one planner
 between searches, skips sets the resource bound refuses, and answers sets spanning many
 nodes with a witness. Two cores get the same events on random small clusters (arrivals,
@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from cache.cluster import ClusterCache, EventType
 from policies.profile import build_profile
-from scheduler import victim_fit
-from scheduler.core import Attempt, SchedulingCore
-from scheduler.gang import Gang
-from scheduler.planner import Plan, Planner
-from scheduler.preemption import Preempter, VictimGang, WhatIf
-from scheduler.quotas import within_quota
+from scheduler.cycle.core import Attempt, SchedulingCore
+from scheduler.gangs.gang import Gang
+from scheduler.planner.planner import Plan, Planner
+from scheduler.sharing import victim_fit
+from scheduler.sharing.preemption import Preempter, VictimGang, WhatIf
+from scheduler.sharing.quotas import within_quota
 from tests.factories import gang_pods, node_obj
 from tests.quota_objects import gpu_quota
 

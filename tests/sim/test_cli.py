@@ -16,7 +16,7 @@ from rich.console import Console
 
 from cache.pod import PodInfo
 from policies.profile import Profile, build_profile
-from scheduler.cli import main
+from scheduler.cli.main import main
 from scheduler.sim import profiles
 from scheduler.sim.openb import Readings
 from scheduler.sim.replay import OpenbResult

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli import main
+from scheduler.cli.main import main
 from scheduler.sim.parallel import run_jobs
 
 NODES = """sn,cpu_milli,memory_mib,gpu,model

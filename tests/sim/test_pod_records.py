@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from cache.cluster import EventType
 from cache.pod import GangKeys, pod_from_api
 from policies.profile import build_profile
-from scheduler.core import SchedulingCore
-from scheduler.planner import Plan
+from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.planner import Plan
 from scheduler.sim.openb import (
     OpenbPod,
     PodRecords,

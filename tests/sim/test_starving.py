@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from policies.profile import build_profile
-from scheduler.core import Attempt, SchedulingCore
+from scheduler.cycle.core import Attempt, SchedulingCore
 from scheduler.sim.starving import LARGE, StarvingShape, starving_cluster, starving_workload
 from scheduler.sim.timeline import TaskOutcome, TimelineResult, replay_timeline
 from scheduler.sim.workload import NAMESPACE

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.cli import main
+from scheduler.cli.main import main
 from scheduler.sim.cluster_spec import gpu_pools, parse_cluster
 from scheduler.sim.teams import generate_teams, parse_teams
 from scheduler.sim.tenant_report import (

@@ -15,7 +15,7 @@ from rich.console import Console
 from cache.cluster import Placement
 from policies.profile import build_profile
 from policies.scores.fragmentation import OnlineWorkload
-from scheduler.cli import main
+from scheduler.cli.main import main
 from scheduler.sim.cluster_spec import Pool, default_cluster, gpu_pools, nodes_of, parse_cluster
 from scheduler.sim.openb import cluster_size
 from scheduler.sim.report import TimelineRun, timeline_entry, timeline_json, timeline_tables
