@@ -1,6 +1,9 @@
 """Raw NVML readings of every GPU, each call wrapped: what the real library answers."""
+
 import json
+
 import pynvml as n
+
 
 def tryc(f, *a):
     try:
@@ -8,8 +11,9 @@ def tryc(f, *a):
         if isinstance(v, bytes):
             v = v.decode()
         return v
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"ERROR {type(e).__name__}: {e}"
+
 
 def obj(v):
     if hasattr(v, "_fields_"):
@@ -25,27 +29,57 @@ def obj(v):
             return str(v)
     return v if isinstance(v, (int, float, str, type(None), bool, dict)) else str(v)
 
+
 n.nvmlInit()
-out = {"driver": tryc(n.nvmlSystemGetDriverVersion), "nvml": tryc(n.nvmlSystemGetNVMLVersion),
-       "cuda_driver": tryc(n.nvmlSystemGetCudaDriverVersion_v2), "count": n.nvmlDeviceGetCount(), "devices": []}
+out = {
+    "driver": tryc(n.nvmlSystemGetDriverVersion),
+    "nvml": tryc(n.nvmlSystemGetNVMLVersion),
+    "cuda_driver": tryc(n.nvmlSystemGetCudaDriverVersion_v2),
+    "count": n.nvmlDeviceGetCount(),
+    "devices": [],
+}
 for i in range(out["count"]):
     h = n.nvmlDeviceGetHandleByIndex(i)
     d = {"index": i}
-    for name, f in [("name", n.nvmlDeviceGetName), ("uuid", n.nvmlDeviceGetUUID), ("serial", n.nvmlDeviceGetSerial),
-                    ("minor", n.nvmlDeviceGetMinorNumber), ("board_id", n.nvmlDeviceGetBoardId),
-                    ("multi_gpu_board", n.nvmlDeviceGetMultiGpuBoard), ("brand", n.nvmlDeviceGetBrand),
-                    ("arch", n.nvmlDeviceGetArchitecture), ("cc", n.nvmlDeviceGetCudaComputeCapability),
-                    ("numa_node", getattr(n, "nvmlDeviceGetNumaNodeId", None)),
-                    ("mig_mode", n.nvmlDeviceGetMigMode), ("max_mig", n.nvmlDeviceGetMaxMigDeviceCount),
-                    ("persistence", n.nvmlDeviceGetPersistenceMode), ("compute_mode", n.nvmlDeviceGetComputeMode),
-                    ("ecc", n.nvmlDeviceGetEccMode), ("power_mw", n.nvmlDeviceGetPowerUsage),
-                    ("power_limit_mw", n.nvmlDeviceGetEnforcedPowerLimit), ("temp_c", lambda h: n.nvmlDeviceGetTemperature(h, 0)),
-                    ("supported_events", n.nvmlDeviceGetSupportedEventTypes)]:
+    for name, f in [
+        ("name", n.nvmlDeviceGetName),
+        ("uuid", n.nvmlDeviceGetUUID),
+        ("serial", n.nvmlDeviceGetSerial),
+        ("minor", n.nvmlDeviceGetMinorNumber),
+        ("board_id", n.nvmlDeviceGetBoardId),
+        ("multi_gpu_board", n.nvmlDeviceGetMultiGpuBoard),
+        ("brand", n.nvmlDeviceGetBrand),
+        ("arch", n.nvmlDeviceGetArchitecture),
+        ("cc", n.nvmlDeviceGetCudaComputeCapability),
+        ("numa_node", getattr(n, "nvmlDeviceGetNumaNodeId", None)),
+        ("mig_mode", n.nvmlDeviceGetMigMode),
+        ("max_mig", n.nvmlDeviceGetMaxMigDeviceCount),
+        ("persistence", n.nvmlDeviceGetPersistenceMode),
+        ("compute_mode", n.nvmlDeviceGetComputeMode),
+        ("ecc", n.nvmlDeviceGetEccMode),
+        ("power_mw", n.nvmlDeviceGetPowerUsage),
+        ("power_limit_mw", n.nvmlDeviceGetEnforcedPowerLimit),
+        ("temp_c", lambda h: n.nvmlDeviceGetTemperature(h, 0)),
+        ("supported_events", n.nvmlDeviceGetSupportedEventTypes),
+    ]:
         d[name] = obj(tryc(f, h)) if f else "absent in this pynvml"
     d["memory"] = obj(tryc(n.nvmlDeviceGetMemoryInfo, h))
-    d["pci"] = obj(tryc(n.nvmlDeviceGetPciInfo_v3 if hasattr(n, "nvmlDeviceGetPciInfo_v3") else n.nvmlDeviceGetPciInfo, h))
+    d["pci"] = obj(
+        tryc(
+            n.nvmlDeviceGetPciInfo_v3
+            if hasattr(n, "nvmlDeviceGetPciInfo_v3")
+            else n.nvmlDeviceGetPciInfo,
+            h,
+        )
+    )
     d["utilization"] = obj(tryc(n.nvmlDeviceGetUtilizationRates, h))
-    d["fabric"] = obj(tryc(getattr(n, "nvmlDeviceGetGpuFabricInfoV", None) or n.nvmlDeviceGetGpuFabricInfo, h)) if hasattr(n, "nvmlDeviceGetGpuFabricInfo") else "absent"
+    d["fabric"] = (
+        obj(
+            tryc(getattr(n, "nvmlDeviceGetGpuFabricInfoV", None) or n.nvmlDeviceGetGpuFabricInfo, h)
+        )
+        if hasattr(n, "nvmlDeviceGetGpuFabricInfo")
+        else "absent"
+    )
     links = {}
     for link in range(getattr(n, "NVML_NVLINK_MAX_LINKS", 18)):
         s = tryc(n.nvmlDeviceGetNvLinkState, h, link)
@@ -60,7 +94,7 @@ for i in range(out["count"]):
             if not isinstance(info, str):
                 profiles.append(obj(info))
         d["mig_gpu_instance_profiles"] = profiles
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         d["mig_gpu_instance_profiles"] = str(e)
     out["devices"].append(d)
 n.nvmlShutdown()
