@@ -5,10 +5,11 @@ The core asks `Preempter.consider` after a ready gang was found unschedulable. W
 the gang's priority is above some running gangs' and none of its members says
 `preemptionPolicy: Never`, the victim search (policies/preemption.py) is run on a
 what-if copy of the snapshot without the candidate gangs; a set that lets the whole
-gang be planned becomes a `Preemption`: the victim gangs (every bound member of
-each: whole gangs only), and the preemptor's planned placements, which the cache
-holds as NOMINATED (charged, never bound) so nothing else is placed onto the room
-while the victims terminate. The adapter evicts the victims and nominates the nodes.
+gang be planned becomes a `Preemption`: the victim gangs (every member of each that
+this scheduler bound: whole gangs only, less what it did not bind), and the
+preemptor's planned placements, which the cache holds as NOMINATED (charged, never
+bound) so nothing else is placed onto the room while the victims terminate. The
+adapter evicts the victims and nominates the nodes.
 
 Reclaim (scheduler/sharing/reclaim.py) makes the same decision, with another pool of victims
 (gangs borrowing beyond their quota's min, whatever their priority) and another order
@@ -75,7 +76,9 @@ REFUSED_VICTIM_SECONDS = 60.0
 class VictimGang:
     key: str
     priority: int
-    pods: tuple[PodInfo, ...]  # every bound member: all of them are evicted
+    # Every member this scheduler bound: all of them are evicted. A member pinned to
+    # its node by its creator is not among them (never evicted, never freed).
+    pods: tuple[PodInfo, ...]
     # Weighed once per gang found running, for reclaim and priority alike (a search at
     # 5,000 nodes weighs thousands of gangs): GPUs its members hold, when its oldest
     # member was created, and, when first asked, what it counts against its quota.
@@ -245,10 +248,11 @@ class Preempter:
         now: float,
         running: Callable[[], dict[str, VictimGang]] | None = None,
     ) -> dict[str, VictimGang]:
-        """Running gangs of ours whose every member has a lower priority than `gang` and
-        was bound by this scheduler, not already being evicted for another gang, not
-        recently refused, and not what another namespace's quota guarantees
-        (policies/guarantees.py). `running`: the running gangs, when already grouped."""
+        """Running gangs of ours, as the members this scheduler bound (a pinned member is
+        no part of its victim), each of those of a lower priority than `gang`, not
+        already being evicted for another gang, not recently refused, and not what
+        another namespace's quota guarantees (policies/guarantees.py). `running`: the
+        running gangs, when already grouped."""
         if not any(pod.priority < gang.priority for pod in self.cache.pods()):
             # No pod at all ranks below the gang (often: one priority for every pod):
             # nothing to group, which is the costly part on a large cluster.
@@ -262,9 +266,9 @@ class Preempter:
         }
 
     def _running(self, gang: Gang, now: float) -> dict[str, VictimGang]:
-        """Running gangs of ours that may be victims of `gang` at all: not itself, not
-        already being evicted for another gang, not recently refused, not one that
-        evicted it."""
+        """Running gangs of ours that may be victims of `gang` at all, each as the
+        members this scheduler bound: not itself, not already being evicted for another
+        gang, not recently refused, not one that evicted it."""
         for key, decision in list(self.decisions.items()):
             if not any(self.cache.pod(p.pod_uid) for p in decision.placements):
                 self.release(key)
@@ -282,20 +286,24 @@ class Preempter:
         for key, by_uid in gangs.items():
             if key == gang.key or key in spared or self.refused.get(key, 0.0) > now:
                 continue
+            # The victim is the gang's members this scheduler bound, and only they: a
+            # pod pinned to its node by whoever created it (our schedulerName or not)
+            # is never evicted, and neither shields its gang (its priority, its pods)
+            # nor is freed in the what-if: it stays, charged to its node and its
+            # quota (cache/ownership.py, docs/security.md "A pinned member shields
+            # nothing").
             pods = [
                 pod
                 for pod in by_uid.values()
-                if pod.consumes_resources and pod.scheduler_name == self.scheduler_name
+                if pod.consumes_resources
+                and pod.scheduler_name == self.scheduler_name
+                and self.cache.bound_by_us(pod)
             ]
             if not pods:
                 continue
             if any(pod.deleting or pod.uid in taken for pod in pods):
                 continue  # already leaving: its room is not ours to count twice
-            # Only gangs this scheduler bound, every member: a pod pinned to its node by
-            # whoever created it (our schedulerName or not) is never evicted, and a gang
-            # with one is not evicted in part (cache/ownership.py, docs/security.md).
-            if all(self.cache.bound_by_us(pod) for pod in pods):
-                found[key] = self._weigh(key, pods)
+            found[key] = self._weigh(key, pods)
         self._weighed = found
         return found
 

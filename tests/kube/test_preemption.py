@@ -223,3 +223,40 @@ async def test_a_team_under_its_min_reclaims_a_borrowing_gang_through_the_evicti
 def test_reclaim_is_read_from_the_configuration() -> None:
     assert config_from_mapping(None).preemption.reclaim
     assert not config_from_mapping({"preemption": {"reclaim": False}}).preemption.reclaim
+
+
+@pytest.mark.asyncio
+async def test_a_pinned_member_in_each_borrowing_gang_does_not_stop_the_reclaim(
+    tmp_path: Path,
+) -> None:
+    """The attack on a lender's min end to end: team b pins one tiny pod (its gang's
+    label, this scheduler's name, `spec.nodeName` at create) beside each of its gangs.
+    Team a's gang within a's min still takes the loan back: the members the scheduler
+    bound are evicted, the pinned pods are left alone (docs/security.md)."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            team_b_borrows_from_a(api)
+            for name, node in (("own", "n0"), ("borrow", "n1")):
+                shield = pod_obj(
+                    f"{name}-shield",
+                    namespace="b",
+                    gang=name,
+                    min_member=2,
+                    cpu="100m",
+                    priority=50,
+                    node_name=node,
+                    phase="Running",
+                )
+                api.put_pod(shield)
+            port = free_port()
+            async with running_with(api, tmp_path, with_key(fast_config(port), tmp_path)):
+                for pod in gang("job", 1, namespace="a"):
+                    api.put_pod(pod)
+                await eventually(lambda: len(bound(api, "job-")) == 2, "a's gang bound")
+            assert api.request_count("create", "pods", "eviction") == 2
+            assert set(events(api, "Preempted")) in ({"own-0", "own-1"}, {"borrow-0", "borrow-1"})
+            for name in ("own-shield", "borrow-shield"):
+                assert api.get_pod("b", name) is not None, f"{name} was removed"
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
