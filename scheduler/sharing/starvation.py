@@ -89,9 +89,12 @@ from scheduler.sharing.reclaim import reclaimed_resources
 log = logging.getLogger(__name__)
 
 # After a starving gang would not fit even with every node drained (most often: the
-# other reservations hold the room), no reservation is planned for this long unless a
-# reservation ends first: each try is about 2 log2(nodes) planning passes, and in an
-# overloaded cluster dozens of gangs starve at once.
+# other reservations hold the room), no reservation is planned for its namespace's
+# gangs for this long unless a reservation ends first: each try is about 2 log2(nodes)
+# planning passes, and in an overloaded cluster dozens of gangs starve at once. Per
+# namespace, not for everyone: a tenant's gangs that can never be placed (larger than
+# any other, so first in the order) would otherwise hold every other namespace's
+# starving gangs back 60 s each, and a stream of them forever.
 RETRY_SECONDS = 60.0
 
 
@@ -161,8 +164,11 @@ class StarvationGuard:
     _noted: dict[str, float] = field(default_factory=dict)
     # Gangs that waited guard_seconds and were not placed since: key -> priority.
     _starving: dict[str, int] = field(default_factory=dict)
-    # When a reservation may be planned again after one that would not fit (0: now).
+    # When a reservation may be planned again after those that would not fit (0: now):
+    # the earliest end of a pause below, when every starving gang's namespace is paused.
     _retry_at: float = 0.0
+    # namespace -> until when its gangs are not searched for (one of them would not fit).
+    _paused: dict[str, float] = field(default_factory=dict)
     # Gangs already told of a reservation (one `Reserved` event each), and the
     # reservations made since the adapter last asked.
     _announced: set[str] = field(default_factory=set)
@@ -222,6 +228,7 @@ class StarvationGuard:
             gang = gangs.get(key)
             if gang is not None and self._same_stay(key, since):
                 self._starving[key] = gang.priority
+                self._retry_at = 0.0  # its namespace may not be paused
             else:
                 self._forget(key)
         if len(self._starving) > len(self.held) and now >= self._retry_at:
@@ -273,13 +280,25 @@ class StarvationGuard:
         noted = self._noted.get(gang.key)
         if noted is not None and ready_since is not None and noted != ready_since:
             self._forget(gang.key)  # another stay in the queue: its wait starts over
-        for held in lifted:
+        for held in lifted:  # the others' first: the check below plans among them
             if held.gang != gang.key:
                 self._hold(held, now)
-            elif placed or gang.key not in self.held:
+        for held in lifted:
+            if held.gang != gang.key:
+                continue
+            if placed or gang.key not in self.held:
                 continue  # forgotten above: its reservation ended with its stay
-            elif not self._same_stay(gang.key, held.ready_since, ready_since):
+            if not self._same_stay(gang.key, held.ready_since, ready_since):
                 self._forget(gang.key)
+            elif not self._leads_to_placement(gang, held, snapshot, now):
+                # Something that will not leave (a pod this scheduler did not bind, a
+                # node changed) stands in its room: held, it would keep those nodes
+                # from everyone for nothing. Dropped; the gang starves on and gets
+                # another one (`_choose`, in turn) or, fitting nowhere, none for a
+                # guard period.
+                log.info("gang %s: its reservation can no longer place it", gang.key)
+                del self.held[gang.key]
+                self._reopen()
             elif not self._hold(held, now):  # a node or member gone: planned again
                 self._reserve(gang, snapshot, now, ready_since)
         if gang.key in self.held or placed or self.guard_seconds <= 0 or ready_since is None:
@@ -312,9 +331,14 @@ class StarvationGuard:
                 k,
             ),
         )
+        self._paused = {ns: until for ns, until in self._paused.items() if until > now}
+        refused = False
         for key in waiting:
             gang = gangs[key]
+            if gang.namespace in self._paused:
+                continue  # one of its namespace's gangs fitted nowhere a moment ago
             if refuse_before_planning(gang, book):
+                refused = True
                 continue  # its quota refuses it: room would not help (asked again later)
             stay = self._noted.get(key)
             if not self._reserve(gang, snapshot, now, stay):
@@ -325,8 +349,11 @@ class StarvationGuard:
                 if stay is not None:
                     self._noted[key] = stay
                     heapq.heappush(self._due, (now + self.guard_seconds, key, stay))
-                self._retry_at = now + RETRY_SECONDS
+                self._paused[gang.namespace] = now + RETRY_SECONDS
             return  # one reservation planned a cycle
+        if self._paused and not refused:
+            # Every gang left waits on its namespace's pause: nothing to sort until then.
+            self._retry_at = min(self._paused.values())
 
     def _forget(self, key: str) -> None:
         self._starving.pop(key, None)
@@ -334,7 +361,12 @@ class StarvationGuard:
         held = self.held.pop(key, None)
         if held is not None:
             self._release(held)
-            self._retry_at = 0.0  # its room is free for another reservation
+            self._reopen()  # its room is free for another reservation
+
+    def _reopen(self) -> None:
+        """A reservation ended: its room may let gangs fit that did not."""
+        self._retry_at = 0.0
+        self._paused.clear()
 
     def _same_stay(self, key: str, since: float | None, current: float | None = None) -> bool:
         """Whether the gang is still in the stay in the queue that began at `since`
@@ -383,15 +415,7 @@ class StarvationGuard:
         book = self.cache.quotas
         if refuse_before_planning(gang, book):
             return None
-        drained: dict[str, list[PodInfo]] = {}
-        for name in snapshot.nodes:
-            drained[name] = [
-                pod
-                for pod in self.cache.pods_on(name)
-                if pod.consumes_resources
-                and pod.scheduler_name == self.scheduler_name
-                and pod.gang_key != gang.key
-            ]
+        drained = {name: self._leaving(name, gang) for name in snapshot.nodes}
         order = sorted(
             drained,
             key=lambda n: (sum(p.gpu.total_milli for p in drained[n]), len(drained[n]), n),
@@ -402,13 +426,7 @@ class StarvationGuard:
 
         def plan_draining(count: int) -> Plan | None:
             gone = [p for name in order[:count] for p in drained[name]]
-            view = what_if.without(gone)
-            uids = frozenset(p.uid for p in gone)
-            result = plan_with_claims(planner, gang, view, self.volumes, self.cache, uids)
-            if not isinstance(result, Plan):
-                return None
-            admitted = within_quota(gang, result, book, self.cache.pod)
-            return admitted if isinstance(admitted, Plan) else None
+            return self._plan_without(gang, what_if, planner, gone)
 
         # The smallest count that fits: doubling past the nodes with nothing to drain,
         # then halving the interval (more nodes drained never fits less).
@@ -429,6 +447,52 @@ class StarvationGuard:
                 low = middle
         plan = plan_draining(high)
         return tuple(plan.placements) if plan is not None else None
+
+    def _leaving(self, node: str, gang: Gang) -> list[PodInfo]:
+        """The pods on `node` the gang would wait for: those that will leave when their
+        work ends, which are the pods this scheduler bound (of other gangs). A pod it did
+        not bind (another scheduler's, or one pinned to the node by its creator while
+        naming this scheduler) may never leave: the guard never counts on it going,
+        or a tenant pinning a pod on every node would reserve them all for a gang that
+        can never be placed (docs/security.md)."""
+        return [
+            pod
+            for pod in self.cache.pods_on(node)
+            if pod.consumes_resources
+            and pod.gang_key != gang.key
+            and pod.scheduler_name == self.scheduler_name
+            and self.cache.bound_by_us(pod)
+        ]
+
+    def _plan_without(
+        self, gang: Gang, what_if: WhatIf, planner: Planner, gone: list[PodInfo]
+    ) -> Plan | None:
+        """The gang planned (and admitted by its quota) with `gone` drained, or None."""
+        view = what_if.without(gone)
+        uids = frozenset(p.uid for p in gone)
+        result = plan_with_claims(planner, gang, view, self.volumes, self.cache, uids)
+        if not isinstance(result, Plan):
+            return None
+        admitted = within_quota(gang, result, self.cache.quotas, self.cache.pod)
+        return admitted if isinstance(admitted, Plan) else None
+
+    def _leads_to_placement(self, gang: Gang, held: Held, snapshot: Snapshot, now: float) -> bool:
+        """Whether `gang` would be placed once the pods on its reserved nodes that will
+        leave have left (as when it was reserved, through the reservations it overrides):
+        one planning pass, after an attempt of the reserved gang failed."""
+        book = self.cache.quotas
+        passed = [h for h in self.held.values() if h.gang != gang.key and overrides(gang, h, book)]
+        for other in passed:
+            self._release(other)
+        try:
+            self.cache.update_snapshot(snapshot)
+            gone = [pod for name in held.nodes for pod in self._leaving(name, gang)]
+            what_if = WhatIf(self.cache, snapshot)
+            planner = Planner(self.profile, explain=False)
+            return self._plan_without(gang, what_if, planner, gone) is not None
+        finally:
+            for other in passed:
+                self._hold(other, now)
 
     # --- holding --------------------------------------------------------------------------
     def _hold(self, held: Held, now: float) -> bool:

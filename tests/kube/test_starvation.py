@@ -16,6 +16,7 @@ from tests.kube.test_preemption import events
 from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_with
 from tests.kubeapi import KubeApiEmulator
 from tests.kubeapi.resources import EVENTS
+from tests.signed import signed, with_key
 from tests.waiting import eventually, free_port
 
 
@@ -26,8 +27,9 @@ async def test_a_starving_gang_is_told_its_reservation_and_later_work_stays_off(
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
             api.put_node(node_obj("n", gpus=8))
-            api.put_pod(pod_obj("running", gpus=4, node_name="n", phase="Running"))
-            config = fast_config(free_port())
+            # Bound by the scheduler (signed): work the guard waits for.
+            api.put_pod(signed(pod_obj("running", gpus=4, node_name="n", phase="Running")))
+            config = with_key(fast_config(free_port()), tmp_path)
             config = dataclasses.replace(config, starvation=StarvationConfig(guard_seconds=0.5))
             async with running_with(api, tmp_path, config):
                 for i in range(2):

@@ -19,6 +19,7 @@ from tests.cache.test_quota import quota_obj
 from tests.factories import gang_pods, pod_obj
 from tests.scheduler.cores import core_on_nodes
 from tests.scheduler.cores import run_binding as run
+from tests.signed import TEST_KEY, signed
 from tests.volume_objects import pv_obj, pvc_obj, storage_class_obj, with_claims
 
 ADDED = EventType.ADDED
@@ -26,6 +27,7 @@ ADDED = EventType.ADDED
 
 def core_with(nodes: int, guard: float) -> SchedulingCore:
     core = core_on_nodes(nodes)
+    core.cache.assignment_key = TEST_KEY  # pods written bound were bound (signed) with it
     core.starvation.guard_seconds = guard
     return core
 
@@ -93,7 +95,8 @@ def test_backfill_takes_only_room_the_reserved_gang_does_not_need() -> None:
     # n2 stays open, and a 4-GPU gang of the same priority goes there, not onto n0/n1.
     core = core_with(3, guard=10.0)
     for i in range(3):
-        core.apply_pod(ADDED, pod_obj(f"r{i}", gpus=4, node_name=f"n{i}", phase="Running"), 0.0)
+        running = pod_obj(f"r{i}", gpus=4, node_name=f"n{i}", phase="Running")
+        core.apply_pod(ADDED, signed(running), 0.0)  # bound by the scheduler: it will leave
     for pod in gang("large", 2, 8):
         core.apply_pod(ADDED, pod, 0.0)
     run(core, 1.0)
@@ -157,7 +160,8 @@ def test_a_starving_gang_with_a_claim_reserves_the_node_its_volume_is_pinned_to(
     # not on n0 (first by name among nodes of equal work), where it could never run.
     core = core_with(3, guard=10.0)
     for i in range(3):
-        core.apply_pod(ADDED, pod_obj(f"r{i}", gpus=4, node_name=f"n{i}", phase="Running"), 0.0)
+        running = pod_obj(f"r{i}", gpus=4, node_name=f"n{i}", phase="Running")
+        core.apply_pod(ADDED, signed(running), 0.0)  # bound by the scheduler: it will leave
     for kind, obj in (
         ("classes", storage_class_obj("local")),
         ("volumes", pv_obj("disk-n2", node="n2", claim=("default", "data"), phase="Bound")),

@@ -12,6 +12,7 @@ from scheduler.gangs.queue import ClusterChange
 from tests.cache.test_quota import quota_obj
 from tests.factories import pod_obj
 from tests.scheduler.test_starvation import core_with, run
+from tests.signed import signed
 
 ADDED, DELETED = EventType.ADDED, EventType.DELETED
 GUARD = 100.0
@@ -144,7 +145,8 @@ def test_a_reservation_for_a_borrowing_gang_does_not_hold_back_a_guaranteed_one(
     for namespace, least in (("team", 16), ("borrower", 0)):
         quota = quota_obj(namespace, {"nvidia.com/gpu": 16}, {"nvidia.com/gpu": least})
         core.apply_elasticquota(ADDED, quota, 0.0)
-    # Work of a namespace outside the quotas holds 4 GPUs on each node.
+    # Work of a namespace outside the quotas holds 4 GPUs on each node (bound by the
+    # scheduler: it will leave).
     for i in range(2):
         pod = pod_obj(
             f"other-{i}",
@@ -155,7 +157,7 @@ def test_a_reservation_for_a_borrowing_gang_does_not_hold_back_a_guaranteed_one(
             node_name=f"n{i}",
             phase="Running",
         )
-        core.apply_pod(ADDED, pod, 0.0)
+        core.apply_pod(ADDED, signed(pod), 0.0)
     run(core, 0.0)
     # The borrower's 8-GPU gang does not fit until one node drains: it starves.
     borrow = pod_obj("b-0", namespace="borrower", gang="b", min_member=1, gpus=8)

@@ -7,6 +7,7 @@ from cache.cluster import EventType
 from scheduler.planner.planner import Plan
 from tests.factories import pod_obj
 from tests.scheduler.test_starvation import core_with, gang, run
+from tests.signed import signed
 
 ADDED = EventType.ADDED
 
@@ -16,7 +17,8 @@ def test_every_starving_gang_gets_a_reservation_of_its_own_none_overlapping() ->
     # Each reserves a node of its own, and keeps it while the other is planned.
     core = core_with(4, guard=10.0)
     for i in range(4):
-        core.apply_pod(ADDED, pod_obj(f"r{i}", gpus=4, node_name=f"n{i}", phase="Running"), 0.0)
+        running = pod_obj(f"r{i}", gpus=4, node_name=f"n{i}", phase="Running")
+        core.apply_pod(ADDED, signed(running), 0.0)  # bound by the scheduler: it will leave
     for name in ("aa", "bbb"):
         for pod in gang(name, 1, 8):
             core.apply_pod(ADDED, pod, 0.0)
