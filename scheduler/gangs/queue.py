@@ -9,7 +9,8 @@ States of a gang:
   gangs that would borrow beyond it; then higher priority first; among borrowing
   gangs of one priority, the namespace with the smallest dominant share per weight
   first (`set_share`, docs/quotas.md "Borrowers ordered by dominant share"); then
-  older `created`, then key.
+  older `created`, then key. Gangs back from the flush alone (below) come after all
+  of those: nothing said they could fit now.
 - ``in_flight``: popped and being placed or bound, until `done` or `failed`.
 - ``unschedulable``: failed; waits for a cluster change that could help, or at most
   `max_unschedulable_seconds` (default 300, as kube-scheduler's
@@ -42,7 +43,13 @@ API:
   allocatable/labels/taints changed, a pod that held resources deleted, a PodGroup or
   a gang's membership changed.
 - `flush(now)`: unschedulable gangs older than max_unschedulable_seconds move to
-  active (to backoff if still backing off). `pop` calls it; calling it on each loop is
+  active (to backoff if still backing off), into a lane of their own that `pop` serves
+  only when no other gang is active (higher priority, then in the order they were
+  flushed): no change said they could fit, so however many there are and however old,
+  they are never tried before a new gang or one a change may have helped (a cluster
+  with thousands of impossible gangs would otherwise try them all, oldest first,
+  before a new gang that fits, every max_unschedulable_seconds). A change that could
+  help one moves it to the ordinary order. `pop` calls it; calling it on each loop is
   harmless.
 - `next_wakeup(now) -> float | None`: the earliest time a gang may become active by
   itself (`now` when one is active already; None when nothing will). The loop sleeps
@@ -113,6 +120,9 @@ class _Entry:
     # It would borrow beyond its namespace's quota min: guaranteed gangs go first.
     borrowing: bool = False
     namespace: str = ""
+    # When the flush alone brought it back (None: a new gang, or one a change may have
+    # helped): it waits in the flushed lane, behind every other active gang.
+    flushed_at: float | None = None
 
     def order(self) -> tuple[int, float, str]:
         return (-self.priority, self.created, self.key)
@@ -120,6 +130,10 @@ class _Entry:
     def group(self) -> tuple[int, str]:
         """Its borrowers' group: gangs of one namespace at one priority."""
         return (self.priority, self.namespace)
+
+    def flushed_order(self) -> tuple[int, float, str]:
+        assert self.flushed_at is not None
+        return (-self.priority, self.flushed_at, self.key)
 
 
 class GangQueue:
@@ -153,6 +167,9 @@ class GangQueue:
         self._heads = SortedList()
         self._shares: dict[str, float] = {}  # namespace -> dominant share per weight
         self._priorities: dict[str, set[int]] = {}  # namespace -> its groups' priorities
+        # Active gangs back from the flush alone: (-priority, flushed_at, key), popped
+        # only when no other gang is active.
+        self._flushed = SortedList()
         self._backoff = SortedList()  # (retry_at, key)
         self._unschedulable = SortedList()  # (unschedulable_since, key)
         self._in_flight: set[str] = set()
@@ -247,6 +264,9 @@ class GangQueue:
                 for _, k in self._unschedulable
                 if could_help is None or could_help(k)
             ]
+            candidates += [
+                self._entries[k] for *_, k in self._flushed if could_help is None or could_help(k)
+            ]
             # A gang in flight may have been planned before the change: never lost.
             candidates += [self._entries[k] for k in self._in_flight]
         moved = 0
@@ -255,8 +275,19 @@ class GangQueue:
                 entry.changed_in_flight = True
             elif entry.state == "unschedulable":
                 self._detach(entry)
+                entry.flushed_at = None
                 self._to_backoff(entry)
                 moved += 1
+            elif entry.flushed_at is not None:
+                # Back from the flush alone: the change may have made it fit, so it
+                # takes its ordinary place (now, or when its backoff expires).
+                if entry.state == "active":
+                    self._leave(entry)
+                    entry.flushed_at = None
+                    self._enter(entry)
+                    moved += 1
+                else:
+                    entry.flushed_at = None
         return moved
 
     # --- the scheduling loop -----------------------------------------------------
@@ -274,10 +305,13 @@ class GangQueue:
             key: str = self._active[0][-1]
         elif self._heads:
             key = self._heads[0][-1]
+        elif self._flushed:
+            key = self._flushed[0][-1]
         else:
             return None
         entry = self._entries[key]
         self._leave(entry)
+        entry.flushed_at = None
         entry.state = "in_flight"
         self._in_flight.add(key)
         entry.changed_in_flight = False
@@ -291,6 +325,7 @@ class GangQueue:
         if entry is None:  # removed while in flight: nothing to retry
             return
         self._detach(entry)
+        entry.flushed_at = None
         entry.attempts += 1
         entry.last_reason = reason
         entry.retry_at = now + self.backoff_seconds(entry.attempts)
@@ -309,13 +344,14 @@ class GangQueue:
         while self._unschedulable and self._unschedulable[0][0] + wait <= now:
             _, key = self._unschedulable.pop(0)
             entry = self._entries[key]
+            entry.flushed_at = now  # behind every other active gang (module docstring)
             if entry.retry_at is not None and entry.retry_at > now:
                 self._to_backoff(entry)
             else:
                 self._to_active(entry)
 
     def next_wakeup(self, now: float) -> float | None:
-        if self._active or self._heads:
+        if self._active or self._heads or self._flushed:
             return now
         times: list[float] = []
         if self._backoff:
@@ -374,6 +410,7 @@ class GangQueue:
             in_flight
             + [key for *_, key in self._active]
             + [key for *_, key in borrowers]
+            + [key for *_, key in self._flushed]
             + [key for _, key in self._backoff]
             + [key for _, key in self._unschedulable]
         )
@@ -408,6 +445,9 @@ class GangQueue:
     # --- the active index: guaranteed gangs, and borrowers grouped by namespace ---------
 
     def _enter(self, entry: _Entry) -> None:
+        if entry.flushed_at is not None:
+            self._flushed.add(entry.flushed_order())
+            return
         if not entry.borrowing:
             self._active.add(entry.order())
             return
@@ -425,6 +465,9 @@ class GangQueue:
         self._heads.add(self._head(group))
 
     def _leave(self, entry: _Entry) -> None:
+        if entry.flushed_at is not None:
+            self._flushed.remove(entry.flushed_order())
+            return
         if not entry.borrowing:
             self._active.remove(entry.order())
             return
