@@ -144,9 +144,11 @@ class Preempter:
     # simulator and the demo do not, and a hold no eviction follows would only waste room).
     enabled: bool = False
     decisions: dict[str, Preemption] = field(default_factory=dict)
-    # victim gang key -> until when it is not picked again (its eviction was refused)
+    # victim gang key -> until when it is not picked again (its eviction was refused);
+    # an entry goes when it expires or its gang does (`_prune`).
     refused: dict[str, float] = field(default_factory=dict)
-    # What happened to the last decisions dropped, for logs and /debug.
+    # What happened to the last decisions dropped, for logs and /debug; an entry goes
+    # with its gang (`_prune`).
     dropped: dict[str, str] = field(default_factory=dict)
     # Whether a gang within its quota's min may evict gangs borrowing beyond theirs.
     reclaim: bool = True
@@ -230,9 +232,21 @@ class Preempter:
         decision = self.decisions.pop(gang_key, None)
         for victim in decision.victims if decision is not None else ():
             self.evicted_by.get(victim.key, set()).discard(gang_key)  # nothing was evicted
+        self._prune(self.cache.pods_by_gang(), now)
         self.dropped[gang_key] = reason
         if victim_key is not None:
             self.refused[victim_key] = now + REFUSED_VICTIM_SECONDS
+
+    def _prune(self, gangs: Mapping[str, object], now: float) -> None:
+        """Forget refusals that expired or whose gang is gone, and dropped decisions of
+        gangs gone: under churn (gangs of ever new names refused and deleted) neither
+        may grow; each holds at most the gangs present."""
+        if self.refused:
+            self.refused = {
+                key: until for key, until in self.refused.items() if until > now and key in gangs
+            }
+        if self.dropped:
+            self.dropped = {key: why for key, why in self.dropped.items() if key in gangs}
 
     def waiting_on(self, uid: str) -> list[str]:
         """Preemptors whose victims include the pod `uid` (which just left)."""
@@ -277,6 +291,7 @@ class Preempter:
         # Read from the cache's index of pods by gang (cache/gang_index.py), not grouped
         # here: every running pod of a large cluster would be read for it.
         gangs = self.cache.pods_by_gang()
+        self._prune(gangs, now)
         for key in list(self.evicted_by):
             self.evicted_by[key] = {k for k in self.evicted_by[key] if k in gangs}
             if key not in gangs or not self.evicted_by[key]:
