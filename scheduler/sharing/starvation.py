@@ -67,9 +67,10 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from cache import resources as res
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
 from cache.pod import PodInfo
-from cache.quota import GPU, QuotaBook
+from cache.quota import GPU, QuotaBook, excess, usage_of
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.profile import Profile
@@ -380,6 +381,8 @@ class StarvationGuard:
         """Make and hold a reservation for `gang` (told once per gang), in the room the
         other reservations leave, except those it passes."""
         book = self.cache.quotas
+        if not self._within_max_with_reservations(gang):
+            return False
         passed = [h for h in self.held.values() if overrides(gang, h, book)]
         for held in passed:
             self._release(held)
@@ -447,6 +450,27 @@ class StarvationGuard:
                 low = middle
         plan = plan_draining(high)
         return tuple(plan.placements) if plan is not None else None
+
+    def _within_max_with_reservations(self, gang: Gang) -> bool:
+        """Whether the namespace's usage, its other gangs' reservations and the gang's
+        needed members stay within its quota's max. A reservation is not charged to the
+        quota (the gang is admitted when it is placed), so without this a tenant could
+        hold its max once per starving gang: many gangs that can never be placed (their
+        blockers its own pods that never end) would reserve the cluster."""
+        book = self.cache.quotas
+        quota = book.governing(gang.namespace)
+        if quota is None:
+            return True
+        reserved = res.total_of(
+            usage_of(pod.requests, pod.gpu)
+            for held in self.held.values()
+            if held.gang != gang.key
+            for placement in held.placements
+            if (pod := self.cache.pod(placement.pod_uid)) is not None
+            and pod.namespace == gang.namespace
+        )
+        used = res.total_of([book.ledger.used(gang.namespace), reserved])
+        return excess(quota, used, needed_usage(gang)) is None
 
     def _leaving(self, node: str, gang: Gang) -> list[PodInfo]:
         """The pods on `node` the gang would wait for: those that will leave when their

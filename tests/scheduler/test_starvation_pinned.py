@@ -12,6 +12,7 @@ from typing import Any
 
 from cache.cluster import EventType
 from scheduler.planner.planner import Plan
+from tests.cache.test_quota import quota_obj
 from tests.factories import pod_obj
 from tests.scheduler.cores import core_on_nodes
 from tests.scheduler.cores import run_binding as run
@@ -140,3 +141,35 @@ def test_a_reservation_that_can_no_longer_lead_to_a_placement_is_dropped() -> No
         run(core, float(second))
     assert "evil/hog" not in core.starvation_reservations()
     assert small(core, "s1", 200.0), "the useless reservation still held the room"
+
+
+def test_a_tenants_reservations_together_stay_within_its_quota_max() -> None:
+    """The attack without pinning: the tenant has the scheduler place its own port
+    holders on every node (they will leave only when it deletes them), then submits
+    gangs asking for the port, each within its max of 16 GPUs. A reservation is not
+    charged to the quota, so each would reserve 16 GPUs, and two the whole cluster.
+    Together they may hold no more than the max leaves: one reservation, and the other
+    tenant's gang finds room on the nodes left."""
+    core = attacked_core()
+    core.apply_elasticquota(ADDED, quota_obj("evil", {"nvidia.com/gpu": 16}), 0.0)
+    for i in range(NODES):
+        holder = pod_obj(
+            f"holder-{i}",
+            namespace="evil",
+            gang=f"holder{i}",
+            min_member=1,
+            cpu="10m",
+            memory="1Mi",
+            node_selector={"kubernetes.io/hostname": f"n{i}"},
+        )
+        core.apply_pod(ADDED, with_host_port(holder, PORT), 0.0)
+    run(core, 0.0)
+    assert len([p for p in core.cache.pods() if p.name.startswith("holder") and p.node_name]) == 4
+    for name in ("hog1", "hog2"):
+        submit(core, "evil", name, port=True, now=1.0, size=2)
+    run(core, 1.0)
+    for second in range(int(GUARD) + 2, int(GUARD) + 6):
+        run(core, float(second))
+    held = core.starvation_reservations()
+    assert len(held) == 1, held
+    assert small(core, "s1", GUARD + 10.0), "every node was reserved"
