@@ -28,7 +28,8 @@ The model:
   resolved again when the gang is planned).
 - **Where: the nodes it would fit on soonest.** Run times are unknown to the
   scheduler, so "soonest" is "the least running work to wait for": nodes are ranked by
-  the GPUs (then the pods) of this scheduler's running pods on them, and the planner
+  the GPUs (then the pods) of the running pods this scheduler bound on them (`_leaving`:
+  pinned pods naming it are never waited for), and the planner
   plans the gang on a what-if copy of the cluster where the first k nodes of that
   ranking are drained of those pods, for the smallest k that lets it be placed and
   admitted by its quota. The planner's own choice among the nodes (its filters and
@@ -49,7 +50,10 @@ The model:
 - **For how long.** Released just before the gang is planned (the room is its own),
   and held again when the attempt fails, on the same nodes: a reservation that moved
   would let new work onto the nodes it left and could starve the gang again. Planned
-  again only when it no longer holds (a node or a member gone).
+  again only when it no longer holds (a node or a member gone); dropped when, checked
+  after a failed attempt, the pods on its nodes that will leave would not make room
+  (`_leads_to_placement`). A namespace's reservations together stay within its
+  quota's max.
 - **Bound.** Once reserved, the gang waits at most for the pods on its reserved nodes
   at that time to end, plus one backoff: nothing placed after the reservation takes
   its room (unless a gang of higher priority passes).
