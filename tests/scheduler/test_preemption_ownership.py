@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from cache.gpu import SIGNATURE_ANNOTATION
-from scheduler.planner.planner import Unschedulable
+from scheduler.planner.result import Unschedulable
 from tests.factories import node_obj
 from tests.scheduler.test_preemption_core import core_with, members, run
 
