@@ -46,7 +46,8 @@ from cache.gpu import (
 from cache.snapshot import Snapshot
 from policies.profile import build_profile
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, Planner, Unschedulable
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links
 
 GANG_SIZES = (1, 2, 4, 8, 32)

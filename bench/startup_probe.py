@@ -100,7 +100,7 @@ def install() -> None:
     from scheduler.cycle.core import SchedulingCore
     from scheduler.kube.client import KubeClient
     from scheduler.kube.informer import ClusterInformers, Informer
-    from scheduler.planner.planner import Plan
+    from scheduler.planner.result import Plan
 
     mark("imports")
     config.load_config = after(lambda a, r: "config read", config.load_config)

@@ -257,6 +257,17 @@ class GangVolumes:
         return bool(self.options) or bool(self.limits and self.attachments)
 
 
+@dataclass(frozen=True)
+class VolumeOffer:
+    """What `VolumeAssignment.offer` would give one member on one node."""
+
+    pod_uid: str
+    node: str
+    claims: tuple[ClaimOptions, ...]  # the member's unbound claims
+    new: tuple[ClaimChoice, ...]  # the choices it adds (claims no member got before)
+    attaching: Mapping[str, str]  # CSI volume key -> driver, where the node has limits
+
+
 @dataclass
 class VolumeAssignment:
     """The volumes of one planning attempt: `admit` gives a member's unbound claims a
@@ -272,23 +283,47 @@ class VolumeAssignment:
     attached: dict[str, dict[str, set[str]]] = field(default_factory=dict)
 
     def admit(self, pod: PodInfo, node: NodeInfo) -> bool:
+        """Give the member its volumes on `node` and record them, or say no."""
+        offer = self.offer(pod, node)
+        if offer is None:
+            return False
+        self.take(offer)
+        return True
+
+    def offer(self, pod: PodInfo, node: NodeInfo) -> VolumeOffer | None:
+        """The member's volumes on `node`, given what the members before it took, not
+        yet recorded (`take` records them): the planner asks every kind of choice a
+        member needs before it records any. None when `node` cannot serve them."""
         new_volumes = self.gang.attachments.get(pod.uid, {})
         use = self.gang.limits.get(node.name)
         added = self.attached.get(node.name)
         if use is not None and new_volumes and use.overflows(new_volumes, added):
-            return False
-        if not self._claims(pod, node):
-            return False
-        if use is not None and new_volumes:
-            here = self.attached.setdefault(node.name, {})
-            for key, driver in new_volumes.items():
-                here.setdefault(driver, set()).add(key)
-        return True
-
-    def _claims(self, pod: PodInfo, node: NodeInfo) -> bool:
+            return None
         claims = self.gang.options.get(pod.uid, ())
-        if not claims:
-            return True
+        new = self._new_choices(claims, node) if claims else ()
+        if new is None:
+            return None
+        attaching = new_volumes if use is not None else {}
+        return VolumeOffer(pod.uid, node.name, claims, new, attaching)
+
+    def take(self, offer: VolumeOffer) -> None:
+        """Record what `offer` gives its member."""
+        for choice in offer.new:
+            self.chosen[choice.claim.key] = choice
+            if choice.volume:
+                self.taken[choice.volume] = choice.claim.key
+        if offer.claims:
+            self.by_pod[offer.pod_uid] = tuple(self.chosen[o.claim.key] for o in offer.claims)
+        if offer.attaching:
+            here = self.attached.setdefault(offer.node, {})
+            for key, driver in offer.attaching.items():
+                here.setdefault(driver, set()).add(key)
+
+    def _new_choices(
+        self, claims: tuple[ClaimOptions, ...], node: NodeInfo
+    ) -> tuple[ClaimChoice, ...] | None:
+        """The choices the member's claims add on `node` (claims another member got
+        already must be usable there), or None when one cannot be served."""
         new: list[ClaimChoice] = []
         for options in claims:
             choice = self.chosen.get(options.claim.key) or next(
@@ -296,18 +331,13 @@ class VolumeAssignment:
             )
             if choice is not None:
                 if not self._usable(options, choice, node):
-                    return False
+                    return None
                 continue
             choice = self._choose(options, node, {c.volume for c in new if c.volume})
             if choice is None:
-                return False
+                return None
             new.append(choice)
-        for choice in new:
-            self.chosen[choice.claim.key] = choice
-            if choice.volume:
-                self.taken[choice.volume] = choice.claim.key
-        self.by_pod[pod.uid] = tuple(self.chosen[o.claim.key] for o in claims)
-        return True
+        return tuple(new)
 
     def _choose(
         self, options: ClaimOptions, node: NodeInfo, pending: set[str]

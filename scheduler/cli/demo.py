@@ -16,7 +16,7 @@ from typing import Any
 from cache.gpu import format_assignment
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links, pcie_links
 
 

@@ -43,7 +43,8 @@ from scheduler.gangs.isolation import (
     text_field,
 )
 from scheduler.gangs.queue import ClusterChange, GangQueue
-from scheduler.planner.planner import Plan, Planner, Unschedulable
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.planner.volume_claims import plan_with_claims
 from scheduler.sharing.borrowing import BorrowingWatch
 from scheduler.sharing.preemption import Preempter, Preemption

@@ -79,7 +79,7 @@ from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.gang import Gang
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
 from scheduler.kube.volumes import VolumePrebinder
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.process.config import DEFAULT_PARTIAL_GRACE, BindFailurePolicy
 
 log = logging.getLogger(__name__)

@@ -53,7 +53,7 @@ from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from scheduler.gangs.gang import Gang, Problem, gate_message
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
 from scheduler.kube.native_status import NativeCondition, native_condition, native_status_path
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.process.config import ScheduledEvents
 
 log = logging.getLogger(__name__)

@@ -63,7 +63,7 @@ from scheduler.kube.leader import LeaderElector
 from scheduler.kube.preemption import PreemptionActions
 from scheduler.kube.quota_status import QuotaStatusWriter
 from scheduler.kube.volumes import VolumePrebinder
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.process.config import SchedulerConfig, build_core_from
 from scheduler.process.http import make_app, make_debug_app, serve
 from scheduler.process.logs import log_event

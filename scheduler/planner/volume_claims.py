@@ -21,7 +21,8 @@ from cache.volumes import VolumeCache
 from policies.filters.node_volume_limits import attached_volumes, pod_csi_volumes
 from policies.filters.volume_binding import claim_users, claims_with_single_user, resolve_members
 from scheduler.gangs.gang import Gang
-from scheduler.planner.planner import Plan, Planner, Unschedulable
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan, Unschedulable
 
 
 def plan_with_claims(

@@ -48,7 +48,7 @@ from policies.preemption import FEWEST_GPUS, FEWEST_VICTIMS, Candidate, Rank, ch
 from policies.profile import Profile
 from scheduler.gangs.gang import Gang
 from scheduler.gangs.isolation import FATAL
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.sharing.quotas import needed_usage
 from scheduler.sharing.reclaim import (
     anyone_borrows,

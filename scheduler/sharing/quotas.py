@@ -21,7 +21,7 @@ from cache.quota import DIMENSIONS, QuotaBook, excess, usage_of
 from policies.fair_share import borrowing, dominant_share, refuse_borrowing
 from scheduler.gangs.gang import Gang
 from scheduler.gangs.queue import GangQueue
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 
 
 def _usage(pod: PodInfo) -> dict[str, int]:

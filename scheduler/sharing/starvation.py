@@ -80,7 +80,8 @@ from cache.volumes import VolumeCache
 from policies.profile import Profile
 from scheduler.gangs.gang import Gang
 from scheduler.gangs.isolation import FATAL
-from scheduler.planner.planner import Plan, Planner, Unschedulable
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.planner.volume_claims import plan_with_claims
 from scheduler.sharing.preemption import Preemption, WhatIf
 from scheduler.sharing.quotas import (

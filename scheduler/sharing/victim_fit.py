@@ -52,7 +52,8 @@ from policies.filters.gpu_fit import GpuFit
 from policies.filters.resource_fit import DEFAULT_MAX_PODS, ResourceFit
 from policies.profile import Profile
 from scheduler.gangs.gang import Gang
-from scheduler.planner.planner import Plan, Planner
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan
 from scheduler.planner.volume_claims import plan_with_claims
 from scheduler.sharing.quotas import within_quota
 

@@ -27,7 +27,7 @@ from cache.cluster import EventType
 from cache.resources import MILLI_PER_GPU
 from policies.profile import Profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.sim.openb import (
     NAMESPACE,
     OpenbPod,

@@ -49,7 +49,7 @@ from cache.cluster import EventType, Placement, Reservation
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from policies.profile import Profile, build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.sharing.preemption import Preemption
 from scheduler.sim.workload import Task, creation_timestamp, task_pods
 

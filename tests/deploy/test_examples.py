@@ -15,7 +15,7 @@ import yaml
 
 from cache.pod import GANG_LABEL
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.process.config import build_core_from, parse_config
 from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links, pcie_links
 from tests.deploy.render import DEPLOY, one, rendered, scheduler_config_text

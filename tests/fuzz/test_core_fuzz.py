@@ -28,7 +28,7 @@ from cache.resources import CPU, MEMORY, MILLI_PER_GPU, PODS
 from policies.profile import build_profile
 from scheduler.cycle.core import Attempt, SchedulingCore
 from scheduler.gangs.queue import ClusterChange
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj, pod_obj
 from tests.fuzz.hostile import (
     NOT_OBJECTS,

@@ -30,7 +30,7 @@ from cache.resources import CPU, MEMORY, MILLI_PER_GPU, PODS
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.queue import ClusterChange
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 from tests.fuzz.hostile import (

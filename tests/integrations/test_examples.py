@@ -16,7 +16,7 @@ from cache.native_gang import native_podgroup_from_api
 from cache.volcano import volcano_podgroup_from_api
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj
 from tests.integrations import operators
 from tests.integrations.operators import Created

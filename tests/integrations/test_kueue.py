@@ -7,7 +7,7 @@ from cache.cluster import EventType
 from cache.pod import pod_from_api
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj
 from tests.integrations.controllers import kueue_pod
 

@@ -14,7 +14,7 @@ from cache.cluster import EventType
 from cache.native_gang import NATIVE_GROUP, native_podgroup_from_api
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj
 from tests.integrations.controllers import native_gang_pod, native_podgroup_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound, running

@@ -12,7 +12,7 @@ from cache.volcano import volcano_podgroup_from_api
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.roles import parse_role_minimums
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj
 from tests.integrations.controllers import VOLCANO_JOB_UID, volcano_pod, volcano_podgroup_obj
 

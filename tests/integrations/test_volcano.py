@@ -8,7 +8,7 @@ from cache.cluster import EventType
 from cache.volcano import VOLCANO_GROUP, volcano_podgroup_from_api
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj, podgroup_obj
 from tests.integrations.controllers import VOLCANO_JOB_UID, volcano_pod, volcano_podgroup_obj
 

@@ -26,7 +26,7 @@ from scheduler.kube.binder import (
     restart_decision,
 )
 from scheduler.kube.client import KubeClient
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator
 from tests.signed import TEST_KEY, signed

@@ -23,7 +23,7 @@ from scheduler.kube.events import (
     WriteQueue,
     podgroup_status,
 )
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kubeapi import EVENTS, PODGROUPS, KubeApiEmulator
 

@@ -37,7 +37,7 @@ from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.binder import GangBinder, PartialGangs, bind_and_settle, resolve_unknown
 from scheduler.kube.client import ApiError, KubeClient
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj, pod_obj
 
 NODES = {"n0": 2, "n1": 2, "n2": 1}  # name -> GPUs

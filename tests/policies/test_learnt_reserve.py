@@ -20,7 +20,8 @@ from policies.scores.fragmentation import OnlineWorkload, Relearnt, TargetWorklo
 from policies.whole_node_reserve import LearnedWholeNodeReserve, WholeNodeReserve
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, Planner
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan
 from scheduler.sim.openb import OpenbPod, pod_object
 from tests.factories import make_pod, node_obj, pod_obj
 from tests.scheduler.test_core_isolation import run_until_idle

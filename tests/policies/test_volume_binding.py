@@ -27,7 +27,7 @@ from policies.filters.volume_binding import (
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.queue import ClusterChange
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import make_node, node_obj, pod_obj
 from tests.volume_objects import (
     HOSTNAME,

@@ -22,7 +22,8 @@ from policies.whole_node_reserve import (
     WholeNodeReserve,
 )
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, Planner, Unschedulable
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.sim.openb import OpenbPod, pod_object
 from scheduler.sim.profiles import openb_profile
 from tests.factories import make_node, make_pod, node_obj, pod_obj

@@ -6,7 +6,7 @@ from __future__ import annotations
 from cache.cluster import EventType
 from policies.profile import build_profile
 from scheduler.cycle.core import Attempt, SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj
 
 

@@ -18,7 +18,7 @@ from policies.fair_share import beyond_min, dominant_share
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.queue import GangQueue
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 

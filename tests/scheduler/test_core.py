@@ -11,7 +11,7 @@ from cache.cluster import EventType, Reservation
 from policies.profile import build_profile
 from scheduler.cli.demo import run_demo
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.process.config import build_core_from, config_from_mapping
 from tests.factories import node_obj, pod_obj
 

@@ -18,7 +18,7 @@ from policies.scores.fragmentation import OnlineWorkload, shape_of
 from policies.scores.share_completion import LearnedShareCompletion
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.queue import ClusterChange
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import make_pod, node_obj, pod_obj, podgroup_obj
 
 ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED

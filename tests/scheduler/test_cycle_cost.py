@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-import scheduler.planner.planner as planner_module
+import scheduler.planner.node_choice as planner_module
 from cache.cluster import ClusterCache, EventType
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from policies.profile import Profile, build_profile
 from scheduler.gangs.gang import GangIndex, assemble_gangs
-from scheduler.planner.planner import Plan, Planner
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan
 from tests.factories import make_pod, node_obj, pod_obj
 
 SCHED = "gang-scheduler"

@@ -12,7 +12,7 @@ from cache.node import NodeInfo
 from cache.snapshot import REMOVALS_KEPT, Snapshot
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj, pod_obj, podgroup_obj
 
 ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED

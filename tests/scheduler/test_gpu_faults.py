@@ -14,7 +14,7 @@ from cache.pod import PodInfo
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.gpu_faults import REASON, GpuFaultNotifier
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.sim.objects import node_object
 from tests.factories import pod_obj
 

@@ -13,7 +13,7 @@ from cache.cluster import EventType
 from cache.gpu import TOPOLOGY_ANNOTATION, GpuDevice, format_topology
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.process.metrics import (
     ATTEMPT_BUCKETS,
     BIND_BUCKETS,

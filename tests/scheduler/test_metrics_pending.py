@@ -10,7 +10,7 @@ import pytest
 from cache.cluster import EventType
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.process.config import ConfigError, MetricsConfig, parse_config
 from scheduler.process.metrics import (
     METRIC_LABELS,

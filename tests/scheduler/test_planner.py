@@ -7,7 +7,8 @@ from typing import Any
 from cache.cluster import ClusterCache, EventType
 from policies.profile import build_profile
 from scheduler.gangs.gang import Gang, assemble_gangs
-from scheduler.planner.planner import Plan, Unschedulable, plan_gang
+from scheduler.planner.planner import plan_gang
+from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import dgx_links, node_obj, pcie_two_switch_links, pod_obj
 
 PROFILE = build_profile()

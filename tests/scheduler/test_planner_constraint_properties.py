@@ -16,7 +16,8 @@ from policies.filters.node_affinity import NodeAffinity
 from policies.filters.taint_toleration import TaintToleration
 from policies.profile import build_profile
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, plan_gang
+from scheduler.planner.planner import plan_gang
+from scheduler.planner.result import Plan
 from tests.podconstraints import (
     HOST,
     ZONE,

@@ -11,7 +11,8 @@ from cache.cluster import ClusterCache
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, Planner, Unschedulable, plan_gang
+from scheduler.planner.planner import Planner, plan_gang
+from scheduler.planner.result import Plan, Unschedulable
 from tests.podconstraints import (
     HOST,
     ZONE,

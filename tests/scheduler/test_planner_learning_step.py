@@ -17,7 +17,8 @@ from cache.snapshot import Snapshot
 from policies.profile import build_profile
 from policies.scores.fragmentation import OnlineWorkload
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, Planner
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan
 from tests.factories import node_obj, pod_obj
 from tests.scheduler.test_planner_lone_member import _node, _pod
 

@@ -13,7 +13,8 @@ from cache.cluster import ClusterCache, EventType
 from cache.ports import conflicts, take_ports
 from policies.profile import POLICIES, USER_PREFERENCES, build_profile
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, Unschedulable, plan_gang
+from scheduler.planner.planner import plan_gang
+from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj
 from tests.scheduler.test_planner import members, nodes_of, plan, setup
 from tests.scheduler.test_planner_properties import clusters, workloads

@@ -14,7 +14,8 @@ from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from policies.profile import Profile, build_profile
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, Planner
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan
 from tests.factories import node_obj, pod_obj
 
 SCHED = "gang-scheduler"

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from cache.cluster import ClusterCache, EventType
 from policies.profile import POLICIES, build_profile
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, plan_gang
+from scheduler.planner.planner import plan_gang
+from scheduler.planner.result import Plan
 from tests.factories import dgx_links, node_obj, pcie_two_switch_links, pod_obj
 
 PROFILES = {name: build_profile(name, candidate_limit=4) for name in POLICIES}

@@ -15,13 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import scheduler.planner.planner as planner_module
+import scheduler.planner.planning as planner_module
 from cache.cluster import ClusterCache, EventType
 from cache.pod import pod_from_api
 from cache.snapshot import Snapshot
 from policies.profile import Profile, build_profile
 from scheduler.gangs.gang import Gang, assemble_gangs
-from scheduler.planner.planner import Plan, Planner, PlanResult
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan, PlanResult
 from scheduler.sim.profiles import openb_profile
 from tests.factories import dgx_links, node_obj, pod_obj
 

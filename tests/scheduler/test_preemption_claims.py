@@ -7,7 +7,7 @@ from typing import Any
 
 from cache.cluster import EventType, Reservation
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 from tests.scheduler.test_preemption_core import core_with, delete, run

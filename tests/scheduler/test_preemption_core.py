@@ -11,7 +11,7 @@ from cache.cluster import EventType, Reservation
 from policies.profile import build_profile
 from scheduler.cycle.core import Attempt, SchedulingCore
 from scheduler.gangs.queue import ClusterChange
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj
 from tests.signed import TEST_KEY, signed
 

@@ -10,7 +10,7 @@ from typing import Any
 from cache.cluster import EventType
 from cache.gpu import SIGNATURE_ANNOTATION
 from cache.quota import GPU
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.sharing.preemption import PRIORITY, RECLAIM
 from tests.factories import node_obj, pod_obj
 from tests.scheduler import test_reclaim as reclaim

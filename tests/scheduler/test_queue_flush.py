@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from cache.cluster import EventType
 from scheduler.gangs.queue import ClusterChange, GangQueue
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import pod_obj
 from tests.scheduler.cores import core_on_nodes
 from tests.scheduler.cores import run_binding as run

@@ -8,7 +8,7 @@ from __future__ import annotations
 from cache.cluster import EventType
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
 

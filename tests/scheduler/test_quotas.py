@@ -11,7 +11,7 @@ from cache import resources as res
 from cache.cluster import EventType
 from cache.quota import GPU, usage_of
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.process.metrics import SchedulerMetrics
 from tests.cache.test_quota import quota_obj
 from tests.factories import gang_pods, pod_obj

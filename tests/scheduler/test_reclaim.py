@@ -16,7 +16,7 @@ from cache.quota import GPU, usage_of
 from cache.resources import total_of
 from policies.guarantees import may_take
 from scheduler.cycle.core import Attempt, SchedulingCore
-from scheduler.planner.planner import Plan, Unschedulable
+from scheduler.planner.result import Plan, Unschedulable
 from scheduler.sharing.preemption import PRIORITY, RECLAIM, Preemption, VictimGang
 from scheduler.sharing.reclaim import holding, taker
 from tests.factories import gang_pods, make_pod, pod_obj

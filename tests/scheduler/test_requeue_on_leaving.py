@@ -10,7 +10,7 @@ from typing import Any
 from cache.cluster import EventType
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.podconstraints import ZONE, labelled_pod, required, spread, term, zoned_node
 
 BIG, SMALL = "64", "2"  # a member asks for 4 CPUs: it fits on a big node only

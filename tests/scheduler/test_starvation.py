@@ -12,7 +12,7 @@ from cache.quota import GPU
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.queue import ClusterChange
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.process.config import build_core_from, config_from_mapping
 from scheduler.process.metrics import SchedulerMetrics
 from tests.cache.test_quota import quota_obj

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cache.cluster import EventType
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.cache.test_quota import quota_obj
 from tests.factories import pod_obj
 from tests.scheduler.cores import core_on_nodes

@@ -4,7 +4,7 @@ starvation"): one per starving gang, none handed to another gang, none overlappi
 from __future__ import annotations
 
 from cache.cluster import EventType
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import pod_obj
 from tests.scheduler.test_starvation import core_with, gang, run
 from tests.signed import signed

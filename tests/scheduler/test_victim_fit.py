@@ -24,7 +24,8 @@ from cache.cluster import ClusterCache, EventType
 from policies.profile import build_profile
 from scheduler.cycle.core import Attempt, SchedulingCore
 from scheduler.gangs.gang import Gang
-from scheduler.planner.planner import Plan, Planner
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan
 from scheduler.sharing import victim_fit
 from scheduler.sharing.preemption import Preempter, VictimGang, WhatIf
 from scheduler.sharing.quotas import within_quota

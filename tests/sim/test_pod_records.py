@@ -11,7 +11,7 @@ from cache.cluster import EventType
 from cache.pod import GangKeys, pod_from_api
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from scheduler.sim.openb import (
     OpenbPod,
     PodRecords,

@@ -16,7 +16,8 @@ from cache.node import NodeInfo, node_from_api
 from cache.pod import PodInfo, pod_from_api
 from policies.interface import GangContext
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import Plan, Planner
+from scheduler.planner.planner import Planner
+from scheduler.planner.result import Plan
 from scheduler.sim.openb import OpenbPod, arrival_order, load_nodes, pod_object
 from scheduler.sim.profiles import OpenbNodeStates, openb_node_state, openb_profile
 from scheduler.sim.replay import replay_openb
