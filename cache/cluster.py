@@ -10,7 +10,11 @@ Rules it keeps (docs/architecture.md explains them):
   confirmed, else the pod's `gang-scheduler.io/gpu-devices` annotation when it carries
   the scheduler's signature (`assignment_key`) and matches the pod's request; otherwise
   (a value a tenant wrote, a pod bound by another scheduler) they are inferred
-  (cache.node.inferred_shares), exactly as if no value were written. Inferred charges
+  (cache.node.inferred_shares), exactly as if no value were written. One exception: an
+  assignment that carries a signature none of the keys verifies may be a real bind
+  signed with a key this process lacks (a lost or rotated-out key), which the device
+  plugin served as written, so it is charged at its worst: its share on every GPU of
+  its node (never inferred onto a GPU that looks free). Inferred charges
   are recomputed for the whole node in a canonical order whenever its pods change, so
   the accounting depends only on which pods are there, never on the order events
   arrived in.
@@ -32,7 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from cache.gang_index import GangIndex
-from cache.gpu import DeviceShares, GpuRequest, verify_assignment
+from cache.gpu import DeviceShares, GpuRequest
 from cache.jsonobj import metadata, object_uid
 from cache.node import NodeInfo, inferred_shares, node_from_api
 from cache.ownership import BoundByUs
@@ -41,6 +45,7 @@ from cache.podgroup import PodGroupInfo, podgroup_from_api
 from cache.ports import HostPort
 from cache.quota import QuotaBook, usage_of
 from cache.resources import MILLI_PER_GPU
+from cache.signing import SigningKeys
 from cache.snapshot import Snapshot
 
 
@@ -91,6 +96,9 @@ class _Charge:
     shares: DeviceShares = ()  # what is charged on the node now
     ports: tuple[HostPort, ...] = ()  # host ports the pod holds on the node
     uid: str = ""
+    # Its assignment carries a signature no key of this process verifies: charged on
+    # every GPU of the node (_worst_case_shares) instead of inferred.
+    unverified: bool = False
 
 
 def _kubelet_shares(charge: _Charge, node: NodeInfo) -> DeviceShares | None:
@@ -106,6 +114,15 @@ def _kubelet_shares(charge: _Charge, node: NodeInfo) -> DeviceShares | None:
     ):
         return None
     return tuple((index, MILLI_PER_GPU) for index in indices)
+
+
+def _worst_case_shares(charge: _Charge, node: NodeInfo) -> DeviceShares:
+    """Every GPU of the node at the pod's share: whichever devices it really holds are
+    charged, so nothing placed next can land on them. Over-charges the others until the
+    pod ends; that costs room, never a GPU given twice."""
+    if not charge.gpu.count:
+        return ()
+    return tuple((index, charge.gpu.milli) for index in range(len(node.devices)))
 
 
 def _as_written(charge: _Charge, node: NodeInfo) -> bool:
@@ -139,14 +156,15 @@ class ClusterCache:
         self,
         share_milli: int = 1,
         gang_keys: GangKeys = DEFAULT_GANG_KEYS,
-        assignment_key: bytes | None = None,
+        assignment_key: SigningKeys | bytes | None = None,
     ) -> None:
         # Milli of a GPU one unit of nvidia.com/vgpu is worth (resources.shares_in_milli).
         self.share_milli = share_milli
         self.gang_keys = gang_keys
-        # The key that signs this scheduler's assignments (cache.gpu.sign_assignment);
-        # None: no signed value is trusted, only what this cache decided itself.
-        self.assignment_key = assignment_key
+        # The keys that sign this scheduler's assignments (cache/signing.py: the newest
+        # signs, any verifies); None: no signed value is trusted, only what this cache
+        # decided itself.
+        self.assignment_keys = SigningKeys.of(assignment_key)
         # pod uid -> (node, devices) this scheduler decided for a bound pod: the plan it
         # bound, or a signed assignment once verified. Kept until the pod goes, so that a
         # later change of the annotation (by a tenant, where the admission policy is not
@@ -174,6 +192,15 @@ class ClusterCache:
         # Snapshots brought up to date here: a removal is kept until each has seen it
         # (weakly held, so that a snapshot dropped by its reader holds nothing back).
         self._readers: weakref.WeakSet[Snapshot] = weakref.WeakSet()
+
+    @property
+    def assignment_key(self) -> bytes | None:
+        """The key that signs (the newest of `assignment_keys`)."""
+        return self.assignment_keys.newest if self.assignment_keys is not None else None
+
+    @assignment_key.setter
+    def assignment_key(self, key: SigningKeys | bytes | None) -> None:
+        self.assignment_keys = SigningKeys.of(key)
 
     # --- reading ----------------------------------------------------------------------
     @property
@@ -203,7 +230,7 @@ class ClusterCache:
         """Whether this scheduler bound `pod` itself (cache/ownership.py): only such a pod
         may it delete or evict. A pod pinned to its node by whoever created it, or bound
         by another actor, is not, whatever its schedulerName."""
-        return self._bound_by_us.is_ours(pod, self.assignment_key)
+        return self._bound_by_us.is_ours(pod, self.assignment_keys)
 
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
@@ -304,6 +331,9 @@ class ClusterCache:
             elif _as_written(charge, node):
                 charge.shares = charge.written or ()
                 node.charge(charge.requests, charge.shares, charge.ports)
+            elif charge.unverified:
+                charge.shares = _worst_case_shares(charge, node)
+                node.charge(charge.requests, charge.shares, charge.ports)
             else:
                 inferred.append(charge)
         for charge in sorted(inferred, key=lambda c: c.order):
@@ -371,12 +401,17 @@ class ClusterCache:
         written: DeviceShares | None = ()
         if pod.gpu.count:
             written = self._trusted(pod)
+        # Signed, but by no key this process holds: maybe a real bind (module docstring).
+        unverified = (
+            written is None and bool(pod.assignment) and pod.assignment_signature is not None
+        )
         current = self._charges.get(pod.uid)
         if (
             current is not None
             and current.node == pod.node_name
             and current.requests == pod.requests
             and current.written == written
+            and current.unverified == unverified
             and current.order == (pod.created, pod.uid)
             and current.ports == pod.host_ports
         ):
@@ -389,6 +424,7 @@ class ClusterCache:
             order=(pod.created, pod.uid),
             ports=pod.host_ports,
             uid=pod.uid,
+            unverified=unverified,
         )
 
     def _trusted(self, pod: PodInfo) -> DeviceShares | None:
@@ -408,10 +444,8 @@ class ClusterCache:
             if (
                 not shares
                 or signature is None
-                or self.assignment_key is None
-                or not verify_assignment(
-                    self.assignment_key, pod.uid, pod.node_name, shares, signature
-                )
+                or self.assignment_keys is None
+                or not self.assignment_keys.verifies(pod.uid, pod.node_name, shares, signature)
             ):
                 return None
             self._decided[pod.uid] = (pod.node_name, shares)

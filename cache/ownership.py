@@ -22,17 +22,18 @@ scheduler runs. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from cache.gpu import verify_assignment
 from cache.pod import PodInfo
+from cache.signing import SigningKeys
 
 
-def signed_by(key: bytes | None, pod: PodInfo) -> bool:
-    """Whether `pod` is bound and carries the signature of the holder of `key` over its
-    uid, its node and its written GPU devices."""
+def signed_by(keys: SigningKeys | bytes | None, pod: PodInfo) -> bool:
+    """Whether `pod` is bound and carries the signature of the holder of `keys` (any
+    key of the ring) over its uid, its node and its written GPU devices."""
     signature = pod.assignment_signature
-    if key is None or signature is None or not pod.node_name:
+    ring = SigningKeys.of(keys)
+    if ring is None or signature is None or not pod.node_name:
         return False
-    return verify_assignment(key, pod.uid, pod.node_name, pod.assignment or (), signature)
+    return ring.verifies(pod.uid, pod.node_name, pod.assignment or (), signature)
 
 
 class BoundByUs:
@@ -50,7 +51,7 @@ class BoundByUs:
         """The pod is gone."""
         self._node_of.pop(uid, None)
 
-    def is_ours(self, pod: PodInfo, key: bytes | None) -> bool:
+    def is_ours(self, pod: PodInfo, key: SigningKeys | bytes | None) -> bool:
         """Whether this scheduler bound `pod`: seen landing here, or signed with `key`.
         A signature is checked once per pod and remembered."""
         if not pod.node_name:

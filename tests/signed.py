@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cache.gpu import ASSIGNMENT_ANNOTATION, SIGNATURE_ANNOTATION, parse_assignment, sign_assignment
+from cache.signing import NODE_SIGNATURE_ANNOTATION, SigningKeys
 from scheduler.process.config import AssignmentSigningConfig, SchedulerConfig
 
 TEST_KEY = b"test-key-0123456789abcdef-0123456789"
@@ -37,3 +38,31 @@ def with_key(config: SchedulerConfig, directory: Path, key: bytes = TEST_KEY) ->
     return dataclasses.replace(
         config, assignment_signing=AssignmentSigningConfig(key_file=str(key_file))
     )
+
+
+def node_signed(pod: dict[str, Any], key: bytes = TEST_KEY) -> dict[str, Any]:
+    """`pod` (bound, with an assignment) signed as a Binding made with `key` signs it
+    for the device plugin: the node agents' signature (cache/signing.py)."""
+    meta = pod["metadata"]
+    annotations = meta.setdefault("annotations", {})
+    shares = parse_assignment(annotations[ASSIGNMENT_ANNOTATION])
+    annotations[NODE_SIGNATURE_ANNOTATION] = (
+        SigningKeys(key).for_node_agents().sign(meta["uid"], pod["spec"]["nodeName"], shares)
+    )
+    return pod
+
+
+def node_agent_secret(key: bytes = TEST_KEY) -> dict[str, Any]:
+    """The Secret the scheduler signing with `key` writes for the node agents."""
+    import base64
+
+    from scheduler.kube.signing_secret import node_agent_entries
+
+    return {
+        "metadata": {"name": "gang-scheduler-node-agent-key", "namespace": "kube-system"},
+        "type": "Opaque",
+        "data": {
+            name: base64.b64encode(value).decode()
+            for name, value in node_agent_entries(SigningKeys(key)).items()
+        },
+    }

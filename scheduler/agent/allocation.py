@@ -47,6 +47,7 @@ from cache.gpu import ASSIGNMENT_ANNOTATION, DeviceShares, format_assignment, pa
 from cache.jsonobj import mapping
 from cache.pod import DEFAULT_SCHEDULER, parse_time
 from cache.resources import MILLI_PER_GPU, SHARED_GPU, parse_resource_list
+from cache.signing import NODE_SIGNATURE_ANNOTATION, SigningKeys
 
 ALLOCATED_ANNOTATION = "gang-scheduler.io/gpu-allocated"
 DEFAULT_SCHEDULER_NAMES = ("gang-scheduler",)
@@ -249,13 +250,16 @@ def read_pod(
     schedulers: Iterable[str],
     served: Mapping[str, frozenset[str]] = EMPTY_SERVED,
     resource: str = SHARED_GPU,
+    keys: SigningKeys | None = None,
 ) -> Candidate | Refused | None:
     """A pod as the Allocate rule sees it: a Candidate, a Refused vgpu pod with its
     reason, or None when the pod is not a vgpu pod that may start on this node (not
     bound here, terminating, finished, or asking for no vgpu). Never raises on a
     user's values. `served`: pod uid -> containers this plugin served since it
     started; they count as allocated whatever the pod's mark says now. `resource`:
-    the plugin's resource (`nvidia.com/gpu` with unit 1000 for whole GPUs)."""
+    the plugin's resource (`nvidia.com/gpu` with unit 1000 for whole GPUs). `keys`: the
+    node agents' keys; when given, an assignment counts only with a node signature one
+    of them verifies for this pod's uid, this node and these devices."""
     meta = mapping(obj.get("metadata"))
     spec = mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
@@ -297,12 +301,23 @@ def read_pod(
     text = annotations.get(ASSIGNMENT_ANNOTATION)
     if not isinstance(text, str):
         return Refused(key, f"no {ASSIGNMENT_ANNOTATION} assignment")
+    uid = str(meta.get("uid") or "")
     try:
-        parts = split_assignment(parse_assignment(text), requests, unit, init_requests)
+        shares = parse_assignment(text)
+        parts = split_assignment(shares, requests, unit, init_requests)
     except ValueError as error:
         return Refused(key, str(error))
+    if keys is not None:
+        signature = annotations.get(NODE_SIGNATURE_ANNOTATION)
+        if not isinstance(signature, str) or not keys.verifies(uid, node, shares, signature):
+            return Refused(
+                key,
+                f"{ASSIGNMENT_ANNOTATION}={format_assignment(shares)} is not signed by the "
+                f"scheduler for this pod and node ({NODE_SIGNATURE_ANNOTATION} "
+                f"{'missing' if signature is None else 'does not verify'}): forged, copied "
+                "or edited after the bind; refused",
+            )
     marked = annotations.get(ALLOCATED_ANNOTATION)
-    uid = str(meta.get("uid") or "")
     allocated = frozenset(
         name.strip() for name in (marked.split(",") if isinstance(marked, str) else ()) if name
     ) | served.get(uid, frozenset())
@@ -341,19 +356,21 @@ def choose(
     served: Mapping[str, frozenset[str]] = EMPTY_SERVED,
     resource: str = SHARED_GPU,
     named: Collection[int] = (),
+    keys: SigningKeys | None = None,
 ) -> Match | NoMatch:
     """The container an Allocate of `count` devices is for (module docstring); `served`
     and `resource` as for read_pod. `named`: the GPU indices the kubelet's IDs stand
     for, when they name GPUs (whole GPUs): a container assigned exactly those GPUs is
     taken before the bound-first rule. The kubelet asks GetPreferredAllocation right
     before Allocate and uses the GPUs it was given, so this finds the pod the
-    preference was for even when the bound-first order changed in between."""
+    preference was for even when the bound-first order changed in between. `keys`: as
+    for read_pod."""
     schedulers = tuple(schedulers)
     matches: list[Match] = []
     refused: list[Refused] = []
     waiting: list[str] = []
     for obj in pods:
-        read = read_pod(obj, node, unit, schedulers, served, resource)
+        read = read_pod(obj, node, unit, schedulers, served, resource, keys)
         if isinstance(read, Refused):
             refused.append(read)
         elif isinstance(read, Candidate):

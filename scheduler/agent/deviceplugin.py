@@ -31,6 +31,7 @@ import grpc
 import grpc.aio
 
 from cache.resources import MILLI_PER_GPU, SHARED_GPU, WHOLE_GPU
+from cache.signing import SigningKeys
 from scheduler.agent import kubelet_api as api
 from scheduler.agent.allocation import (
     DEFAULT_SCHEDULER_NAMES,
@@ -47,6 +48,7 @@ from scheduler.agent.allocation import (
     preferred_ids,
     valid_unit,
 )
+from scheduler.agent.assignment_keys import DEFAULT_KEY_SECRET, KeySource, secret_problem
 from scheduler.agent.discovery import Discovery, discover
 from scheduler.agent.health import HealthBook
 from scheduler.agent.isolation import DEFAULT_MODES, container_answer, mode_problems
@@ -128,6 +130,10 @@ class DevicePluginConfig:
     # Whether the agent serves whole GPUs beside the shares: "on", "off", or "label"
     # (when the node carries WHOLE_GPUS_LABEL=true at start-up).
     whole_gpus: str = "label"
+    # The Secret (namespace/name) of the node agents' keys: an assignment is served only
+    # with a node signature they verify (assignment_keys.py). Empty: not checked (the
+    # admission policy alone guards the assignment; logged at start).
+    key_secret: str = DEFAULT_KEY_SECRET
 
     def whole_gpus_config(self) -> DevicePluginConfig:
         """The configuration of the whole-GPU plugin that runs beside this one."""
@@ -142,6 +148,9 @@ class DevicePluginConfig:
     def problems(self) -> list[str]:
         """Deployment mistakes, one line each."""
         found = mode_problems(self.isolation)
+        key_problem = secret_problem(self.key_secret)
+        if key_problem is not None:
+            found.append(key_problem)
         if self.whole_gpus not in ("on", "off", "label"):
             found.append(f"--whole-gpus must be on, off or label, got {self.whole_gpus!r}")
         if not valid_unit(self.unit):
@@ -288,6 +297,8 @@ class DevicePlugin:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     # Faults from NVML events (health.py): a new one refreshes the list at once.
     health: HealthBook | None = None
+    # The node agents' keys (assignment_keys.py); None: assignments are not verified.
+    keys: KeySource | None = None
     _fault: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _server: grpc.aio.Server | None = field(default=None, init=False)
     _generation: int = field(default=0, init=False)  # bumped when a server goes away
@@ -618,6 +629,29 @@ class DevicePlugin:
         named = {by_uuid.get(gpu_of(device_id, True)) for device_id in ids}
         return frozenset(index for index in named if index is not None)
 
+    async def _keys(self) -> SigningKeys | None:
+        """The keys to verify with (None: no check configured). Refusal when a check
+        is configured and no key can be had: nothing is served unverified."""
+        if self.keys is None:
+            return None
+        try:
+            ring = await self.keys.current()
+        except Exception as error:
+            if not (isinstance(error, ApiError) or is_transient(error)):
+                raise
+            raise Refusal(
+                grpc.StatusCode.UNAVAILABLE,
+                f"cannot read the assignment keys {self.config.key_secret}: {error} (the "
+                "agent needs get on that Secret)",
+            ) from None
+        if ring is None:
+            raise Refusal(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"no assignment key in Secret {self.config.key_secret}: the scheduler "
+                "writes it when it starts; no GPU is served without it",
+            )
+        return ring
+
     def _forget_gone(self, pods: Sequence[JsonObject]) -> None:
         present = {str((pod.get("metadata") or {}).get("uid") or "") for pod in pods}
         for uid in [uid for uid in self._served if uid not in present]:
@@ -647,6 +681,7 @@ class DevicePlugin:
                 last_error = f"cannot list the pods of node {self.config.node_name}: {error}"
                 continue
             self._forget_gone(pods)
+            ring = await self._keys()
             match = choose(
                 pods,
                 self.config.node_name,
@@ -656,6 +691,7 @@ class DevicePlugin:
                 self._served,
                 self.config.resource,
                 self._named(ids),
+                ring,
             )
             if isinstance(match, NoMatch):
                 raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, match.message)

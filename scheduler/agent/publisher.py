@@ -42,6 +42,7 @@ from tenacity import (
 
 from cache.gpu import TOPOLOGY_ANNOTATION, GpuInventory, parse_topology
 from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
+from scheduler.agent.assignment_keys import SecretKeySource
 from scheduler.agent.discovery import Discovery, discover
 from scheduler.agent.health import EventWatcher, HealthBook
 from scheduler.agent.metrics import GpuCollector, agent_registry
@@ -408,12 +409,20 @@ async def serve(
 
         config = replace(device_plugin, node_name=device_plugin.node_name or node_name)
         configs = [config]
+        keys = SecretKeySource(client, config.key_secret) if config.key_secret else None
+        if keys is None:
+            log.warning(
+                "--assignment-key-secret is empty: GPU assignments are served without "
+                "checking the scheduler's signature; only the admission policy guards them "
+                "(docs/security.md)"
+            )
         opted = await serves_whole_gpus(KubeNodeApi(client), node_name, config.whole_gpus)
         if config.whole_gpus == "label":
             # The whole-GPU plugin follows the node's label at every pass.
             whole = config.whole_gpus_config()
             switch = WholeGpuSwitch(
-                partial(DevicePlugin, nvml, whole, KubePodApi(client), health=book), opted
+                partial(DevicePlugin, nvml, whole, KubePodApi(client), health=book, keys=keys),
+                opted,
             )
             agent.node_seen = switch.follow
             switched.append(switch)
@@ -422,7 +431,7 @@ async def serve(
         elif opted:
             configs.append(config.whole_gpus_config())
         for each in configs:
-            plugin = DevicePlugin(nvml, each, KubePodApi(client), health=book)
+            plugin = DevicePlugin(nvml, each, KubePodApi(client), health=book, keys=keys)
             plugins.append(plugin)
             plugin_tasks.append(asyncio.create_task(plugin.run()))
             stoppers.append(plugin.stop)

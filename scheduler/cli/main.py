@@ -50,6 +50,7 @@ def _node_agent(args: argparse.Namespace) -> int:
             isolation=tuple(args.isolation or DEFAULT_MODES),
             mps=args.mps,
             whole_gpus=args.whole_gpus,
+            key_secret=args.assignment_key_secret,
         )
     return run_node_agent(
         AgentOptions(
@@ -386,6 +387,15 @@ def build_parser() -> argparse.ArgumentParser:
         "assigned, in place of NVIDIA's device plugin (which must not run on the node): "
         "on, off, or label (when the node has gang-scheduler.io/whole-gpus=true at "
         "start-up; default; docs/device-plugin.md, 'Whole GPUs')",
+    )
+    plugin.add_argument(
+        "--assignment-key-secret",
+        default="kube-system/gang-scheduler-node-agent-key",
+        metavar="NAMESPACE/NAME",
+        help="the Secret of the node agents' keys, which the scheduler writes at start: "
+        "an assignment is served only when the scheduler's node signature verifies "
+        "(default: %(default)s; empty: not checked, the admission policy alone guards "
+        "assignments; docs/security.md)",
     )
     agent.set_defaults(handler=_node_agent)
     run = commands.add_parser(

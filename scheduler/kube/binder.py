@@ -66,15 +66,10 @@ from tenacity import (
 )
 
 from cache.cluster import Placement
-from cache.gpu import (
-    ASSIGNMENT_ANNOTATION,
-    SIGNATURE_ANNOTATION,
-    format_assignment,
-    sign_assignment,
-    verify_assignment,
-)
+from cache.gpu import ASSIGNMENT_ANNOTATION, SIGNATURE_ANNOTATION, format_assignment
 from cache.ownership import signed_by
 from cache.pod import PodInfo
+from cache.signing import NODE_SIGNATURE_ANNOTATION, SigningKeys
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.gang import Gang
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
@@ -101,21 +96,27 @@ def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods/{name}"
 
 
-def binding_body(pod: PodInfo, placement: Placement, key: bytes | None = None) -> JsonObject:
+def binding_body(
+    pod: PodInfo, placement: Placement, key: SigningKeys | bytes | None = None
+) -> JsonObject:
     """The Binding for one member: node, uid precondition and the GPU assignment,
-    signed with `key` over (uid, node, devices) so that the cache trusts it after a
-    restart (docs/security.md); unsigned without a key. Every binding is signed, a pod
-    without GPUs too (over no devices): the signature is how the scheduler later tells
-    the pods it bound from pods pinned to a node by a tenant, the only ones it may
-    delete or evict (cache/ownership.py)."""
+    signed with the newest of `key` over (uid, node, devices) so that the cache trusts
+    it after a restart (docs/security.md); unsigned without a key. Every binding is
+    signed, a pod without GPUs too (over no devices): the signature is how the scheduler
+    later tells the pods it bound from pods pinned to a node by a tenant, the only ones
+    it may delete or evict (cache/ownership.py). An assignment is signed a second time
+    with the node agents' key (cache/signing.py), which the device plugin checks."""
     meta: JsonObject = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
     annotations: dict[str, str] = {}
+    ring = SigningKeys.of(key)
     if placement.shares:
         annotations[ASSIGNMENT_ANNOTATION] = format_assignment(placement.shares)
-    if key is not None:
-        annotations[SIGNATURE_ANNOTATION] = sign_assignment(
-            key, pod.uid, placement.node, placement.shares
-        )
+    if ring is not None:
+        annotations[SIGNATURE_ANNOTATION] = ring.sign(pod.uid, placement.node, placement.shares)
+        if placement.shares:
+            annotations[NODE_SIGNATURE_ANNOTATION] = ring.for_node_agents().sign(
+                pod.uid, placement.node, placement.shares
+            )
     if annotations:
         meta["annotations"] = annotations
     return {
@@ -253,13 +254,14 @@ class GangBinder:
         retry_jitter: float = DEFAULT_RETRY_JITTER,
         on_failure: BindFailurePolicy = "delete",
         clock: Callable[[], float] = time.monotonic,
-        signing_key: bytes | None = None,
+        signing_key: SigningKeys | bytes | None = None,
     ) -> None:
         if concurrency < 1 or timeout <= 0:
             raise ValueError("concurrency must be at least 1 and timeout positive")
         self.client = client
-        # Signs each Binding's GPU assignment (binding_body); the cache's key.
-        self.signing_key = signing_key
+        # Signs each Binding's GPU assignment with its newest key (binding_body), and
+        # tells the pods it bound by any of its keys; the cache's keys.
+        self.signing_key = SigningKeys.of(signing_key)
         self.timeout = timeout
         self.retry_transient = retry_transient
         self.retry_jitter = retry_jitter
@@ -436,8 +438,8 @@ class GangBinder:
         meta = found.get("metadata")
         annotations = meta.get("annotations") if isinstance(meta, dict) else None
         signature = annotations.get(SIGNATURE_ANNOTATION) if isinstance(annotations, dict) else None
-        return isinstance(signature, str) and verify_assignment(
-            self.signing_key, placement.pod_uid, placement.node, placement.shares, signature
+        return isinstance(signature, str) and self.signing_key.verifies(
+            placement.pod_uid, placement.node, placement.shares, signature
         )
 
     async def _read_pod(

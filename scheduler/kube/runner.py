@@ -43,6 +43,7 @@ from aiohttp import web
 
 from cache.native_gang import NATIVE_GROUP
 from cache.pod import PodInfo
+from cache.signing import SigningKeys
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.gang import Gang
 from scheduler.gangs.isolation import FATAL, describe
@@ -62,6 +63,7 @@ from scheduler.kube.informer import ClusterInformers
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.preemption import PreemptionActions
 from scheduler.kube.quota_status import QuotaStatusWriter
+from scheduler.kube.signing_secret import obtain_signing_keys
 from scheduler.kube.volumes import VolumePrebinder
 from scheduler.planner.result import Plan
 from scheduler.process.config import SchedulerConfig, build_core_from
@@ -106,7 +108,8 @@ async def run_scheduler(
     client, _ = await connect(kubeconfig, qps=config.client.qps, burst=config.client.burst)
     log_configuration(config, config_path)
     try:
-        run = SchedulerRun(config, client, clock=clock)
+        keys = await obtain_signing_keys(client, config.assignment_signing)
+        run = SchedulerRun(config, client, clock=clock, keys=keys)
         async with collector_tuned_for(run.informers):
             return await run.run(stop or asyncio.Event())
     finally:
@@ -163,11 +166,14 @@ class SchedulerRun:
         client: KubeClient,
         *,
         clock: Callable[[], float] = time.monotonic,
+        keys: SigningKeys | None = None,
     ) -> None:
         self.config = config
         self.client = client
         self._clock = clock
-        self._core = build_core_from(config)
+        # The signing keys (run_scheduler reads them from the Secret); without them, as
+        # build_core_from decides (keyFile, else a key of this process).
+        self._core = build_core_from(config, keys)
         self._gpu_faults = GpuFaultNotifier()
         self._metrics = SchedulerMetrics(
             namespace_labels=config.metrics.namespace_labels,
@@ -201,7 +207,7 @@ class SchedulerRun:
             timeout=config.timeouts.bind_timeout_seconds,
             on_failure=config.binding.on_bind_failure,
             clock=clock,
-            signing_key=self._core.cache.assignment_key,
+            signing_key=self._core.cache.assignment_keys,
         )
         self.partial = PartialGangs(config.binding.partial_gang_grace_seconds)
         # Priority preemption: the core decides, this evicts (scheduler/kube/preemption.py).

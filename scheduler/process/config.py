@@ -26,6 +26,7 @@ import difflib
 import ipaddress
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from cache.pod import (
     GangKeys,
 )
 from cache.resources import MILLI_PER_GPU, SHARED_GPU
+from cache.signing import SigningKeys
 from policies.profile import (
     DEFAULT_CANDIDATE_LIMIT,
     DEFAULT_TOPOLOGY_KEYS,
@@ -53,7 +55,7 @@ from policies.profile import (
 from policies.scores.fragmentation import OnlineWorkload
 from scheduler.cycle.core import DEFAULT_SCHEDULER_NAME, SchedulingCore
 from scheduler.gangs.queue import GangQueue
-from scheduler.process.signing import load_assignment_key
+from scheduler.process.signing import load_key_file, process_key
 from scheduler.process.yamltext import YamlSyntaxError, load_yaml
 
 BindFailurePolicy = Literal["delete", "keep"]
@@ -448,21 +450,41 @@ def _optional_path(value: object, path: str) -> str:
     return value
 
 
-DEFAULT_ASSIGNMENT_KEY_FILE = "/var/run/secrets/gang-scheduler/assignment-key/key"
+DEFAULT_ASSIGNMENT_KEY_SECRET = "gang-scheduler-assignment-key"
+DEFAULT_NODE_AGENT_KEY_SECRET = "gang-scheduler-node-agent-key"
+
+
+def _optional_name(value: object, path: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(
+        r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)?", value
+    ):
+        raise ConfigError(path, f"must be a Kubernetes object name (or empty), got {shown(value)}")
+    return value
 
 
 @dataclass(frozen=True)
 class AssignmentSigningConfig:
-    """The key that signs the GPU assignment of every bind (docs/security.md): only a
-    signed `gang-scheduler.io/gpu-devices` is charged as written after a restart."""
+    """The keys that sign the GPU assignment of every bind (docs/security.md): only a
+    signed `gang-scheduler.io/gpu-devices` is charged as written after a restart or a
+    change of leader, so every replica must hold the same keys."""
 
-    # A file holding at least 16 bytes: where deploy/scheduler.yaml mounts the Secret
-    # gang-scheduler-assignment-key. Empty, or a file that does not exist: a random key
-    # for this process only, so that after a restart (or a new leader) earlier
-    # assignments are inferred.
-    key_file: str = field(
-        default=DEFAULT_ASSIGNMENT_KEY_FILE, metadata=_leaf("keyFile", _optional_path)
+    # The Secret holding the keys (entries key-1, key-2, ...: the highest signs, all
+    # verify), read at start through the API and created with a random key-1 when it
+    # does not exist (scheduler/kube/signing_secret.py). Empty: keyFile, else a key of
+    # this process only.
+    secret_name: str = field(
+        default=DEFAULT_ASSIGNMENT_KEY_SECRET, metadata=_leaf("secretName", _optional_name)
     )
+    namespace: str = field(default="kube-system", metadata=_leaf("namespace", _text))
+    # The Secret the scheduler writes the node agents' keys into (derived, one-way, from
+    # its own), for their device plugin's check; empty: not written.
+    node_agent_secret_name: str = field(
+        default=DEFAULT_NODE_AGENT_KEY_SECRET,
+        metadata=_leaf("nodeAgentSecretName", _optional_name),
+    )
+    # Instead of the Secret: a file holding one key, or a directory of entries named as
+    # above (a Secret the operator mounts). Unreadable, or no usable key: no start.
+    key_file: str = field(default="", metadata=_leaf("keyFile", _optional_path))
 
 
 @dataclass(frozen=True)
@@ -658,8 +680,16 @@ def build_profile_from(config: SchedulerConfig) -> Profile:
     )
 
 
-def build_core_from(config: SchedulerConfig) -> SchedulingCore:
-    """A scheduling core with the configured profile, name and backoffs."""
+def local_keys(config: SchedulerConfig) -> SigningKeys:
+    """The signing keys without the API: `keyFile` when set (KeyProblem when unusable),
+    else a key of this process only (the simulator, a demo, a test)."""
+    key_file = config.assignment_signing.key_file
+    return load_key_file(key_file) if key_file else process_key()
+
+
+def build_core_from(config: SchedulerConfig, keys: SigningKeys | None = None) -> SchedulingCore:
+    """A scheduling core with the configured profile, name and backoffs, signing with
+    `keys` (local_keys when not given)."""
     timeouts = config.timeouts
     core = SchedulingCore(
         build_profile_from(config),
@@ -667,7 +697,7 @@ def build_core_from(config: SchedulerConfig) -> SchedulingCore:
         cache=ClusterCache(
             share_milli=MILLI_PER_GPU // config.fractional_gpu.units_per_gpu,
             gang_keys=config.gang.keys(),
-            assignment_key=load_assignment_key(config.assignment_signing.key_file),
+            assignment_key=keys if keys is not None else local_keys(config),
         ),
         queue=GangQueue(
             initial_backoff_seconds=timeouts.initial_backoff_seconds,

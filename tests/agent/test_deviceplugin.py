@@ -33,7 +33,8 @@ from tests.agent import PCIE_BOX, FakeNvml, with_gpu
 from tests.agent.kubelet import FakeKubelet, PluginClient, first_list
 from tests.agent.plugin_running import NODE, Setup, running
 from tests.factories import node_obj, pod_obj
-from tests.kubeapi import KubeApiEmulator, api_client, write_kubeconfig
+from tests.kubeapi import SECRETS, KubeApiEmulator, api_client, write_kubeconfig
+from tests.signed import node_agent_secret, node_signed
 from tests.waiting import eventually
 
 UUIDS = [gpu.uuid for gpu in PCIE_BOX.gpus]
@@ -387,7 +388,8 @@ async def test_the_node_agent_command_serves_the_plugin_beside_the_publisher(
 ) -> None:
     async with KubeApiEmulator() as emulator:
         emulator.put_node(node_obj(NODE))
-        emulator.put_pod(vgpu_pod("p", 500, "1:500"))
+        emulator.put(SECRETS, node_agent_secret())
+        emulator.put_pod(node_signed(vgpu_pod("p", 500, "1:500", uid="u-p")))
         kubeconfig = write_kubeconfig(emulator.base_url, tmp_path / "kubeconfig")
         kubelet = FakeKubelet(plugin_dir)
         await kubelet.start()

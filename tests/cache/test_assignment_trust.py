@@ -1,8 +1,11 @@
 """Only what the scheduler decided moves a GPU charge (issue 10, docs/security.md).
 
 A bound pod's `gang-scheduler.io/gpu-devices` counts only when the scheduler bound it in
-this run or the value carries its signature over (pod uid, node, devices); a value a
-tenant wrote is ignored and the charge inferred exactly as if no value were there.
+this run or the value carries its signature over (pod uid, node, devices); an unsigned
+value a tenant wrote is ignored and the charge inferred exactly as if no value were
+there. A value with a signature no key verifies (a copy, or a real bind signed with a
+key this process lacks) is charged on every GPU of its node: never inferred onto a GPU
+that may be in use (issue 26).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from cache.gpu import (
     format_assignment,
     sign_assignment,
 )
+from cache.signing import SigningKeys
 from tests.factories import node_obj, pod_obj
 
 KEY = b"k" * 32
@@ -96,7 +100,8 @@ def test_a_signed_value_copied_onto_another_pod_does_not_verify() -> None:
     cache.apply_pod(ADDED, pod_obj("victim", vgpu=700, node_name="n", annotations=copied))
     cache.apply_pod(ADDED, pod_obj("thief", vgpu=700, node_name="n", annotations=copied))
     assert cache.charged_shares("uid-default-victim") == ((0, 700),)
-    assert cache.charged_shares("uid-default-thief") == ((1, 700),)
+    # Not verified, but signed: it may be a real bind, so it holds every GPU in the books.
+    assert cache.charged_shares("uid-default-thief") == ((0, 700), (1, 700))
 
 
 def test_a_pod_bound_by_another_scheduler_is_inferred() -> None:
@@ -124,13 +129,19 @@ def test_after_a_restart_signed_assignments_are_charged_as_written() -> None:
         pod_obj("a", vgpu=300, node_name="n", annotations=A_ON_N),
     )
     assert free(cache) == [1000, 700]
-    # Without the key nothing written verifies: the same pod is inferred.
+    # Without the key nothing written verifies: the same pod may hold either GPU, and is
+    # charged on both (before, it was inferred onto GPU 0 while it ran on GPU 1).
     keyless = cluster(key=None)
     keyless.apply_pod(
         ADDED,
         pod_obj("a", vgpu=300, node_name="n", annotations=A_ON_N),
     )
-    assert free(keyless) == [700, 1000]
+    assert free(keyless) == [700, 700]
+    # With the key among the older ones of a ring (a rotation), it verifies.
+    rotated = ClusterCache(assignment_key=SigningKeys(b"n" * 32, (KEY,)))
+    rotated.apply_node(ADDED, node_obj("n", gpus=2))
+    rotated.apply_pod(ADDED, pod_obj("a", vgpu=300, node_name="n", annotations=A_ON_N))
+    assert free(rotated) == [1000, 700]
 
 
 def test_a_signature_for_another_node_does_not_verify() -> None:
@@ -139,7 +150,7 @@ def test_a_signature_for_another_node_does_not_verify() -> None:
         ADDED,
         pod_obj("a", vgpu=300, node_name="n", annotations=signed("uid-default-a", "m", SHARE)),
     )
-    assert free(cache) == [700, 1000]
+    assert free(cache) == [700, 700]
 
 
 def test_confirmed_binds_need_no_signature() -> None:
@@ -162,23 +173,32 @@ VALUES = st.one_of(
 
 @given(st.lists(st.tuples(st.integers(1, 1000), VALUES, st.booleans()), max_size=6))
 def test_forged_values_never_shift_a_charge(pods: list[tuple[int, str | None, bool]]) -> None:
-    """Whatever tenants write (and whatever signature they copy), the accounting is the
-    one of the same pods without any value."""
+    """Whatever tenants write, unsigned, the accounting is the one of the same pods
+    without any value; a signature they copy only makes their own pod hold more (every
+    GPU of the node). Never does a forged value move the scheduler's own charge or
+    leave more room in all than the same pods without values."""
 
-    def build(with_values: bool) -> list[int]:
+    def build(with_values: bool, signatures: bool = True) -> list[int]:
+        cache = built(with_values, signatures)
+        assert cache.charged_shares("uid-default-ours") == ((1, 600),)
+        return free(cache)
+
+    def built(with_values: bool, signatures: bool) -> ClusterCache:
         cache = cluster()
         scheduled(cache, "ours", 600, 1)
         for i, (milli, value, fake_signature) in enumerate(pods):
             annotations: dict[str, Any] = {}
             if with_values and value is not None:
                 annotations[ASSIGNMENT_ANNOTATION] = value
-                if fake_signature:
+                if fake_signature and signatures:
                     annotations[SIGNATURE_ANNOTATION] = sign_assignment(
                         KEY, "uid-default-ours", "n", ((1, 600),)
                     )
             cache.apply_pod(
                 ADDED, pod_obj(f"p{i}", vgpu=milli, node_name="n", annotations=annotations)
             )
-        return free(cache)
+        return cache
 
-    assert build(True) == build(False)
+    assert build(True, signatures=False) == build(False)
+    forged = build(True)
+    assert sum(forged) <= sum(build(False))

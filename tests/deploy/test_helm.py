@@ -206,6 +206,9 @@ def test_another_namespace_needs_the_lease_there_too() -> None:
 def test_everything_moves_to_the_release_namespace() -> None:
     config = (DEPLOY / "config" / "config.yaml").read_text()
     moved = config.replace("leaseNamespace: kube-system", "leaseNamespace: gpu-system")
+    signing = "secretName: gang-scheduler-assignment-key\n  namespace: kube-system"
+    assert signing in moved
+    moved = moved.replace(signing, signing.replace("kube-system", "gpu-system"))
     assert moved != config
     objects = render(
         {"config": moved, "networkPolicy": {"enabled": True}, "serviceMonitor": {"enabled": True}},

@@ -17,6 +17,7 @@ import yaml
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.resources import MILLI_PER_GPU
 from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
+from scheduler.agent.deviceplugin import DevicePluginConfig
 from scheduler.cli.main import build_parser
 from scheduler.process.config import SchedulerConfig, option_paths, parse_config
 from tests.deploy.render import (
@@ -160,21 +161,31 @@ def test_the_deployment_is_ha_hardened_and_probed() -> None:
     assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
 
 
-def test_the_assignment_key_is_the_mounted_secret_readable_by_the_scheduler_only() -> None:
-    """assignmentSigning.keyFile is where the Deployment mounts the Secret, owned by the
-    pod's group (the container runs as a non-root user) and unreadable by others."""
-    config = parse_config(scheduler_config_text(rendered()))
+def test_the_install_keeps_no_key_and_the_signing_role_names_the_configured_secrets() -> None:
+    """No Secret and no key file in deploy/ (the scheduler creates the Secret at its first
+    start, issue 26); the Role that lets it names exactly the Secrets the configuration
+    reads and writes, in its namespace, and the node agent reads the one the scheduler
+    writes for it."""
+    objects = rendered()
+    assert not [o for o in objects if o["kind"] == "Secret"]
+    signing = parse_config(scheduler_config_text(objects)).assignment_signing
+    assert signing.key_file == ""
+    role = one(objects, "Role", "gang-scheduler-signing-keys")
+    assert role["metadata"]["namespace"] == signing.namespace
+    names = [r.get("resourceNames") for r in role["rules"] if "get" in r["verbs"]]
+    assert names == [[signing.secret_name, signing.node_agent_secret_name]]
     pod = scheduler_pod()
-    (container,) = pod["containers"]
-    key_file = Path(config.assignment_signing.key_file)
-    mount = next(m for m in container["volumeMounts"] if key_file.parent == Path(m["mountPath"]))
-    assert mount["readOnly"] is True
-    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-    secret = volume["secret"]
-    assert secret["secretName"] == "gang-scheduler-assignment-key" and key_file.name == "key"
-    assert secret["optional"] is True  # the scheduler starts without it (docs/security.md)
-    assert secret["defaultMode"] & 0o007 == 0 and secret["defaultMode"] & 0o040
-    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+    assert not [v for v in pod["volumes"] if "secret" in v]
+    agent_role = one(objects, "Role", "gang-scheduler-node-agent-key")
+    agent_names = [r.get("resourceNames") for r in agent_role["rules"]]
+    assert agent_names == [[signing.node_agent_secret_name]]
+    assert agent_role["metadata"]["namespace"] == signing.namespace
+    daemonset = one(objects, "DaemonSet", "gang-scheduler-node-agent")
+    (agent,) = daemonset["spec"]["template"]["spec"]["containers"]
+    default = f"{signing.namespace}/{signing.node_agent_secret_name}"
+    args = agent["args"]
+    assert args[args.index("--assignment-key-secret") + 1] == default
+    assert DevicePluginConfig(node_name="").key_secret == default  # and so is its default
 
 
 def test_the_pdb_and_the_service_select_the_scheduler_pods() -> None:

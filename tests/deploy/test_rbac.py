@@ -53,6 +53,7 @@ from tests.kubeapi import (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODGROUPS,
+    SECRETS,
     STORAGE_CLASSES,
     KubeApiEmulator,
     write_kubeconfig,
@@ -65,6 +66,7 @@ from tests.kubeapi.admission import (
     admission_policies,
 )
 from tests.kubeapi.rbac import Attributes, Policy, RbacAuthorizer, Rule, forbidden
+from tests.signed import node_agent_secret, node_signed
 from tests.volume_objects import pv_obj, pvc_obj, storage_class_obj, with_claims
 from tests.waiting import eventually, free_port
 
@@ -122,6 +124,9 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
             api.access = access
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=2))
+            # The node agents' Secret left by a previous key (a rotation): the scheduler
+            # creates its own key's Secret and replaces this one.
+            api.put(SECRETS, node_agent_secret(b"a key rotated out long ago, 32B."))
             kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig", token="scheduler")
             stop = asyncio.Event()
             task = asyncio.create_task(
@@ -246,7 +251,8 @@ async def test_the_node_agent_runs_under_exactly_the_deployed_rbac(tmp_path: Pat
         api.put_node(node)
         notebook = pod_obj("notebook", vgpu=500, node_name="gpu-1")
         notebook["metadata"]["annotations"] = {ASSIGNMENT_ANNOTATION: "1:500"}
-        api.put_pod(notebook)
+        api.put_pod(node_signed(notebook))
+        api.put(SECRETS, node_agent_secret())
         kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig", token="agent")
         kubelet = FakeKubelet(plugin_dir)
         await kubelet.start()
@@ -293,7 +299,8 @@ async def test_whole_gpus_and_the_kubelet_report_run_under_the_deployed_rbac(
         api.put_node(node)
         train = pod_obj("train", gpus=1, node_name="gpu-1", uid="u-train")
         train["metadata"]["annotations"] = {ASSIGNMENT_ANNOTATION: "2:1000"}
-        api.put_pod(train)
+        api.put_pod(node_signed(train))
+        api.put(SECRETS, node_agent_secret())
         api.put_pod(pod_obj("other", gpus=1, node_name="gpu-1", uid="u-other"))
         pod_resources = FakePodResources(plugin_dir / "pr.sock")
         pod_resources.pods = [holding("default", "other", "nvidia.com/gpu", uuids[3])]
@@ -332,16 +339,37 @@ async def test_whole_gpus_and_the_kubelet_report_run_under_the_deployed_rbac(
     assert authorizer.denied == [] and access.refused == []
 
 
-def test_the_roles_have_no_wildcard_no_secrets_and_no_admin_binding() -> None:
+# The only Secret rules deploy/ may have: the signing keys (scheduler/kube/signing_secret.py,
+# scheduler/agent/assignment_keys.py), in kube-system, read and updated by name only.
+SIGNING_SECRET_RULES = {
+    "gang-scheduler-signing-keys": [
+        ((), ("create",)),
+        (("gang-scheduler-assignment-key", "gang-scheduler-node-agent-key"), ("get",)),
+        (("gang-scheduler-node-agent-key",), ("update",)),
+    ],
+    "gang-scheduler-node-agent-key": [(("gang-scheduler-node-agent-key",), ("get",))],
+}
+
+
+def test_the_roles_have_no_wildcard_no_other_secrets_and_no_admin_binding() -> None:
     objects = rendered()
     for obj in objects:
         if obj["kind"] in ("Role", "ClusterRole"):
             assert "aggregationRule" not in obj
+            name = obj["metadata"]["name"]
+            secret_rules = []
             for rule in obj["rules"]:
                 for key in ("apiGroups", "resources", "verbs", "resourceNames"):
-                    assert "*" not in rule.get(key, []), (obj["metadata"]["name"], key)
-                assert "secrets" not in rule["resources"]
+                    assert "*" not in rule.get(key, []), (name, key)
+                if "secrets" in rule["resources"]:
+                    assert rule["resources"] == ["secrets"] and obj["kind"] == "Role"
+                    secret_rules.append(
+                        (tuple(rule.get("resourceNames", ())), tuple(rule["verbs"]))
+                    )
                 assert "nonResourceURLs" not in rule
+            assert secret_rules == SIGNING_SECRET_RULES.get(name, []), name
+            if secret_rules:
+                assert obj["metadata"]["namespace"] == "kube-system"
         if obj["kind"] in ("RoleBinding", "ClusterRoleBinding"):
             assert obj["roleRef"]["name"] not in ("cluster-admin", "admin", "edit")
 

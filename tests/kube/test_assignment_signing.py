@@ -15,7 +15,7 @@ from cache.cluster import EventType
 from cache.gpu import ASSIGNMENT_ANNOTATION, SIGNATURE_ANNOTATION, parse_assignment
 from scheduler.kube.runner import run_scheduler
 from scheduler.process.config import SchedulerConfig, build_core_from, config_from_mapping
-from scheduler.process.signing import load_assignment_key
+from scheduler.process.signing import KeyProblem, load_key_file, process_key
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.waiting import eventually, free_port
@@ -74,30 +74,52 @@ async def test_a_restarted_scheduler_trusts_its_signed_binds_and_nothing_else(
                 cache.apply_pod(EventType.ADDED, bound)
                 cache.apply_pod(EventType.ADDED, copy)
                 trusted = cache.charged_shares(bound["metadata"]["uid"])
-                other = 1 - shares[0][0]
                 if key_file_is_the_same:
                     assert trusted == shares
-                    # The copy is inferred: onto the other GPU, where 700 fit.
-                    assert cache.charged_shares(copy["metadata"]["uid"]) == ((other, 700),)
-                else:  # not this key's signature: both inferred, in (created, uid) order
+                    # The copy does not verify: signed, so held at its worst (both GPUs),
+                    # and the real bind stays where it is.
+                    assert cache.charged_shares(copy["metadata"]["uid"]) == ((0, 700), (1, 700))
+                else:
+                    # Signed with a key this process lacks (a key replaced without keeping
+                    # the old one): the bound pod may hold either GPU, so it is charged on
+                    # both, never inferred onto one that looks free. The copy too.
                     assert SIGNATURE_ANNOTATION in annotations
-                    charged = {trusted, cache.charged_shares(copy["metadata"]["uid"])}
-                    assert charged == {((0, 700),), ((1, 700),)}
+                    assert trusted == ((0, 700), (1, 700))
+                    assert cache.charged_shares(copy["metadata"]["uid"]) == trusted
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
 
 
-def test_the_key_file_is_read_or_a_random_key_is_used_and_said(
+def test_a_key_file_or_directory_is_read_and_anything_unusable_refused(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     good = tmp_path / "good"
     good.write_bytes(b"  sixteen bytes at least  \n")
-    assert load_assignment_key(str(good)) == b"sixteen bytes at least"
+    assert load_key_file(str(good)).all == (b"sixteen bytes at least",)
+    # A mounted Secret: one file per entry (and the kubelet's own ..data links); the
+    # highest key-<N> signs, every key verifies.
+    mounted = tmp_path / "mounted"
+    mounted.mkdir()
+    (mounted / "key-1").write_bytes(b"the first key, long enough")
+    (mounted / "key-10").write_bytes(b"the tenth key, long enough")
+    (mounted / "key-2").write_bytes(b"the second key, long enough")
+    (mounted / "..data").mkdir()
+    (mounted / "README").write_bytes(b"not a key")
+    ring = load_key_file(str(mounted))
+    assert ring.newest == b"the tenth key, long enough"
+    assert ring.older == (b"the second key, long enough", b"the first key, long enough")
     short = tmp_path / "short"
     short.write_bytes(b"too short")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for path, why in (
+        (short, "fewer than 16"),
+        (tmp_path / "missing", "cannot read"),
+        (empty, "no signing key"),
+    ):
+        with pytest.raises(KeyProblem, match=why):
+            load_key_file(str(path))
     with caplog.at_level(logging.WARNING):
-        first = load_assignment_key(str(short))
-        second = load_assignment_key(str(tmp_path / "missing"))
-        third = load_assignment_key("")
-    assert len({first, second, third}) == 3 and all(len(k) == 32 for k in (first, second, third))
-    assert "fewer than 16" in caplog.text and "does not exist" in caplog.text
+        first, second = process_key(), process_key()
+    assert first != second and len(first.newest) == 32
+    assert "a key of this process only" in caplog.text

@@ -23,6 +23,7 @@ from tests.kubeapi.resources import (
     PERSISTENT_VOLUMES,
     PODGROUPS,
     PODS,
+    SECRETS,
     STORAGE_CLASSES,
     VOLCANO_PODGROUPS,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "PERSISTENT_VOLUME_CLAIMS",
     "PODGROUPS",
     "PODS",
+    "SECRETS",
     "STORAGE_CLASSES",
     "VOLCANO_PODGROUPS",
     "BindRecord",

@@ -294,6 +294,10 @@ POD_DISRUPTION_BUDGETS = ResourceType(
     short_names=("pdb",),
 )
 
+# core/v1 Secrets (pkg/registry/core/secret): no create-on-update, unconditional update
+# allowed; `data` values are base64 in JSON and checked at every write (validation.py).
+SECRETS = ResourceType(CORE, "v1", "secrets", "Secret", namespaced=True)
+
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -307,6 +311,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     VOLCANO_PODGROUPS,
     NATIVE_PODGROUPS,
     POD_DISRUPTION_BUDGETS,
+    SECRETS,
 )
 
 

@@ -6,7 +6,9 @@ validation (ValidatePod, ValidateObjectMetaUpdate):
   leases and custom resources;
 - labels: qualified-name keys and label values (ValidateLabels);
 - a pod may not be created with both `spec.nodeName` and `spec.schedulingGates`;
-- no finalizer may be added to an object that is being deleted.
+- no finalizer may be added to an object that is being deleted;
+- a Secret's `data` keys are config keys (`[-._a-zA-Z0-9]+`, ValidateSecret) and its
+  values base64 (the JSON decoding of []byte: 400 BadRequest otherwise).
 
 Each check raises the 422 Invalid Status the API answers, its message worded as the
 real one (`<Kind> "<name>" is invalid: <field>: Invalid value: ...`). EMULATOR GUESS:
@@ -16,11 +18,13 @@ reports the first.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Any
 
 from tests.kubeapi import errors
-from tests.kubeapi.resources import PODS, ResourceType
+from tests.kubeapi.resources import PODS, SECRETS, ResourceType
 
 _DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
@@ -105,12 +109,37 @@ def check_labels(rtype: ResourceType, name: str, labels: Any) -> None:
             )
 
 
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+
+def check_secret_data(name: str, obj: dict[str, Any]) -> None:
+    data = obj.get("data") or {}
+    if not isinstance(data, dict):
+        raise errors.bad_request('Secret in version "v1" cannot be handled: data is not a map')
+    for key, value in data.items():
+        if not isinstance(value, str):
+            raise errors.bad_request(f"Secret data[{key}]: expected a base64 string")
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise errors.bad_request(f"illegal base64 data in Secret data[{key}]") from None
+        if len(key) > _SUBDOMAIN_MAX or not _CONFIG_KEY.fullmatch(key):
+            raise errors.invalid(
+                SECRETS,
+                name,
+                f'data[{key}]: Invalid value: "{key}": a valid config key must consist of '
+                "alphanumeric characters, '-', '_' or '.'",
+            )
+
+
 def check_create(rtype: ResourceType, obj: dict[str, Any]) -> None:
     """ValidateObjectMeta and the type's create validation, on the object to store."""
     meta = obj["metadata"]
     name = str(meta["name"])
     check_name(rtype, name)
     check_labels(rtype, name, meta.get("labels"))
+    if rtype is SECRETS:
+        check_secret_data(name, obj)
     if rtype is PODS:
         spec = obj.get("spec") or {}
         if spec.get("nodeName") and spec.get("schedulingGates"):
@@ -128,6 +157,8 @@ def check_update(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]) 
     meta = new["metadata"]
     name = str(meta.get("name") or "")
     check_labels(rtype, name, meta.get("labels"))
+    if rtype is SECRETS:
+        check_secret_data(name, new)
     if old["metadata"].get("deletionTimestamp"):
         before = set(old["metadata"].get("finalizers") or ())
         added = [f for f in meta.get("finalizers") or () if f not in before]

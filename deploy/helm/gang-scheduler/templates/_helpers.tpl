@@ -18,7 +18,7 @@ gang-scheduler-config-{{ $hash }}
 
 {{- /*
 The configuration must agree with what the chart fixes around it: the Lease is in the
-release namespace (the Role grants it there only), and the scheduler listens on the port
+release namespace (the Role grants it there only), so are the signing-key Secrets, and the scheduler listens on the port
 its probes, containerPort and Service use.
 */}}
 {{- define "gang-scheduler.checkConfig" -}}
@@ -30,6 +30,10 @@ its probes, containerPort and Service use.
 {{- if ne $lease .Release.Namespace -}}
 {{- $why := "the Role grants the Lease in the release namespace only" -}}
 {{- fail (printf "values: config sets leaderElection.leaseNamespace %s, but the release namespace is %s: %s; set leaderElection.leaseNamespace: %s in config" $lease .Release.Namespace $why .Release.Namespace) -}}
+{{- end -}}
+{{- $keys := dig "assignmentSigning" "namespace" "kube-system" $config -}}
+{{- if ne $keys .Release.Namespace -}}
+{{- fail (printf "values: config sets assignmentSigning.namespace %s, but the release namespace is %s: the Roles grant the signing-key Secrets in the release namespace only; set assignmentSigning.namespace: %s in config" $keys .Release.Namespace .Release.Namespace) -}}
 {{- end -}}
 {{- $port := dig "http" "port" 10269 $config | int -}}
 {{- if ne $port 10269 -}}
