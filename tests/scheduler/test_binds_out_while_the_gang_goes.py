@@ -23,7 +23,7 @@ from typing import Any
 from cache.cluster import EventType, Reservation
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj, pod_obj
 
 ADDED, MODIFIED, DELETED = EventType.ADDED, EventType.MODIFIED, EventType.DELETED
