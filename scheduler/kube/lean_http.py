@@ -11,7 +11,15 @@ watches stay on aiohttp: they are few, and a watch streams.
 What it does, and no more: one request at a time per connection (no pipelining), a pool
 of idle connections capped at `limit` open ones, TLS through the caller's SSLContext,
 answers framed by Content-Length, chunked transfer encoding, or the connection's close.
-It sends no Accept-Encoding, so the server does not compress. A connection that is
+It sends no Accept-Encoding, so the server does not compress.
+
+Framing is read as strictly as RFC 9112 writes it, since a proxy between us and the API
+server may be broken or hostile: chunk-size is 1*HEXDIG with an optional chunk-ext,
+Content-Length 1*DIGIT (duplicates must agree), Transfer-Encoding with Content-Length
+or any coding but chunked is refused, the head, each chunk or trailer line and the body
+are bounded, and parsing always moves forward (a negative chunk size once sent it back
+to the start of its line, forever, on the event loop, where no timeout could end it).
+Whatever arrives ends as an answer or an aiohttp.ClientError. A connection that is
 closed, answered `Connection: close`, or whose request failed or timed out is dropped,
 never reused. A request is never sent twice: a POST is not idempotent, and the callers
 (the binder's re-read and retry, the feedback writer's error paths) decide what a failed
@@ -23,15 +31,42 @@ is `aiohttp.ServerDisconnectedError`, a refused one an `OSError`, a timeout
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from dataclasses import dataclass
 
 import aiohttp
 
-# An answer's head larger than this is not an API server's: refuse it instead of
-# buffering without end.
+# Bounds on what an answer may make us buffer (RFC 9112 leaves them to the recipient):
+# a head, a chunk-size line or trailer line, and a body larger than these is not an API
+# server's answer, and is refused instead of buffered without end. The API server keeps
+# objects under 1.5 MiB (etcd's limit) and a write's answer is one object.
 MAX_HEAD_BYTES = 64 * 1024
+MAX_LINE_BYTES = 4 * 1024
+MAX_BODY_BYTES = 64 * 1024 * 1024
 _NO_BODY_STATUSES = frozenset({204, 304})
+
+# RFC 9112 4: status-line = HTTP-version SP status-code SP [ reason-phrase ]; a missing
+# SP after the code is tolerated (some servers send none with an empty reason).
+_STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([0-9]{3})(?: (.*))?", re.DOTALL)
+# RFC 9110 5.1 and 5.5: field-name = token, then ":", then a field value of visible
+# characters, spaces and tabs (obs-text allowed). No obs-fold: a line that starts with a
+# space, or a space before the colon, is refused (RFC 9112 5.1, 5.2).
+_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_FIELD_LINE = re.compile(rf"({_TOKEN}):(.*)", re.DOTALL)
+_FIELD_TEXT = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+# RFC 9112 6.3 and RFC 9110 8.6: Content-Length = 1*DIGIT (18 digits keep it an int64).
+_DIGITS = re.compile(r"[0-9]{1,18}")
+# RFC 9112 7.1: chunk-size = 1*HEXDIG (16 digits keep it an int64), then chunk-ext =
+# *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] ), whose value is a token
+# or a quoted-string.
+_QUOTED = r'"(?:[^"\\\x00-\x08\x0a-\x1f\x7f]|\\[\t\x20-\x7e\x80-\xff])*"'
+_CHUNK_EXT = rf"[ \t]*;[ \t]*{_TOKEN}(?:[ \t]*=[ \t]*(?:{_TOKEN}|{_QUOTED}))?"
+_CHUNK_LINE = re.compile(rf"([0-9A-Fa-f]{{1,16}})(?:{_CHUNK_EXT})*")
+
+
+class BadAnswer(ValueError):
+    """The bytes are not an HTTP/1.1 answer we accept (malformed, ambiguous, too large)."""
 
 
 @dataclass(frozen=True)
@@ -50,19 +85,34 @@ class _Framing:
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection; `send` writes a request and waits for its answer."""
+    """One keep-alive connection; `send` writes a request and waits for its answer.
+
+    The answer is parsed as it arrives, each byte looked at a bounded number of times
+    (a chunked body resumes where the last read stopped), and every step either consumes
+    bytes or waits for more: no input, however garbled, keeps the event loop busy longer
+    than its size warrants, and anything not framed as RFC 9112 frames it is a BadAnswer.
+    """
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._buffer = bytearray()
         self._waiter: asyncio.Future[LeanAnswer] | None = None
+        self._keep_alive = True
+        self._reset()
+
+    def _reset(self) -> None:
+        self._buffer.clear()
         self._head_end = -1  # index just past the blank line that ends the head
         self._status = 0
         self._reason = ""
         self._framing = _Framing.LENGTH
         self._length = 0
-        self._keep_alive = True
+        # A chunked body: where the next chunk-size (or trailer) line starts, the data
+        # so far, and whether the last chunk was seen (the trailer section follows).
+        self._position = 0
+        self._body = bytearray()
+        self._trailers = False
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -78,7 +128,7 @@ class _Connection(asyncio.Protocol):
         self._buffer += data
         try:
             answer = self._parse(eof=False)
-        except ValueError as err:
+        except BadAnswer as err:
             self._fail(aiohttp.ClientPayloadError(f"not an HTTP/1.1 answer: {err}"))
             return
         if answer is not None:
@@ -94,8 +144,9 @@ class _Connection(asyncio.Protocol):
             return
         try:
             answer = self._parse(eof=True)
-        except ValueError:
-            answer = None
+        except BadAnswer as err:
+            waiter.set_exception(aiohttp.ClientPayloadError(f"not an HTTP/1.1 answer: {err}"))
+            return
         if answer is not None:
             waiter.set_result(answer)
         else:
@@ -108,8 +159,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         waiter: asyncio.Future[LeanAnswer] = asyncio.get_running_loop().create_future()
         self._waiter = waiter
-        self._buffer.clear()
-        self._head_end = -1
+        self._reset()
         self.transport.write(request)
         return await waiter
 
@@ -136,62 +186,71 @@ class _Connection(asyncio.Protocol):
             waiter.set_exception(err)
 
     def _parse(self, eof: bool) -> LeanAnswer | None:
-        """The answer when all of it is in the buffer, else None; ValueError when the
-        bytes are not an HTTP/1.1 answer."""
+        """The answer when all of it is in the buffer, else None; BadAnswer when the
+        bytes are not an HTTP/1.1 answer (or one larger than the bounds above)."""
         buffer = self._buffer
         while self._head_end < 0:
-            end = buffer.find(b"\r\n\r\n")
-            if end < 0:
+            # Resumed where the last read left off (less the 3 bytes a split blank line
+            # may have ended with), so a head that trickles in is scanned once.
+            end = buffer.find(b"\r\n\r\n", self._position)
+            if end < 0 or end > MAX_HEAD_BYTES:
                 if len(buffer) > MAX_HEAD_BYTES:
-                    raise ValueError("answer head too large")
+                    raise BadAnswer("answer head too large")
+                self._position = max(0, len(buffer) - 3)
                 return None
             self._read_head(bytes(buffer[:end]))
             if 100 <= self._status < 200:
                 # An interim answer (103 Early Hints, a 100 Continue we did not ask
                 # for): no body; the real answer follows it.
                 del buffer[: end + 4]
+                self._position = 0
                 continue
-            self._head_end = end + 4
+            self._head_end = self._position = end + 4
         start = self._head_end
         if self._framing == _Framing.LENGTH:
             if len(buffer) - start < self._length:
                 return None
             return self._answer(bytes(buffer[start : start + self._length]))
         if self._framing == _Framing.UNTIL_CLOSE:
+            if len(buffer) - start > MAX_BODY_BYTES:
+                raise BadAnswer("answer body too large")
             return self._answer(bytes(buffer[start:])) if eof else None
-        return self._chunked(start)
+        return self._chunked()
 
     def _read_head(self, head: bytes) -> None:
         lines = head.decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-        self._status = int(code)
-        self._reason = reason
-        length: int | None = None
-        chunked = False
-        keep_alive = version != "HTTP/1.0"
+        status = _STATUS_LINE.fullmatch(lines[0])
+        if status is None or _FIELD_TEXT.fullmatch(status.group(3) or "") is None:
+            raise BadAnswer(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+        self._status = int(status.group(2))
+        self._reason = status.group(3) or ""
+        fields: dict[str, list[str]] = {}
         for line in lines[1:]:
-            name, _, value = line.partition(":")
-            name = name.strip().lower()
-            if name == "content-length":
-                length = int(value.strip())
-                if length < 0:
-                    raise ValueError("negative Content-Length")
-            elif name == "transfer-encoding":
-                chunked = value.strip().lower().endswith("chunked")
-            elif name == "connection":
-                tokens = {token.strip().lower() for token in value.split(",")}
-                if "close" in tokens:
-                    keep_alive = False
-                elif "keep-alive" in tokens:
-                    keep_alive = True
-        # RFC 9112 6.3: 204 and 304 have no body whatever the head says; chunked wins
-        # over a Content-Length; neither means "until the connection closes".
+            found = _FIELD_LINE.fullmatch(line)
+            value = found.group(2).strip(" \t") if found is not None else ""
+            if found is None or _FIELD_TEXT.fullmatch(value) is None:
+                raise BadAnswer(f"not a header field line: {line[:80]!r}")
+            fields.setdefault(found.group(1).lower(), []).append(value)
+        keep_alive = status.group(1) != "0"  # HTTP/1.0 closes unless it says otherwise
+        for token in _list_tokens(fields.get("connection", [])):
+            if token == "close":
+                keep_alive = False
+                break
+            if token == "keep-alive":
+                keep_alive = True
+        codings = _list_tokens(fields.get("transfer-encoding", []))
+        length = _content_length(fields.get("content-length"))
+        # RFC 9112 6.3: 204 and 304 have no body whatever the head says; a
+        # Transfer-Encoding with a Content-Length is an error (a smuggling attempt, or
+        # a broken proxy); chunked must be the final coding (we ask for no other, and
+        # decode no other); neither means "until the connection closes".
         if self._status in _NO_BODY_STATUSES:
             self._framing, self._length = _Framing.LENGTH, 0
-        elif chunked:
+        elif codings:
+            if length is not None:
+                raise BadAnswer("both Transfer-Encoding and Content-Length")
+            if codings != ["chunked"]:
+                raise BadAnswer(f"unsupported Transfer-Encoding: {', '.join(codings)[:80]!r}")
             self._framing = _Framing.CHUNKED
         elif length is not None:
             self._framing, self._length = _Framing.LENGTH, length
@@ -199,33 +258,69 @@ class _Connection(asyncio.Protocol):
             self._framing, keep_alive = _Framing.UNTIL_CLOSE, False
         self._keep_alive = keep_alive
 
-    def _chunked(self, start: int) -> LeanAnswer | None:
+    def _chunked(self) -> LeanAnswer | None:
+        """Resume reading a chunked body where the last call stopped (RFC 9112 7.1)."""
         buffer = self._buffer
-        body = bytearray()
-        position = start
         while True:
-            line_end = buffer.find(b"\r\n", position)
+            line_end = buffer.find(b"\r\n", self._position, self._position + MAX_LINE_BYTES + 2)
             if line_end < 0:
+                if len(buffer) - self._position > MAX_LINE_BYTES:
+                    raise BadAnswer("chunk-size or trailer line too long")
                 return None
-            size_text = bytes(buffer[position:line_end]).split(b";", 1)[0].strip()
-            size = int(size_text, 16)  # ValueError on garbage
-            position = line_end + 2
+            line = bytes(buffer[self._position : line_end]).decode("latin-1")
+            if self._trailers:
+                # Trailer fields (none expected, none used) end with an empty line.
+                self._position = line_end + 2
+                if not line:
+                    return self._answer(bytes(self._body))
+                if _FIELD_LINE.fullmatch(line) is None:
+                    raise BadAnswer(f"not a trailer field line: {line[:80]!r}")
+                if self._position - self._head_end > MAX_BODY_BYTES:
+                    raise BadAnswer("answer body too large")
+                continue
+            found = _CHUNK_LINE.fullmatch(line)
+            if found is None:
+                raise BadAnswer(f"not a chunk-size line: {line[:80]!r}")
+            size = int(found.group(1), 16)
             if size == 0:
-                # Trailer fields (none expected) end with an empty line.
-                trailer_end = buffer.find(b"\r\n", position)
-                while trailer_end > position:
-                    position = trailer_end + 2
-                    trailer_end = buffer.find(b"\r\n", position)
-                if trailer_end < 0:
-                    return None
-                return self._answer(bytes(body))
-            if len(buffer) < position + size + 2:
+                self._trailers = True
+                self._position = line_end + 2
+                continue
+            if len(self._body) + size > MAX_BODY_BYTES:
+                raise BadAnswer("answer body too large")
+            data_start = line_end + 2
+            data_end = data_start + size
+            if len(buffer) < data_end + 2:
                 return None
-            body += buffer[position : position + size]
-            position += size + 2
+            if buffer[data_end : data_end + 2] != b"\r\n":
+                raise BadAnswer("chunk data not followed by CRLF")
+            self._body += buffer[data_start:data_end]
+            self._position = data_end + 2
 
     def _answer(self, body: bytes) -> LeanAnswer:
         return LeanAnswer(self._status, self._reason, body)
+
+
+def _list_tokens(values: list[str]) -> list[str]:
+    """The lowercased tokens of a comma-separated list header, over all its lines."""
+    return [token.strip(" \t").lower() for value in values for token in value.split(",")]
+
+
+def _content_length(values: list[str] | None) -> int | None:
+    """Content-Length (RFC 9110 8.6): 1*DIGIT; several lines, or a list, all the same
+    value is that value; differing values or anything but digits are an error."""
+    if values is None:
+        return None
+    found = {token.strip(" \t") for value in values for token in value.split(",")}
+    if len(found) != 1:
+        raise BadAnswer(f"conflicting Content-Length values: {sorted(found)[:4]!r}")
+    (text,) = found
+    if _DIGITS.fullmatch(text) is None:
+        raise BadAnswer(f"Content-Length is not 1*DIGIT: {text[:40]!r}")
+    length = int(text)
+    if length > MAX_BODY_BYTES:
+        raise BadAnswer("answer body too large")
+    return length
 
 
 class LeanPool:

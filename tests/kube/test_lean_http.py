@@ -5,6 +5,7 @@ against bare servers that send exactly the bytes a test wants."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import shutil
 import ssl
 import subprocess
@@ -15,12 +16,21 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kubernetes_asyncio import client as k8s
 
 from scheduler.kube.client import ApiError, KubeClient, lean_ssl_context
-from scheduler.kube.lean_http import LeanPool
+from scheduler.kube.lean_http import (
+    MAX_HEAD_BYTES,
+    MAX_LINE_BYTES,
+    LeanAnswer,
+    LeanPool,
+    _Connection,
+)
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, api_client
+from tests.waiting import fails_if_stuck
 
 Outcome = tuple[str, Any]
 
@@ -330,3 +340,183 @@ async def test_an_idle_connection_the_server_closed_is_not_used(bare: Callable[.
         assert pool.connections_made == 2 and len(server.requests) == 2
     finally:
         await pool.close()
+
+
+# --- a hostile or broken proxy: strict framing (RFC 9112), never a hang -----------------
+class _Sink(asyncio.Transport):
+    """A transport that swallows what the connection writes."""
+
+    def write(self, data: Any) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def _answer_to(pieces: list[bytes]) -> LeanAnswer | BaseException:
+    """What a connection makes of an answer arriving in `pieces`, then a close: the
+    LeanAnswer, or the exception its request fails with. Driven synchronously, so that a
+    parser that loops forever fails the test (fails_if_stuck) instead of hanging it."""
+    loop = asyncio.new_event_loop()
+    try:
+        connection = _Connection()
+        connection.connection_made(_Sink())
+        waiter: asyncio.Future[LeanAnswer] = loop.create_future()
+        connection._waiter = waiter
+        with fails_if_stuck():
+            for piece in pieces:
+                if waiter.done():
+                    break
+                connection.data_received(piece)
+            connection.connection_lost(None)
+        assert waiter.done(), "a closed connection must settle its request"
+        error = waiter.exception()
+        return error if error is not None else waiter.result()
+    finally:
+        loop.close()
+
+
+_CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+MALFORMED = {
+    # -6: back to the start of its own line, where the old parser read it again forever.
+    "negative chunk size": _CHUNKED_HEAD + b"-6\r\nxx\r\n0\r\n\r\n",
+    "0x chunk size": _CHUNKED_HEAD + b"0x2\r\n{}\r\n0\r\n\r\n",
+    "underscored chunk size": _CHUNKED_HEAD + b"1_0\r\n" + b"x" * 16 + b"\r\n0\r\n\r\n",
+    "signed chunk size": _CHUNKED_HEAD + b"+2\r\n{}\r\n0\r\n\r\n",
+    "spaced chunk size": _CHUNKED_HEAD + b" 2\r\n{}\r\n0\r\n\r\n",
+    "chunk data without CRLF": _CHUNKED_HEAD + b"2\r\n{}xx0\r\n\r\n",
+    "chunk-size line without end": _CHUNKED_HEAD + b"2;" + b"e" * (MAX_LINE_BYTES + 10),
+    "chunk larger than any answer": _CHUNKED_HEAD + b"ffffffffff\r\n{}",
+    "signed length": b"HTTP/1.1 200 OK\r\nContent-Length: +1_0\r\n\r\n0123456789",
+    "underscored length": b"HTTP/1.1 200 OK\r\nContent-Length: 1_0\r\n\r\n0123456789",
+    "negative length": b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n{}",
+    "differing duplicate lengths": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 4\r\n\r\n{}{}"
+    ),
+    "differing lengths in one list": b"HTTP/1.1 200 OK\r\nContent-Length: 2, 4\r\n\r\n{}{}",
+    "length and chunked": (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"2\r\n{}\r\n0\r\n\r\n"
+    ),
+    "a coding that is not chunked": (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: notchunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    ),
+    "chunked not last": (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    ),
+    "space before the colon": b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\n{}",
+    "folded header": b"HTTP/1.1 200 OK\r\nX-A: 1\r\n  folded\r\nContent-Length: 2\r\n\r\n{}",
+    "header without colon": b"HTTP/1.1 200 OK\r\nContent-Length 2\r\n\r\n{}",
+    "status code not three digits": b"HTTP/1.1 20 OK\r\nContent-Length: 2\r\n\r\n{}",
+    "status code of other digits": b"HTTP/1.1 2\xb2\xb2 OK\r\n\r\n",  # latin-1 superscript 2
+    "head without end": b"HTTP/1.1 200 OK\r\nX: " + b"a" * (MAX_HEAD_BYTES + 10),
+}
+
+
+@pytest.mark.parametrize("answer", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_a_malformed_answer_is_a_clear_error(answer: bytes) -> None:
+    """Each of these was taken as an answer (or looped forever: a negative chunk size)
+    before framing was parsed as RFC 9112 writes it."""
+    outcome = _answer_to([answer])
+    assert isinstance(outcome, aiohttp.ClientPayloadError), outcome
+
+
+def test_strict_parsing_still_reads_what_servers_send() -> None:
+    well_formed = {
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}": b"{}",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\n{}": b"{}",
+        b"HTTP/1.1 200 OK\r\ncontent-length:2 \r\n\r\n{}": b"{}",
+        b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\n{}": b"{}",
+        _CHUNKED_HEAD + b'A;name=value ; q="a \\" b"\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\n': (
+            b"0123456789"
+        ),
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n": b"{}",
+    }
+    for answer, body in well_formed.items():
+        for pieces in ([answer], [answer[i : i + 1] for i in range(len(answer))]):
+            outcome = _answer_to(pieces)
+            assert isinstance(outcome, LeanAnswer), (answer, outcome)
+            assert outcome.body == body
+
+
+@pytest.mark.asyncio
+async def test_a_malformed_answer_from_a_server_fails_the_request_and_drops_it(
+    bare: Callable[..., Any],
+) -> None:
+    """Over a real connection, the server keeping it open: the request ends with the
+    error at once, and the connection is not kept for the next request."""
+    _, port = await bare([_CHUNKED_HEAD + b"0x2\r\n{}\r\n0\r\n\r\n"], hold=True)
+    pool = LeanPool("127.0.0.1", port, None, None, limit=4)
+    try:
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await pool.request(_request(), 30.0)
+        assert pool._open == set() and pool._idle == []
+    finally:
+        await pool.close()
+
+
+_VALID_ANSWERS = [
+    _length_answer(b'{"kind":"Status"}'),
+    _CHUNKED_HEAD + b'4;ext=1\r\n{"a"\r\n6\r\n:[1,2]\r\n1\r\n}\r\n0\r\n\r\n',
+    b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+    b'HTTP/1.1 200 OK\r\n\r\n{"until":"close"}',
+]
+_HOSTILE_TOKENS = [
+    b"-6", b"-8;x", b"-2", b"-1", b"0x5", b"+1_0", b"1_0", b" 5", b"5 ", b"\xd9\xa3",
+    b"ffffffffffffffffff",
+    b"5;", b"5;a=\"", b"\r\n", b"\r", b"\n", b"\x00", b":", b",", b"chunked", b"0\r\n\r\n",
+    b"Content-Length: 3\r\n", b"Transfer-Encoding: chunked\r\n", b"HTTP/1.1 ", b"\r\n\r\n",
+]  # fmt: skip
+
+
+_CHUNK_LINES = [
+    b"-6\r\n", b"-8;x\r\n", b"-1\r\n", b"0x2\r\n", b"2\r\n{}\r\n", b"2;a=b\r\n{}\r\n",
+    b"2\r\n{}", b"1_0\r\n", b"+2\r\n", b"ffffffffffffffff\r\n", b"0\r\n", b"0\r\n\r\n",
+    b"X: 1\r\n", b"\r\n",
+]  # fmt: skip
+
+
+@st.composite
+def _garbled(draw: st.DrawFn) -> list[bytes]:
+    """A valid answer, a chunked body of hostile chunk lines, or plain random bytes;
+    then bytes replaced, inserted (hostile tokens among them) and cut; split into random
+    pieces."""
+    start = draw(st.sampled_from(["valid", "chunks", "random"]))
+    if start == "valid":
+        answer = bytearray(draw(st.sampled_from(_VALID_ANSWERS)))
+    elif start == "chunks":
+        lines = draw(st.lists(st.sampled_from(_CHUNK_LINES), min_size=1, max_size=6))
+        answer = bytearray(_CHUNKED_HEAD + b"".join(lines))
+    else:
+        answer = bytearray(draw(st.binary(max_size=200)))
+    for _ in range(draw(st.integers(0, 6))):
+        at = draw(st.integers(0, len(answer)))
+        edit = draw(st.sampled_from(["replace", "insert", "delete", "cut"]))
+        if edit == "insert":
+            piece = draw(st.sampled_from(_HOSTILE_TOKENS) | st.binary(min_size=1, max_size=4))
+            answer[at:at] = piece
+        elif edit == "replace" and at < len(answer):
+            answer[at] = draw(st.integers(0, 255))
+        elif edit == "delete":
+            del answer[at : at + draw(st.integers(1, 4))]
+        elif edit == "cut":
+            del answer[at:]
+    cuts = sorted(draw(st.lists(st.integers(0, len(answer)), max_size=6)))
+    bounds = [0, *cuts, len(answer)]
+    return [bytes(answer[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_garbled())
+def test_a_garbled_answer_ends_in_an_answer_or_a_clear_http_error(pieces: list[bytes]) -> None:
+    """Whatever arrives, the request ends (no hang, no busy loop) with an answer or an
+    aiohttp.ClientError, the errors the callers already handle; never anything else."""
+    outcome = _answer_to(pieces)
+    assert isinstance(outcome, (LeanAnswer, aiohttp.ClientError)), repr(outcome)
