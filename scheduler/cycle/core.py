@@ -266,6 +266,11 @@ class SchedulingCore:
         self, event: EventType | str, obj: Mapping[str, Any], now: float
     ) -> None:
         """An ElasticQuota event (docs/quotas.md): a changed limit may let a gang fit."""
+        self._guarded("ElasticQuota", event, obj, lambda e, o: self._apply_elasticquota(e, o, now))
+
+    def _apply_elasticquota(
+        self, event: EventType | str, obj: Mapping[str, Any], now: float
+    ) -> None:
         generation = self.cache.quotas.generation
         quota = self.cache.quotas.apply(str(event), obj)
         if quota is not None and quota.problems:
@@ -293,6 +298,15 @@ class SchedulingCore:
     ) -> None:
         """A PodGroup of another API than scheduler-plugins' (Volcano's, Kubernetes'
         own), read by `parse` (which never raises): cache/gang_groups.py."""
+
+        def apply(event: EventType | str, obj: Mapping[str, Any]) -> None:
+            self._apply_gang_group(parse, event, obj)
+
+        self._guarded("GangGroup", event, obj, apply)
+
+    def _apply_gang_group(
+        self, parse: GroupParser, event: EventType | str, obj: Mapping[str, Any]
+    ) -> None:
         read, held = self.gang_groups.apply(parse, event, obj)
         if held is None:
             self.index.delete_podgroup(read.key, read.api)
@@ -315,6 +329,9 @@ class SchedulingCore:
     def apply_namespace(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         """Namespace labels, for pod affinity's namespaceSelector: a change may let a
         gang waiting on such a term fit."""
+        self._guarded("Namespace", event, obj, lambda e, o: self._apply_namespace(e, o, now), False)
+
+    def _apply_namespace(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
         name = str(metadata(obj).get("name") or "")
         before = self.cache.namespace_labels().get(name)
         self.cache.apply_namespace(event, obj)
@@ -326,10 +343,17 @@ class SchedulingCore:
     ) -> None:
         """A claim, PV, StorageClass or CSINode event (kind: the VolumeCache store:
         claims, volumes, classes, csinodes). A change may let a waiting gang fit."""
-        generation = self.volumes.generation
-        _VOLUME_APPLY[kind](self.volumes, str(event), obj)
-        if self.volumes.generation != generation:
-            self.queue.cluster_changed(now, ClusterChange.VOLUME_CHANGED)
+        object_kind, apply_to_store = _VOLUME_APPLY[kind]
+
+        def apply(event: EventType | str, obj: Mapping[str, Any]) -> None:
+            generation = self.volumes.generation
+            try:
+                apply_to_store(self.volumes, str(event), obj)
+            finally:
+                if self.volumes.generation != generation:
+                    self.queue.cluster_changed(now, ClusterChange.VOLUME_CHANGED)
+
+        self._guarded(object_kind, event, obj, apply, kind == "claims")
 
     def relist_volume_objects(self, kind: str) -> Reconciliation:
         def apply(obj: Mapping[str, Any], now: float) -> str:
@@ -702,6 +726,39 @@ class SchedulingCore:
             self._show(pod)
 
     # --- crash isolation (scheduler/gangs/isolation.py) -------------------------------------------
+    def _guarded(
+        self,
+        kind: ObjectKind,
+        event: EventType | str,
+        obj: Mapping[str, Any],
+        apply: Callable[[EventType | str, Mapping[str, Any]], None],
+        namespaced: bool = True,
+    ) -> None:
+        """Apply an event of a kind with no repair of its own (every watched kind but
+        pods, nodes and PodGroups) so that an exception stays with its object: logged
+        once, recorded as the object's problem, and the object forgotten (its deletion
+        applied, by name) until an event of it applies cleanly. A forgotten object is
+        one the scheduler does not know, which is how it treats any object that is
+        missing: a claim, PV or StorageClass its pods need makes them wait, a gang's
+        PodGroup unknown leaves the gang unsized, a namespace has no labels, a quota
+        governs nothing."""
+        try:
+            apply(event, obj)
+        except FATAL:
+            raise
+        except Exception as error:
+            key = identify(obj, namespaced).key
+            self.failures.failed(kind, key, f"reading the {kind}", error)
+            try:
+                apply(EventType.DELETED, _named_only(obj))
+            except FATAL:
+                raise
+            except Exception:
+                log.exception("%s %s: forgetting it after a failed event failed too", kind, key)
+        else:
+            if self.failures:
+                self.failures.cleared(kind, identify(obj, namespaced).key)
+
     def _record_of(self, kind: ObjectKind, obj: Mapping[str, Any]) -> object:
         """The cache's record of the object an event is about, before the event."""
         try:
@@ -896,9 +953,18 @@ def _reconcile(
     reconciliation.finish(now)
 
 
-_VOLUME_APPLY: dict[str, Callable[[VolumeCache, str, Mapping[str, Any]], object]] = {
-    "claims": VolumeCache.apply_claim,
-    "volumes": VolumeCache.apply_volume,
-    "classes": VolumeCache.apply_class,
-    "csinodes": VolumeCache.apply_csinode,
+def _named_only(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object reduced to what names it (a deletion of it): its name and namespace
+    as written, so that the store finds it under the key it was kept by."""
+    meta = metadata(obj)
+    return {"metadata": {key: meta[key] for key in ("name", "namespace") if key in meta}}
+
+
+_VOLUME_APPLY: dict[
+    str, tuple[ObjectKind, Callable[[VolumeCache, str, Mapping[str, Any]], object]]
+] = {
+    "claims": ("PersistentVolumeClaim", VolumeCache.apply_claim),
+    "volumes": ("PersistentVolume", VolumeCache.apply_volume),
+    "classes": ("StorageClass", VolumeCache.apply_class),
+    "csinodes": ("CSINode", VolumeCache.apply_csinode),
 }

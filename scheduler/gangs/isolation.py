@@ -6,7 +6,10 @@ process would restart, relist the same object and die again (a crash loop anyone
 may create a pod can cause). So the core applies each watch event, and plans each gang,
 inside a guard: an exception is logged once with the object's key, becomes a problem of
 that object (a Warning event and PodScheduled=False on a pod of ours, a failed attempt
-with backoff for a gang), and everything else keeps being scheduled.
+with backoff for a gang), and everything else keeps being scheduled. Every watched kind
+is guarded: pods, nodes and PodGroups with repairs of their own (SchedulingCore), every
+other kind (namespaces, ElasticQuotas, other APIs' PodGroups, claims, PVs,
+StorageClasses, CSINodes) by forgetting the object until an event of it applies.
 
 What is never caught: BaseExceptions that are not Exceptions (asyncio.CancelledError,
 KeyboardInterrupt, SystemExit: they stop the task or the process on purpose) and
@@ -25,7 +28,21 @@ from cache.jsonobj import mapping, metadata
 
 log = logging.getLogger(__name__)
 
-ObjectKind = Literal["Pod", "Node", "PodGroup", "Gang"]
+ObjectKind = Literal[
+    "Pod",
+    "Node",
+    "PodGroup",
+    "Gang",
+    # Every other watched kind (scheduler/kube/informer.py): a failed event makes the
+    # object absent until one of its events applies cleanly (SchedulingCore._guarded).
+    "Namespace",
+    "ElasticQuota",
+    "GangGroup",  # Volcano's and Kubernetes' own PodGroups (cache/gang_groups.py)
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+]
 
 # Exceptions that are not one object's fault: re-raised, never isolated.
 FATAL: tuple[type[BaseException], ...] = (MemoryError,)

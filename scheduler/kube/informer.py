@@ -52,6 +52,7 @@ from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.quota import QUOTA_GROUP, QUOTA_PLURAL, QUOTA_VERSION
 from cache.volcano import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, volcano_podgroup_from_api
 from scheduler.cycle.core import Reconciliation, SchedulingCore
+from scheduler.gangs.isolation import FATAL
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, WatchBroken
 
 log = logging.getLogger(__name__)
@@ -314,7 +315,7 @@ class Informer:
                     log.warning("%s: watch event without an object: %.200r", self.kind.name, event)
                     continue
                 if kind in OBJECT_EVENTS:
-                    self._apply(str(kind), obj, now)
+                    self._apply_one(str(kind), obj, now)
                     applied += 1
                     self._advance(obj)
                 elif kind == "BOOKMARK":
@@ -327,6 +328,26 @@ class Informer:
             if applied:
                 self._changed()
         return len(batch)
+
+    def _apply_one(self, kind: str, obj: Mapping[str, Any], now: float) -> None:
+        """Hand one event to the core. The core keeps an object's exception with that
+        object (SchedulingCore._guarded and the repairs of pods, nodes and PodGroups);
+        this is the last line, for an apply that has no guard (a bug): the event is
+        logged and skipped, and the informer goes on, rather than end the scheduler on
+        one object a tenant wrote."""
+        try:
+            self._apply(kind, obj, now)
+        except FATAL:
+            raise
+        except Exception:
+            meta = metadata(obj)
+            log.exception(
+                "%s: %s event of %.100r/%.100r could not be applied; skipped",
+                self.kind.name,
+                kind,
+                meta.get("namespace"),
+                meta.get("name"),
+            )
 
     def _advance(self, obj: Mapping[str, Any]) -> None:
         version = metadata(obj).get("resourceVersion")

@@ -1,0 +1,202 @@
+"""Hostile objects of every kind the scheduler watches, in one table.
+
+`HOSTILE_OBJECTS` maps each informer's kind name (scheduler/kube/informer.py,
+`ResourceKind.name`) to a strategy of hostile objects of that kind: a well-formed
+template with fields replaced by values a tenant, a controller or a broken proxy could
+write (tests/fuzz/hostile.py). The fuzz suite feeds every entry to the core through the
+informer's own apply and relist, and `test_every_watched_kind_is_fuzzed` fails when an
+informer watches a kind this table lacks: a kind added later (the DRA objects:
+ResourceSlice, ResourceClaim, DeviceClass) is fuzzed by adding its line here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.fuzz.hostile import (
+    HOSTILE_GANGS,
+    QUOTA_NAMESPACES,
+    _corruptions,
+    corrupted,
+    hostile_node,
+    hostile_pod,
+    hostile_podgroup,
+    hostile_quota,
+)
+from tests.volume_objects import csinode_obj, pv_obj, pvc_obj, storage_class_obj
+
+HOSTILE_CLAIMS = ["hc0", "hc1"]
+HOSTILE_VOLUMES = ["hv0", "hv1"]
+HOSTILE_CLASSES = ["local", "hostile-class"]
+HOSTILE_CSINODES = ["good-node-0", "bad0"]  # one a node the well-formed gang may use
+
+META = [
+    ("metadata",),
+    ("metadata", "name"),
+    ("metadata", "namespace"),
+    ("metadata", "uid"),
+    ("metadata", "resourceVersion"),
+    ("metadata", "creationTimestamp"),
+    ("metadata", "deletionTimestamp"),
+    ("metadata", "labels"),
+    ("metadata", "annotations"),
+    ("metadata", "ownerReferences"),
+]
+
+
+def _hostile(
+    templates: st.SearchStrategy[dict[str, Any]], fields: list[tuple[Any, ...]]
+) -> st.SearchStrategy[Any]:
+    """A template of the kind with up to three of `fields` (and of the metadata)
+    replaced by hostile values."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Any:
+        template = draw(templates)
+        template.setdefault("metadata", {})["resourceVersion"] = str(draw(st.integers(1, 5)))
+        return corrupted(template, draw(_corruptions([*META, *fields])))
+
+    return build()
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"team": name}},
+        "status": {"phase": "Active"},
+    }
+
+
+def _volcano(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-volcano-{name}"},
+        "spec": {
+            "minMember": 2,
+            "minTaskMember": {"worker": 2},
+            "minResources": {"nvidia.com/gpu": "2"},
+            "queue": "default",
+        },
+    }
+
+
+def _native(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-native-{name}"},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+            "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]},
+        },
+    }
+
+
+GANG_NAMES = st.sampled_from(HOSTILE_GANGS)
+
+# The one table: informer kind name -> hostile objects of that kind.
+HOSTILE_OBJECTS: dict[str, st.SearchStrategy[Any]] = {
+    "pods": hostile_pod(),
+    "nodes": hostile_node(),
+    "podgroups": hostile_podgroup(),
+    "namespaces": _hostile(
+        st.sampled_from(QUOTA_NAMESPACES).map(_namespace),
+        [("metadata", "labels", "team"), ("status",), ("spec",)],
+    ),
+    "elasticquotas": hostile_quota(),
+    "volcano-podgroups": _hostile(
+        GANG_NAMES.map(_volcano),
+        [
+            ("spec",),
+            ("spec", "minMember"),
+            ("spec", "minTaskMember"),
+            ("spec", "minTaskMember", "worker"),
+            ("spec", "minResources"),
+            ("spec", "queue"),
+            ("status",),
+        ],
+    ),
+    "native-podgroups": _hostile(
+        GANG_NAMES.map(_native),
+        [
+            ("spec",),
+            ("spec", "schedulingPolicy"),
+            ("spec", "schedulingPolicy", "gang"),
+            ("spec", "schedulingPolicy", "gang", "minCount"),
+            ("spec", "schedulingConstraints"),
+            ("spec", "schedulingConstraints", "topology"),
+            ("spec", "schedulingConstraints", "topology", 0, "key"),
+        ],
+    ),
+    "persistentvolumeclaims": _hostile(
+        st.builds(
+            pvc_obj,
+            st.sampled_from(HOSTILE_CLAIMS),
+            storage_class=st.sampled_from([None, *HOSTILE_CLASSES]),
+            volume_name=st.sampled_from(["", *HOSTILE_VOLUMES]),
+        ),
+        [
+            ("spec",),
+            ("spec", "accessModes"),
+            ("spec", "resources", "requests", "storage"),
+            ("spec", "storageClassName"),
+            ("spec", "volumeName"),
+            ("spec", "volumeMode"),
+            ("spec", "selector"),
+            ("metadata", "annotations", "volume.kubernetes.io/selected-node"),
+            ("status",),
+        ],
+    ),
+    "persistentvolumes": _hostile(
+        st.builds(
+            pv_obj,
+            st.sampled_from(HOSTILE_VOLUMES),
+            node=st.sampled_from(["", "good-node-0", "bad0"]),
+            claim=st.sampled_from([None, ("default", "hc0")]),
+        ),
+        [
+            ("spec",),
+            ("spec", "capacity", "storage"),
+            ("spec", "accessModes"),
+            ("spec", "storageClassName"),
+            ("spec", "nodeAffinity"),
+            ("spec", "nodeAffinity", "required", "nodeSelectorTerms"),
+            ("spec", "claimRef"),
+            ("spec", "claimRef", "name"),
+            ("spec", "csi"),
+            ("status",),
+        ],
+    ),
+    "storageclasses": _hostile(
+        st.builds(
+            storage_class_obj,
+            st.sampled_from(HOSTILE_CLASSES),
+            zones=st.sampled_from([(), ("z1",)]),
+        ),
+        [
+            ("provisioner",),
+            ("volumeBindingMode",),
+            ("allowedTopologies",),
+            ("allowedTopologies", 0, "matchLabelExpressions"),
+            ("parameters",),
+        ],
+    ),
+    "csinodes": _hostile(
+        st.builds(
+            csinode_obj,
+            st.sampled_from(HOSTILE_CSINODES),
+            st.just({"pd.csi.storage.gke.io": 2}),
+        ),
+        [
+            ("spec",),
+            ("spec", "drivers"),
+            ("spec", "drivers", 0, "name"),
+            ("spec", "drivers", 0, "allocatable"),
+            ("spec", "drivers", 0, "allocatable", "count"),
+        ],
+    ),
+}
