@@ -35,6 +35,8 @@ from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 
+from scheduler.kube.call_policy import CallPolicy, RetryOn
+
 # Narrowed: the loaders without the generated API (k8s_config.py says why).
 from scheduler.kube.k8s_config import (
     ApiClient,
@@ -92,6 +94,27 @@ class ApiError(Exception):
 class WatchBroken(Exception):
     """The watch stream ended without the server finishing it (connection cut, read
     timeout, an undecodable line)."""
+
+
+# Which failures of a call are worth another try (call_policy.py says when a call may be
+# retried at all).
+def never(err: BaseException) -> bool:
+    """Not retried: a write whose repeat could land twice."""
+    return False
+
+
+def transient(err: BaseException) -> bool:
+    """No answer in time, a dropped connection, a 5xx or a 429: the server may answer
+    the next try."""
+    if isinstance(err, ApiError):
+        return err.status >= 500 or err.status == 429
+    return isinstance(err, (TimeoutError, aiohttp.ClientError, OSError))
+
+
+def transient_not_refused(err: BaseException) -> bool:
+    """As `transient`, but a 429 is an answer (an eviction a PodDisruptionBudget
+    refuses), not a failure to retry."""
+    return transient(err) and not (isinstance(err, ApiError) and err.status == 429)
 
 
 class TokenBucket:
@@ -210,13 +233,20 @@ class KubeClient:
     """
 
     def __init__(
-        self, api: ApiClient, limiter: TokenBucket | None = None, *, lean_writes: bool = True
+        self,
+        api: ApiClient,
+        limiter: TokenBucket | None = None,
+        *,
+        lean_writes: bool = True,
+        policy: CallPolicy | None = None,
     ) -> None:
         self._transport = _Transport(api)
         self.limiter = limiter
         self._owner = True
         # False: writes go through aiohttp too (the tests compare both paths).
         self.lean_writes = lean_writes
+        # Time limit of a request whose caller sets none, and the retries of `call`.
+        self.policy = policy or CallPolicy()
 
     @property
     def api(self) -> ApiClient:
@@ -230,6 +260,7 @@ class KubeClient:
         shared.limiter = limiter
         shared._owner = False
         shared.lean_writes = self.lean_writes
+        shared.policy = self.policy
         return shared
 
     async def close(self) -> None:
@@ -279,7 +310,7 @@ class KubeClient:
             headers=await self._headers(content_type),
             proxy=transport.proxy,
             proxy_headers=self.api.configuration.proxy_headers if transport.proxy else None,
-            timeout=timeout or aiohttp.ClientTimeout(),
+            timeout=timeout or self.policy.timeout(),
         )
 
     async def request_json(
@@ -292,10 +323,12 @@ class KubeClient:
         content_type: str = JSON,
         timeout: aiohttp.ClientTimeout | None = None,
     ) -> JsonObject:
-        """Send a request and decode its JSON answer; ApiError on a non-2xx status."""
+        """Send a request and decode its JSON answer; ApiError on a non-2xx status.
+        Sent once, within `timeout` (the policy's when None); `call` retries."""
         transport = self._transport
         if transport.session is None:
             transport.open()
+        timeout = timeout or self.policy.timeout()
         if transport.lean is not None and self.lean_writes and method in LEAN_METHODS:
             status, reason, raw = await self._lean_request(
                 transport.lean, method, path, query, body, content_type, timeout
@@ -318,6 +351,30 @@ class KubeClient:
         if not isinstance(decoded, dict):
             raise ApiError(status, "BadResponse", "the answer is not a JSON object", {})
         return decoded
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        retry_on: RetryOn,
+        query: Query = (),
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> JsonObject:
+        """`request_json` under the call policy (call_policy.py): each try within the
+        time limit, failures that `retry_on` accepts tried again with backoff, up to
+        the policy's attempts; the last failure is raised. `retry_on` is the caller's
+        statement of whether repeating this write is safe (`never`, `transient`,
+        `transient_not_refused`)."""
+        answer: JsonObject = {}
+        async for attempt in self.policy.retrying(retry_on):
+            with attempt:
+                answer = await self.request_json(
+                    method, path, query=query, body=body, content_type=content_type, timeout=timeout
+                )
+        return answer
 
     async def _lean_request(
         self,
@@ -487,9 +544,15 @@ class WatchStream:
 
 
 def _total_seconds(timeout: aiohttp.ClientTimeout | None) -> float | None:
-    """The limit a lean request honours: aiohttp's `total` (the only one the callers
-    set); None is no limit, as aiohttp's default `ClientTimeout()` has none."""
-    return None if timeout is None else timeout.total
+    """The limit a lean request honours: aiohttp's `total`, else the longest of the
+    limits of a phase (connect, read), so that a caller's limit always bounds it; None
+    only for a timeout that sets none at all."""
+    if timeout is None:
+        return None
+    if timeout.total is not None:
+        return timeout.total
+    phases = [t for t in (timeout.sock_connect, timeout.sock_read, timeout.connect) if t]
+    return sum(phases) if phases else None
 
 
 def lean_ssl_context(configuration: Configuration) -> ssl.SSLContext:

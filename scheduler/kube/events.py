@@ -51,7 +51,7 @@ from cache.gpu import format_assignment
 from cache.pod import PodInfo
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from scheduler.gangs.gang import Gang, Problem, gate_message
-from scheduler.kube.client import ApiError, JsonObject, KubeClient
+from scheduler.kube.client import ApiError, JsonObject, KubeClient, never, transient
 from scheduler.kube.native_status import NativeCondition, native_condition, native_status_path
 from scheduler.planner.result import Plan, Unschedulable
 from scheduler.process.config import ScheduledEvents
@@ -567,11 +567,18 @@ class FeedbackRecorder:
 
         async def write(client: KubeClient) -> None:
             try:
-                await client.request_json("PATCH", path, body=body, content_type=STRATEGIC_MERGE)
+                # One condition with absolute values: a repeat is harmless.
+                await client.call(
+                    "PATCH", path, body=body, content_type=STRATEGIC_MERGE, retry_on=transient
+                )
             except ApiError as err:
                 if err.status != 404:
                     self._conditions.pop(uid, None)  # written again on the next attempt
                     raise
+            except Exception:
+                # No answer in time, a cut connection: not known to be written.
+                self._conditions.pop(uid, None)
+                raise
 
         self.queue.submit(("condition", uid), write)
 
@@ -609,11 +616,13 @@ class FeedbackRecorder:
 
     async def _bump(self, client: KubeClient, event: _EventObject, count: int) -> None:
         body = {"count": event.count + count, "lastTimestamp": rfc3339(self._wall())}
-        await client.request_json(
+        # The count written is absolute (not an increment): a repeat is harmless.
+        await client.call(
             "PATCH",
             f"/api/v1/namespaces/{event.ref.namespace}/events/{event.name}",
             body=body,
             content_type=MERGE,
+            retry_on=transient,
         )
         event.count += count
 
@@ -677,7 +686,11 @@ class FeedbackRecorder:
             "reportingComponent": self.component,
             "reportingInstance": self.instance,
         }
-        await client.request_json("POST", f"/api/v1/namespaces/{ref.namespace}/events", body=body)
+        # A create is not repeated: one whose answer was lost may have landed, and the
+        # aggregated count goes out with the gang's next event anyway.
+        await client.call(
+            "POST", f"/api/v1/namespaces/{ref.namespace}/events", body=body, retry_on=never
+        )
         return _EventObject(name, ref, message, count)
 
     async def _with_podgroup_uid(self, client: KubeClient, ref: ObjectRef) -> ObjectRef:
@@ -687,7 +700,7 @@ class FeedbackRecorder:
         if uid is None or (known and uid != known):  # unknown, or of a PodGroup since replaced
             path = podgroup_status_path(ref.namespace, ref.name).removesuffix("/status")
             try:
-                found = await client.request_json("GET", path)
+                found = await client.call("GET", path, retry_on=transient)
             except ApiError as err:
                 if err.status != 404:
                     raise
@@ -772,12 +785,19 @@ def status_patch(
 
     async def write(client: KubeClient) -> None:
         try:
-            await client.request_json("PATCH", path, body=body, content_type=content_type)
+            # Absolute values (a merge patch of the status): a repeat is harmless.
+            await client.call(
+                "PATCH", path, body=body, content_type=content_type, retry_on=transient
+            )
         except ApiError as err:
             if err.status != 404:
                 forget()
                 raise
             log.debug("no %s to report status on", what)
+        except Exception:
+            # No answer in time, a cut connection: not known to be written.
+            forget()
+            raise
 
     return write
 

@@ -24,7 +24,7 @@ import aiohttp
 
 from cache.pod import PodInfo
 from scheduler.cycle.core import SchedulingCore
-from scheduler.kube.client import ApiError, KubeClient
+from scheduler.kube.client import ApiError, KubeClient, transient, transient_not_refused
 from scheduler.kube.events import MERGE, FeedbackRecorder, pod_ref
 from scheduler.process.metrics import SchedulerMetrics
 from scheduler.sharing.preemption import RECLAIM, Preemption, VictimGang
@@ -64,38 +64,26 @@ def _why(decision: Preemption, victim: VictimGang) -> str:
     )
 
 
-# An eviction whose answer is lost (the connection cut, a timeout, a 5xx from the API
-# server or a proxy after the write) may have been carried out. It is repeated, since
-# a repeat is safe: the uid precondition keeps it to the pod we saw, a pod already
-# terminating is evicted again with success (the API server's canIgnorePDB) and a pod
-# gone answers 404. Given up on instead, the victim's first members would be gone while
-# the next decision chose another gang: two gangs disrupted for one.
-EVICTION_ATTEMPTS = 3
-EVICTION_RETRY_PAUSE = 0.2  # seconds, times the attempt number
-
-
+# An eviction whose answer is lost (no answer in time, the connection cut, a 5xx from
+# the API server or a proxy after the write) may have been carried out. It is repeated
+# under the call policy (call_policy.py), since a repeat is safe: the uid precondition
+# keeps it to the pod we saw, a pod already terminating is evicted again with success
+# (the API server's canIgnorePDB) and a pod gone answers 404. Given up on instead, the
+# victim's first members would be gone while the next decision chose another gang: two
+# gangs disrupted for one. A 429 is a PodDisruptionBudget's answer, never retried here.
 async def _evict(client: KubeClient, pod: PodInfo) -> None:
     """POST the pod's eviction, repeated while its outcome is unknown; ApiError (or the
     transport's error) once it is known to have failed or the attempts ran out."""
     path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction"
-    for attempt in range(1, EVICTION_ATTEMPTS + 1):
-        try:
-            await client.request_json("POST", path, body=eviction_body(pod))
-            return
-        except ApiError as err:
-            if err.status < 500 or attempt == EVICTION_ATTEMPTS:
-                raise
-        except (TimeoutError, aiohttp.ClientError, OSError):
-            if attempt == EVICTION_ATTEMPTS:
-                raise
-        await asyncio.sleep(EVICTION_RETRY_PAUSE * attempt)
+    await client.call("POST", path, body=eviction_body(pod), retry_on=transient_not_refused)
 
 
 async def _delete(client: KubeClient, pod: PodInfo) -> None:
-    """Delete the pod we saw (uid precondition), with its own grace period."""
+    """Delete the pod we saw (uid precondition, so a repeat is safe), with its own
+    grace period."""
     path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
     body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
-    await client.request_json("DELETE", path, body=body)
+    await client.call("DELETE", path, body=body, retry_on=transient)
 
 
 async def evict_victims(
@@ -167,7 +155,10 @@ class PreemptionActions:
         try:
             refusal = await evict_victims(self.client, decision, self.core.cache.bound_by_us)
         except Exception as error:  # the API unreachable, ...: drop it, retry later
-            refusal = Refusal("", f"eviction failed: {error}", refused=False)
+            # The type too: a timeout's own message is empty.
+            refusal = Refusal(
+                "", f"eviction failed: {type(error).__name__}: {error}".rstrip(": "), refused=False
+            )
         if refusal is not None:
             self.metrics.preemption("refused" if refusal.refused else "failed", 0)
             log.warning("gang %s: preemption dropped: %s", decision.preemptor, refusal.reason)
@@ -209,7 +200,13 @@ class PreemptionActions:
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
         body = {"status": {"nominatedNodeName": node}}
         try:
-            await self.client.request_json("PATCH", path, body=body, content_type=MERGE)
+            # Sets one value: repeating it is harmless.
+            await self.client.call("PATCH", path, body=body, content_type=MERGE, retry_on=transient)
         except ApiError as err:
             if err.status != 404:
                 log.warning("pod %s: nominatedNodeName not written: %s", pod.key, err)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            # Feedback: the preemption stands; the events below still go out.
+            log.warning(
+                "pod %s: nominatedNodeName not written: %s: %s", pod.key, type(err).__name__, err
+            )

@@ -55,6 +55,7 @@ from scheduler.kube.binder import (
     bind_and_settle,
     resolve_unknown,
 )
+from scheduler.kube.call_policy import CallPolicy
 from scheduler.kube.client import KubeClient, TokenBucket
 from scheduler.kube.connect import connect
 from scheduler.kube.events import FeedbackRecorder, WriteQueue
@@ -116,6 +117,17 @@ async def run_scheduler(
         await client.close()
 
 
+def call_policy_of(config: SchedulerConfig) -> CallPolicy:
+    """The configured time limit and retries of API calls (`client.*`)."""
+    client = config.client
+    return CallPolicy(
+        timeout_seconds=client.request_timeout_seconds,
+        attempts=client.retry_attempts,
+        initial_backoff_seconds=client.retry_backoff_seconds,
+        max_backoff_seconds=client.max_retry_backoff_seconds,
+    )
+
+
 def log_configuration(config: SchedulerConfig, path: str | None) -> None:
     """The configuration in use, at start-up: its file and the options that decide what
     this instance does and where it listens."""
@@ -169,6 +181,9 @@ class SchedulerRun:
         keys: SigningKeys | None = None,
     ) -> None:
         self.config = config
+        # Every call's time limit and retries (call_policy.py), before any view of the
+        # client (the feedback writers' `sharing`) copies it.
+        client.policy = call_policy_of(config)
         self.client = client
         self._clock = clock
         # The signing keys (run_scheduler reads them from the Secret); without them, as

@@ -392,6 +392,20 @@ class ClientConfig:
 
     qps: float = field(default=1000.0, metadata=_leaf("qps", positive_number))
     burst: int = field(default=2000, metadata=_leaf("burst", _integer(1)))
+    # Every API call's time limit and retries (scheduler/kube/call_policy.py,
+    # docs/kubernetes.md "Timeouts and retries"): a request its caller gives no limit
+    # of its own gets this one; a call that may be repeated safely is tried up to
+    # `retryAttempts` times with jittered exponential backoff between the two bounds.
+    request_timeout_seconds: float = field(
+        default=10.0, metadata=_leaf("requestTimeoutSeconds", positive_number)
+    )
+    retry_attempts: int = field(default=3, metadata=_leaf("retryAttempts", _integer(1, 10)))
+    retry_backoff_seconds: float = field(
+        default=0.2, metadata=_leaf("retryBackoffSeconds", positive_number)
+    )
+    max_retry_backoff_seconds: float = field(
+        default=2.0, metadata=_leaf("maxRetryBackoffSeconds", positive_number)
+    )
 
 
 @dataclass(frozen=True)
@@ -626,6 +640,13 @@ def _unknown_field(key: str, known: list[str]) -> str:
 
 def _check_together(config: SchedulerConfig) -> None:
     """Rules between options, each reported at the option that must change."""
+    client = config.client
+    if client.retry_backoff_seconds > client.max_retry_backoff_seconds:
+        raise ConfigError(
+            "client.retryBackoffSeconds",
+            "must not exceed client.maxRetryBackoffSeconds "
+            f"({client.max_retry_backoff_seconds:g}), got {client.retry_backoff_seconds:g}",
+        )
     timeouts = config.timeouts
     if timeouts.initial_backoff_seconds > timeouts.max_backoff_seconds:
         raise ConfigError(

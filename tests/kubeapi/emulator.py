@@ -144,6 +144,10 @@ class KubeApiEmulator:
         self._node_ready_delay = node_ready_delay
         self._bind_delay = 0.0
         self._faults: list[_Fault] = []
+        # (verb, resource, subresource) of requests read and never answered, and the
+        # handlers held on them (released at stop).
+        self._black_holes: set[tuple[str, str, str]] = set()
+        self._held: set[asyncio.Future[None]] = set()
         self._counts: Counter[tuple[str, str, str]] = Counter()
         self.request_log: deque[RequestRecord] = deque(maxlen=request_log_size)
         self.bind_log: list[BindRecord] = []
@@ -192,6 +196,8 @@ class KubeApiEmulator:
 
     async def stop(self) -> None:
         self.drop_watches()
+        for held in list(self._held):
+            held.cancel()
         for timer in list(self._timers):
             timer.cancel()
         self._timers.clear()
@@ -244,6 +250,16 @@ class KubeApiEmulator:
     ) -> None:
         """Generic form of fail_next_binds for any (verb, resource, subresource)."""
         self._faults.append(_Fault(verb, resource, subresource, after, count, status, committed))
+
+    def black_hole(self, verb: str, resource: str, subresource: str = "") -> None:
+        """Read every later request of this kind and never answer it (the connection
+        stays open until the client gives up): a proxy or an overloaded API server that
+        black-holes one kind of request. It is recorded with status 0 and counted."""
+        self._black_holes.add((verb, resource, subresource))
+
+    def lift_black_holes(self) -> None:
+        """Answer later requests again (those already held stay unanswered)."""
+        self._black_holes.clear()
 
     def clear_faults(self) -> None:
         """Forget every injected failure not yet used up: the server is healthy again."""
@@ -475,6 +491,14 @@ class KubeApiEmulator:
                 raise denial
         if self._access is not None:
             self._authenticate(request, verb, route, self._access)
+        if (verb, route.rtype.plural, route.subresource) in self._black_holes:
+            self._record(verb, route, 0)
+            held: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._held.add(held)
+            try:
+                await held  # until the client goes away (its handler is cancelled) or stop
+            finally:
+                self._held.discard(held)
         fault = self._inject(verb, route)
         if fault is not None and not fault.committed:
             self._record(verb, route, fault.status)
