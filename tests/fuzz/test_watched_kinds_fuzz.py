@@ -22,7 +22,7 @@ from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.queue import ClusterChange
 from scheduler.kube.client import KubeClient
 from scheduler.kube.informer import ClusterInformers, Informer
-from scheduler.planner.planner import Plan
+from scheduler.planner.result import Plan
 from tests.factories import node_obj
 from tests.fuzz.hostile import NOT_OBJECTS
 from tests.fuzz.test_core_fuzz import GANG_SIZE, WELL_FORMED_NODES, well_formed_gang
