@@ -12,6 +12,7 @@ from tests.kubeapi.emulator import BindRecord, KubeApiEmulator, RequestRecord
 from tests.kubeapi.kubeconfig import api_client, kubeconfig_dict, write_kubeconfig
 from tests.kubeapi.resources import (
     CSI_NODES,
+    DEVICE_CLASSES,
     ELASTIC_QUOTAS,
     EVENTS,
     EVENTS_V1,
@@ -23,6 +24,9 @@ from tests.kubeapi.resources import (
     PERSISTENT_VOLUMES,
     PODGROUPS,
     PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     SECRETS,
     STORAGE_CLASSES,
     VOLCANO_PODGROUPS,
@@ -30,6 +34,7 @@ from tests.kubeapi.resources import (
 
 __all__ = [
     "CSI_NODES",
+    "DEVICE_CLASSES",
     "ELASTIC_QUOTAS",
     "EVENTS",
     "EVENTS_V1",
@@ -41,6 +46,9 @@ __all__ = [
     "PERSISTENT_VOLUME_CLAIMS",
     "PODGROUPS",
     "PODS",
+    "RESOURCE_CLAIMS",
+    "RESOURCE_CLAIM_TEMPLATES",
+    "RESOURCE_SLICES",
     "SECRETS",
     "STORAGE_CLASSES",
     "VOLCANO_PODGROUPS",

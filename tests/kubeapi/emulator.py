@@ -4,7 +4,9 @@ Served: core/v1 pods (with status and binding subresources), nodes (status), eve
 events.k8s.io/v1 events; coordination.k8s.io/v1 leases; the PodGroup custom resource
 scheduling.x-k8s.io/v1alpha1 (status subresource), which a switch removes; core/v1
 persistentvolumeclaims and persistentvolumes (status), storage.k8s.io/v1 storageclasses
-and csinodes; discovery.
+and csinodes; resource.k8s.io/v1 resourceslices, deviceclasses, resourceclaims (status)
+and resourceclaimtemplates, validated as Kubernetes 1.36 does (tests/kubeapi/dra/,
+docs/dra.md); discovery.
 Verbs: list, watch, get, create, update, patch (merge, strategic merge, JSON patch),
 delete. Behaviour that is not taken from the API reference or the apiserver source is
 marked "EMULATOR GUESS" where it is implemented.
@@ -40,7 +42,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.kubeapi import admission, errors, eviction, node_lifecycle, strategy, writes
+from tests.kubeapi import admission, errors, eviction, node_lifecycle, rbac, strategy, writes
 from tests.kubeapi.admission import AccessControl
 from tests.kubeapi.errors import ApiError
 from tests.kubeapi.pager import Pager
@@ -489,6 +491,9 @@ class KubeApiEmulator:
             if denial is not None:
                 self._record(verb, route, denial.code)
                 raise denial
+            rbac.CURRENT.set(
+                rbac.Authorizing(verb, self.authorizer.check, self.authorizer.policy.user)
+            )
         if self._access is not None:
             self._authenticate(request, verb, route, self._access)
         if (verb, route.rtype.plural, route.subresource) in self._black_holes:
@@ -530,6 +535,16 @@ class KubeApiEmulator:
             raise denial
         # This request's task sees it; admission of its writes reads it.
         admission.CURRENT.set(admission.Request(account.user, verb, route))
+        if account.authorizer is not None:  # for the strategies' own checks
+            node = account.user.extra.get(admission.NODE_NAME_EXTRA, ())
+            rbac.CURRENT.set(
+                rbac.Authorizing(
+                    verb,
+                    account.authorizer.check,
+                    account.user.name,
+                    node[0] if len(node) == 1 else "",
+                )
+            )
 
     # --------------------------------------------------------------------- reads
     def _stored(self, route: Route) -> StoredObject:

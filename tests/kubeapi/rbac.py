@@ -20,7 +20,8 @@ read it through the default `system:discovery` ClusterRole. Aggregated ClusterRo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextvars
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,7 +192,10 @@ class RbacAuthorizer:
     denied: list[Attributes] = field(default_factory=list)
 
     def authorize(self, verb: str, route: Route) -> ApiError | None:
-        asked = Attributes.of(verb, route)
+        return self.check(Attributes.of(verb, route))
+
+    def check(self, asked: Attributes) -> ApiError | None:
+        """The 403 for `asked`, or None when a rule grants it."""
         grant = self.policy.grant_for(asked)
         if grant is not None:
             self.used.add(grant)
@@ -218,3 +222,21 @@ def forbidden(user: str, asked: Attributes) -> ApiError:
     if subresource:
         details["kind"] = asked.resource
     return ApiError(403, "Forbidden", message, details)
+
+
+@dataclass(frozen=True)
+class Authorizing:
+    """The request being served, for the authorization checks a registry strategy makes
+    itself on synthetic subresources (a ResourceClaim status write asks for
+    `resourceclaims/binding`, pkg/registry/resource/utils.go)."""
+
+    verb: str
+    check: Callable[[Attributes], ApiError | None]
+    user: str = ""
+    node_name: str = ""  # the node a service account's token is bound to, if any
+
+
+# Set per request by the emulator where it authorizes; None: every check passes.
+CURRENT: contextvars.ContextVar[Authorizing | None] = contextvars.ContextVar(
+    "kubeapi_authorizing", default=None
+)

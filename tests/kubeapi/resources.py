@@ -298,6 +298,37 @@ POD_DISRUPTION_BUDGETS = ResourceType(
 # allowed; `data` values are base64 in JSON and checked at every write (validation.py).
 SECRETS = ResourceType(CORE, "v1", "secrets", "Secret", namespaced=True)
 
+# Dynamic Resource Allocation, resource.k8s.io/v1 (GA in 1.34): the registry strategies
+# in pkg/registry/resource/* allow unconditional updates and no create-on-update; only
+# claims have a status subresource. Slices select on spec.nodeName and spec.driver
+# (resourceslice.toSelectableFields; a slice without a node selects as "").
+DRA_GROUP = "resource.k8s.io"
+
+
+def _slice_fields(obj: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        "spec.nodeName": _text(_get(obj, "spec", "nodeName")),
+        "spec.driver": _text(_get(obj, "spec", "driver")),
+    }
+
+
+RESOURCE_SLICES = ResourceType(
+    DRA_GROUP, "v1", "resourceslices", "ResourceSlice", namespaced=False, extra_fields=_slice_fields
+)
+DEVICE_CLASSES = ResourceType(DRA_GROUP, "v1", "deviceclasses", "DeviceClass", namespaced=False)
+RESOURCE_CLAIMS = ResourceType(
+    DRA_GROUP,
+    "v1",
+    "resourceclaims",
+    "ResourceClaim",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+)
+RESOURCE_CLAIM_TEMPLATES = ResourceType(
+    DRA_GROUP, "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True
+)
+DRA_TYPES = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
+
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -312,6 +343,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     NATIVE_PODGROUPS,
     POD_DISRUPTION_BUDGETS,
     SECRETS,
+    *DRA_TYPES,
 )
 
 

@@ -28,7 +28,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.kubeapi import errors, node_lifecycle, spec_validation, validation
-from tests.kubeapi.resources import NAMESPACES, NODES, PERSISTENT_VOLUME_CLAIMS, PODS, ResourceType
+from tests.kubeapi.dra import strategy as dra
+from tests.kubeapi.resources import (
+    DRA_TYPES,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    ResourceType,
+)
 
 # EMULATOR GUESS (partial defaulting): only the pod defaults a scheduler reads.
 POD_SPEC_DEFAULTS: dict[str, Any] = {
@@ -113,6 +121,8 @@ def _default_host_network_ports(spec: dict[str, Any]) -> None:
 
 def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dict[str, Any]:
     obj = copy.deepcopy(check_type(rtype, body))
+    if rtype in DRA_TYPES:
+        obj = dra.decode(rtype, obj)
     meta = obj.setdefault("metadata", {})
     if rtype.namespaced:
         body_ns = meta.get("namespace")
@@ -158,6 +168,8 @@ def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dic
         obj["status"] = {"phase": "Active"}
     elif rtype.custom and rtype.has_status:
         obj.pop("status", None)
+    elif rtype in DRA_TYPES:
+        dra.prepare_create(rtype, obj, timestamp())
     spec_validation.validate(rtype, obj)
     return obj
 
@@ -180,6 +192,8 @@ def prepare_update(
 ) -> dict[str, Any]:
     """The object to store for a PUT (or a patched body) of `old`."""
     new = copy.deepcopy(check_type(rtype, body))
+    if rtype in DRA_TYPES:
+        new = dra.decode(rtype, new)
     new["kind"] = rtype.kind
     new["apiVersion"] = rtype.api_version
     old_meta = old["metadata"]
@@ -198,6 +212,8 @@ def prepare_update(
         else:
             meta.pop(field, None)
     validation.check_update(rtype, old, new)
+    if rtype in DRA_TYPES:
+        return dra.prepare_update(rtype, old, new, subresource, timestamp())
     if subresource == "status":
         return _status_update(rtype, old, new)
     if rtype.has_status:
