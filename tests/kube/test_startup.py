@@ -337,7 +337,7 @@ async def test_text_logs_carry_the_same_fields(tmp_path: Path) -> None:
 
             lines = await run_until(tmp_path, api, bound)
         text = "\n".join(lines)
-        assert f"connected to the API server server={api.base_url} version=v1.31.0" in text
+        assert f"connected to the API server server={api.base_url} version=v1.36.2" in text
         (line,) = [line for line in lines if "gang bound" in line]
         assert " info scheduler.kube.runner: gang bound gang=default/solo members=1 " in line
         assert " nodes=n0 duration=" in line

@@ -16,10 +16,13 @@ from tests.kubeapi.resources import (
     ResourceType,
 )
 
+# The release whose behaviour the emulator follows (resource.k8s.io/v1 as 1.36 serves
+# it: tests/kubeapi/dra/). gitCommit, buildDate and goVersion are the emulator's own, not
+# those of a real build.
 VERSION_INFO: dict[str, str] = {
     "major": "1",
-    "minor": "31",
-    "gitVersion": "v1.31.0",
+    "minor": "36",
+    "gitVersion": "v1.36.2",
     "gitCommit": "kubeapi-emulator",
     "gitTreeState": "clean",
     "buildDate": "2024-08-13T00:00:00Z",
