@@ -50,7 +50,6 @@ UNSUPPORTED = {
     "last": "optional types (lists.last)",
     "sortBy": "the sortBy macro",
     "transformMapEntry": "the transformMapEntry macro",
-    "reverse": "",  # declared for lists above; strings' reverse is ext.Strings v3
 }
 
 
