@@ -1,0 +1,3 @@
+from tests.cel_double import install
+
+install()
