@@ -15,7 +15,7 @@ from cache.dra.slices import slice_from_api
 from cache.dra.store import DraCache
 from policies.dra.allocator import ClaimAllocator
 from policies.dra.gang import GangMember
-from tests.dra_objects import (
+from tests.dra_builders import (
     DRIVER,
     claim_obj,
     class_obj,

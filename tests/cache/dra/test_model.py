@@ -11,7 +11,7 @@ from cache.dra.claims import Allocation, DeviceResult, claim_from_api
 from cache.dra.fields import Attribute
 from cache.dra.slices import DeviceId, slice_from_api
 from cache.dra.store import DraCache, Hold
-from tests.dra_objects import DRIVER, allocated, claim_obj, device, exactly, slice_obj
+from tests.dra_builders import DRIVER, allocated, claim_obj, device, exactly, slice_obj
 
 NODE_LABELS = {"rack": "r1"}
 

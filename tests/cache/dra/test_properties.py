@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cache.cluster import AssumeError
 from cache.dra.claims import Allocation, DeviceResult
 from cache.dra.store import DraCache
-from tests.dra_objects import DRIVER, allocated, claim_obj, device, exactly, slice_obj
+from tests.dra_builders import DRIVER, allocated, claim_obj, device, exactly, slice_obj
 
 DEVICES = [f"gpu-{i}" for i in range(4)]
 NODES = ["node-1", "node-2"]
