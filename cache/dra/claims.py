@@ -1,0 +1,357 @@
+"""ResourceClaims as slim records: what is requested, how it is constrained and
+configured, and the allocation (if any) with the consumers it is reserved for.
+
+A request this scheduler cannot allocate as kube-scheduler would (a capacity request:
+consumable capacity) keeps a `refusal` naming the field; the claim is then refused when
+a pod needs it, never allocated with the field ignored. A claim whose structure cannot
+be read keeps its identity and a problem; its allocation, when readable, is still
+charged (devices someone allocated are in use whatever else the object says).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cache.dra import fields as f
+from cache.dra.classes import cel_selectors
+from cache.dra.slices import DeviceId
+from cache.jsonobj import MALFORMED, mapping, metadata
+from cache.terms import SelectorTerm
+
+EXACT_COUNT = "ExactCount"
+ALL = "All"
+
+
+@dataclass(frozen=True, slots=True)
+class ExactRequest:
+    """An `exactly` request or one `firstAvailable` sub-request (same fields, less
+    adminAccess). `name` is the request's (or sub-request's own) name."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...] = ()
+    mode: str = EXACT_COUNT
+    count: int = 1
+    admin_access: bool | None = None
+    tolerations: tuple[f.DeviceToleration, ...] = ()
+    refusal: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    name: str
+    exactly: ExactRequest | None = None
+    first_available: tuple[ExactRequest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """matchAttribute or distinctAttribute (`kind`) over the named requests (all when
+    empty; "req" or "req/sub")."""
+
+    kind: str  # "matchAttribute" or "distinctAttribute"
+    attribute: str  # fully qualified
+    requests: tuple[str, ...] = ()
+
+    def applies(self, request: str, sub: str) -> bool:
+        if not self.requests:
+            return True
+        return request in self.requests or (bool(sub) and f"{request}/{sub}" in self.requests)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimConfig:
+    requests: tuple[str, ...]
+    config: f.OpaqueConfig
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResult:
+    """One status.allocation.devices.results entry."""
+
+    request: str  # "req" or "req/sub"
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool = False
+    share_id: str = ""
+    tolerations: tuple[f.DeviceToleration, ...] = ()
+
+    @property
+    def device_id(self) -> DeviceId:
+        return DeviceId(self.driver, self.pool, self.device)
+
+    def to_api(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "request": self.request,
+            "driver": self.driver,
+            "pool": self.pool,
+            "device": self.device,
+        }
+        if self.admin_access:
+            body["adminAccess"] = True
+        if self.share_id:
+            body["shareID"] = self.share_id
+        if self.tolerations:
+            body["tolerations"] = [t.to_api() for t in self.tolerations]
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedConfig:
+    source: str  # "FromClass" or "FromClaim"
+    requests: tuple[str, ...]
+    config: f.OpaqueConfig
+
+    def to_api(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"source": self.source, **self.config.to_api()}
+        if self.requests:
+            body["requests"] = list(self.requests)
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """status.allocation. `node_selector` None: usable from every node."""
+
+    results: tuple[DeviceResult, ...] = ()
+    config: tuple[AllocatedConfig, ...] = ()
+    node_selector: tuple[SelectorTerm, ...] | None = None
+
+    def charged(self) -> tuple[DeviceId, ...]:
+        """The devices this allocation takes from others: every result but those with
+        admin access (kube-scheduler's foreachAllocatedDevice skips them)."""
+        return tuple(r.device_id for r in self.results if not r.admin_access)
+
+    def to_api(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"devices": {"results": [r.to_api() for r in self.results]}}
+        if self.config:
+            body["devices"]["config"] = [c.to_api() for c in self.config]
+        if self.node_selector is not None:
+            body["nodeSelector"] = f.selector_to_api(self.node_selector)
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    resource: str
+    name: str
+    uid: str
+    api_group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    requests: tuple[Request, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    config: tuple[ClaimConfig, ...] = ()
+    allocation: Allocation | None = None
+    reserved_for: tuple[Consumer, ...] = ()
+    deleting: bool = False
+    problems: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def claim_from_api(obj: Mapping[str, Any]) -> Claim:
+    """Never raises."""
+    meta = metadata(obj)
+    namespace = str(meta.get("namespace") or "default")[: f.MAX_NAME]
+    name = str(meta.get("name") or "")[: f.MAX_NAME]
+    identity: dict[str, Any] = {
+        "namespace": namespace,
+        "name": name,
+        "uid": str(meta.get("uid") or "")[:64],
+        "resource_version": str(meta.get("resourceVersion") or "")[:64],
+        "deleting": bool(meta.get("deletionTimestamp")),
+    }
+    status = mapping(mapping(obj).get("status"))
+    problems: list[str] = []
+    allocation = None
+    reserved: tuple[Consumer, ...] = ()
+    try:
+        if status.get("allocation") is not None:
+            allocation = _allocation(status["allocation"])
+    except MALFORMED as error:
+        problems.append(f"resourceclaim {namespace}/{name}: status.allocation: {error}")
+    try:
+        reserved = tuple(
+            _consumer(item, f"status.reservedFor[{i}]")
+            for i, item in enumerate(
+                f.items(status.get("reservedFor"), "status.reservedFor", f.MAX_RESERVED_FOR)
+            )
+        )
+    except MALFORMED as error:
+        problems.append(f"resourceclaim {namespace}/{name}: {error}")
+    spec = mapping(mapping(mapping(obj).get("spec")).get("devices"))
+    try:
+        requests = tuple(
+            _request(item, f"spec.devices.requests[{i}]")
+            for i, item in enumerate(
+                f.items(spec.get("requests"), "spec.devices.requests", f.MAX_REQUESTS)
+            )
+        )
+        names = [r.name for r in requests]
+        if len(set(names)) != len(names):
+            raise ValueError("spec.devices.requests: request names must be unique")
+        constraints = tuple(
+            _constraint(item, f"spec.devices.constraints[{i}]")
+            for i, item in enumerate(
+                f.items(spec.get("constraints"), "spec.devices.constraints", f.MAX_CONSTRAINTS)
+            )
+        )
+        config = tuple(
+            _claim_config(item, f"spec.devices.config[{i}]")
+            for i, item in enumerate(
+                f.items(spec.get("config"), "spec.devices.config", f.MAX_CONFIG)
+            )
+        )
+    except MALFORMED as error:
+        problems.append(f"resourceclaim {namespace}/{name}: {error}")
+        return Claim(
+            **identity, allocation=allocation, reserved_for=reserved, problems=tuple(problems)
+        )
+    return Claim(
+        **identity,
+        requests=requests,
+        constraints=constraints,
+        config=config,
+        allocation=allocation,
+        reserved_for=reserved,
+        problems=tuple(problems),
+    )
+
+
+def _exact(body: Mapping[str, Any], name: str, what: str, sub: bool) -> ExactRequest:
+    mode = f.text(body.get("allocationMode"), f"{what}.allocationMode") or EXACT_COUNT
+    if mode not in (EXACT_COUNT, ALL):
+        raise ValueError(f"{what}.allocationMode {mode!r} is neither ExactCount nor All")
+    raw_count = body.get("count")
+    if mode == ALL:
+        if raw_count not in (None, 0):
+            raise ValueError(f"{what}.count must not be set with allocationMode All")
+        count = 0
+    else:
+        count = 1 if raw_count is None else f.int64(raw_count, f"{what}.count", low=1)
+    admin = None if sub else f.flag(body.get("adminAccess"), f"{what}.adminAccess")
+    if sub and body.get("adminAccess") is not None:
+        raise ValueError(f"{what}.adminAccess is not a field of a sub-request")
+    refusal = ""
+    if body.get("capacity") is not None:
+        refusal = f"{what}.capacity (consumable capacity) is not supported"
+    return ExactRequest(
+        name=name,
+        device_class=f.text(body.get("deviceClassName"), f"{what}.deviceClassName", required=True),
+        selectors=cel_selectors(body.get("selectors"), f"{what}.selectors"),
+        mode=mode,
+        count=count,
+        admin_access=admin,
+        tolerations=f.tolerations(body.get("tolerations"), f"{what}.tolerations"),
+        refusal=refusal,
+    )
+
+
+def _request(raw: object, what: str) -> Request:
+    body = mapping(raw)
+    name = f.text(body.get("name"), f"{what}.name", limit=63, required=True)
+    exactly = body.get("exactly")
+    first = f.items(body.get("firstAvailable"), f"{what}.firstAvailable", f.MAX_SUBREQUESTS)
+    if (exactly is None) == (not first):
+        raise ValueError(f"{what} must set exactly one of exactly, firstAvailable")
+    if exactly is not None:
+        return Request(name, exactly=_exact(mapping(exactly), name, f"{what}.exactly", sub=False))
+    subs = []
+    for index, item in enumerate(first):
+        where = f"{what}.firstAvailable[{index}]"
+        sub_name = f.text(mapping(item).get("name"), f"{where}.name", limit=63, required=True)
+        subs.append(_exact(mapping(item), sub_name, where, sub=True))
+    if len({s.name for s in subs}) != len(subs):
+        raise ValueError(f"{what}.firstAvailable: sub-request names must be unique")
+    return Request(name, first_available=tuple(subs))
+
+
+def _constraint(raw: object, what: str) -> Constraint:
+    body = mapping(raw)
+    requests = tuple(
+        f.text(item, f"{what}.requests[{i}]", required=True)
+        for i, item in enumerate(f.items(body.get("requests"), f"{what}.requests", f.MAX_REQUESTS))
+    )
+    match = body.get("matchAttribute")
+    distinct = body.get("distinctAttribute")
+    if (match is None) == (distinct is None):
+        raise ValueError(f"{what} must set exactly one of matchAttribute, distinctAttribute")
+    kind = "matchAttribute" if match is not None else "distinctAttribute"
+    name = f.text(match if match is not None else distinct, f"{what}.{kind}", required=True)
+    domain, _, ident = name.partition("/")
+    if not domain or not ident or "/" in ident:
+        raise ValueError(f"{what}.{kind} {name!r} must be a fully qualified name")
+    return Constraint(kind, name, requests)
+
+
+def _claim_config(raw: object, what: str) -> ClaimConfig:
+    body = mapping(raw)
+    requests = tuple(
+        f.text(item, f"{what}.requests[{i}]", required=True)
+        for i, item in enumerate(f.items(body.get("requests"), f"{what}.requests", f.MAX_REQUESTS))
+    )
+    return ClaimConfig(requests, f.opaque_config(body, what))
+
+
+def _allocation(raw: object) -> Allocation:
+    body = mapping(raw)
+    if not isinstance(raw, Mapping):
+        raise ValueError("must be a map")
+    devices = mapping(body.get("devices"))
+    results = []
+    for index, item in enumerate(f.items(devices.get("results"), "devices.results", f.MAX_RESULTS)):
+        entry = mapping(item)
+        where = f"devices.results[{index}]"
+        results.append(
+            DeviceResult(
+                request=f.text(entry.get("request"), f"{where}.request", required=True),
+                driver=f.text(entry.get("driver"), f"{where}.driver", required=True),
+                pool=f.text(entry.get("pool"), f"{where}.pool", required=True),
+                device=f.text(entry.get("device"), f"{where}.device", required=True),
+                admin_access=bool(f.flag(entry.get("adminAccess"), f"{where}.adminAccess")),
+                share_id=f.text(entry.get("shareID"), f"{where}.shareID", limit=64),
+                tolerations=f.tolerations(entry.get("tolerations"), f"{where}.tolerations"),
+            )
+        )
+    config = []
+    for index, item in enumerate(f.items(devices.get("config"), "devices.config", f.MAX_CONFIG)):
+        entry = mapping(item)
+        where = f"devices.config[{index}]"
+        config.append(
+            AllocatedConfig(
+                source=f.text(entry.get("source"), f"{where}.source", required=True),
+                requests=tuple(
+                    f.text(r, f"{where}.requests", required=True)
+                    for r in f.items(entry.get("requests"), f"{where}.requests", f.MAX_REQUESTS)
+                ),
+                config=f.opaque_config(entry, where),
+            )
+        )
+    selector = body.get("nodeSelector")
+    return Allocation(
+        results=tuple(results),
+        config=tuple(config),
+        node_selector=None if selector is None else f.node_selector(selector, "nodeSelector"),
+    )
+
+
+def _consumer(raw: object, what: str) -> Consumer:
+    body = mapping(raw)
+    return Consumer(
+        resource=f.text(body.get("resource"), f"{what}.resource", required=True),
+        name=f.text(body.get("name"), f"{what}.name", required=True),
+        uid=f.text(body.get("uid"), f"{what}.uid", limit=64, required=True),
+        api_group=f.text(body.get("apiGroup"), f"{what}.apiGroup"),
+    )

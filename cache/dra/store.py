@@ -1,0 +1,366 @@
+"""`DraCache`: ResourceSlices, DeviceClasses and ResourceClaims fed by watch events, the
+pools they make, the devices each node reaches, and which devices are taken.
+
+Taken means: charged by a claim's `status.allocation`, whoever allocated it
+(kube-scheduler, another scheduler, this one), except results with admin access (as
+kube-scheduler counts them); or held by a claim this scheduler is allocating, reserved
+as cache/cluster.py reserves pods: `assume` a whole set of allocations or none,
+`mark_written` when the API accepted the status write, `mark_unknown` when the write
+ended unseen, `confirm` to record the allocation without waiting for its event, and
+`forget` when the write definitely failed. Nothing expires on a clock: a hold ends when
+the claim's event shows an allocation (the API's word replaces it), when the claim is
+deleted, or through `forget` (never after the API accepted the write).
+
+Events older than the stored object (both resourceVersions decimal) are dropped; a
+relist replaces a kind wholesale, so the store equals one built fresh from the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from cache.cluster import AssumeError, is_older
+from cache.dra.claims import Allocation, Claim, claim_from_api
+from cache.dra.classes import DeviceClass, class_from_api
+from cache.dra.nodes import binding_reaches
+from cache.dra.pools import Pool, assemble
+from cache.dra.slices import NODE_NAME, PER_DEVICE, Device, DeviceId, PoolId, Slice, slice_from_api
+
+DELETED = "DELETED"
+# Nodes whose reachable devices are remembered between slice changes: one entry per
+# node of the cluster; beyond this (node names churning) the memory starts over.
+MAX_REMEMBERED_NODES = 20_000
+
+
+class Hold(StrEnum):
+    """Where the status write of an assumed allocation stands."""
+
+    WRITING = "writing"  # the write may be in flight
+    WRITTEN = "written"  # the API accepted it; the event is not in yet
+    UNKNOWN = "unknown"  # the writer ended without learning whether it landed
+
+
+@dataclass(slots=True)
+class _Assumed:
+    claim_uid: str
+    allocation: Allocation
+    state: Hold = Hold.WRITING
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A device a node reaches, in a usable pool."""
+
+    device_id: DeviceId
+    device: Device
+    slice: Slice
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevices:
+    """What one node reaches, in the allocator's order: pools by (driver, pool), slices
+    by name, devices as listed. `unusable`: why each reached pool that cannot be
+    allocated from (incomplete or invalid) cannot."""
+
+    node: str
+    candidates: tuple[Candidate, ...] = ()
+    unusable: tuple[str, ...] = ()
+
+
+class DraCache:
+    def __init__(self) -> None:
+        self.slices: dict[str, Slice] = {}
+        self.classes: dict[str, DeviceClass] = {}
+        self.claims: dict[str, Claim] = {}
+        self.generation = 0
+        # Slices change the devices nodes reach; claims and classes do not.
+        self.slice_generation = 0
+        self._by_pool: dict[PoolId, dict[str, Slice]] = {}
+        self._pools: dict[PoolId, Pool] = {}
+        self._local: dict[str, set[PoolId]] = {}  # node -> pools with a slice named for it
+        self._local_of: dict[str, str] = {}  # slice -> the node it names
+        self._shared: dict[PoolId, int] = {}  # pools with slices reaching many nodes
+        self._allocated: dict[DeviceId, set[str]] = {}  # device -> claims whose status holds it
+        self._assumed: dict[str, _Assumed] = {}
+        self._held: dict[DeviceId, str] = {}  # device -> assumed claim
+        self._nodes: dict[str, tuple[int, tuple[tuple[str, str], ...], NodeDevices]] = {}
+
+    # --- events -----------------------------------------------------------------------
+    def apply_slice(self, event: str, obj: Mapping[str, Any]) -> Slice | None:
+        record = slice_from_api(obj)
+        old = self.slices.get(record.name)
+        if old is not None and is_older(old.resource_version, record.resource_version):
+            return old
+        if event == DELETED:
+            if old is not None:
+                self._put_slice(record.name, None)
+            return None
+        if old != record:
+            self._put_slice(record.name, record)
+        return self.slices[record.name]
+
+    def apply_class(self, event: str, obj: Mapping[str, Any]) -> DeviceClass | None:
+        record = class_from_api(obj)
+        old = self.classes.get(record.name)
+        if old is not None and is_older(old.resource_version, record.resource_version):
+            return old
+        if event == DELETED:
+            if self.classes.pop(record.name, None) is not None:
+                self.generation += 1
+            return None
+        if old != record:
+            self.classes[record.name] = record
+            self.generation += 1
+        return self.classes[record.name]
+
+    def apply_claim(self, event: str, obj: Mapping[str, Any]) -> Claim | None:
+        record = claim_from_api(obj)
+        old = self.claims.get(record.key)
+        if old is not None and is_older(old.resource_version, record.resource_version):
+            return old
+        if event == DELETED:
+            if old is not None:
+                self._put_claim(record.key, None)
+            self._drop_hold(record.key)
+            return None
+        self._settle_hold(record)
+        if old != record:
+            self._put_claim(record.key, record)
+        return self.claims[record.key]
+
+    def relist(self, kind: str, objs: Iterable[Mapping[str, Any]]) -> None:
+        """Replace every object of `kind` ("slices", "classes", "claims") by a fresh
+        list: afterwards the store is what one built from the list would be (holds of
+        claims still present and unallocated are kept)."""
+        if kind == "slices":
+            fresh_slices = {s.name: s for s in map(slice_from_api, objs)}
+            for name in [n for n in self.slices if n not in fresh_slices]:
+                self._put_slice(name, None)
+            for name, piece in fresh_slices.items():
+                if self.slices.get(name) != piece:
+                    self._put_slice(name, piece)
+        elif kind == "classes":
+            fresh_classes = {c.name: c for c in map(class_from_api, objs)}
+            if fresh_classes != self.classes:
+                self.classes = fresh_classes
+                self.generation += 1
+        elif kind == "claims":
+            fresh_claims = {c.key: c for c in map(claim_from_api, objs)}
+            for key in [k for k in self.claims if k not in fresh_claims]:
+                self._put_claim(key, None)
+                self._drop_hold(key)
+            for key, claim in fresh_claims.items():
+                self._settle_hold(claim)
+                if self.claims.get(key) != claim:
+                    self._put_claim(key, claim)
+        else:
+            raise ValueError(f"unknown kind {kind!r}")
+
+    # --- slices and pools --------------------------------------------------------------
+    def _put_slice(self, name: str, record: Slice | None) -> None:
+        old = self.slices.pop(name, None)
+        if old is not None:
+            members = self._by_pool.get(old.pool_id, {})
+            members.pop(name, None)
+            if not members:
+                self._by_pool.pop(old.pool_id, None)
+            self._pools.pop(old.pool_id, None)
+            node = self._local_of.pop(name, None)
+            if node is not None:
+                self._unlink_local(node, old.pool_id)
+            elif old.binding.kind:
+                self._shared[old.pool_id] -= 1
+                if not self._shared[old.pool_id]:
+                    del self._shared[old.pool_id]
+        if record is not None:
+            self.slices[name] = record
+            self._by_pool.setdefault(record.pool_id, {})[name] = record
+            self._pools.pop(record.pool_id, None)
+            if record.binding.kind == NODE_NAME:
+                self._local_of[name] = record.binding.node_name
+                self._local.setdefault(record.binding.node_name, set()).add(record.pool_id)
+            elif record.binding.kind:
+                self._shared[record.pool_id] = self._shared.get(record.pool_id, 0) + 1
+        self.generation += 1
+        self.slice_generation += 1
+
+    def _unlink_local(self, node: str, pool_id: PoolId) -> None:
+        members = self._by_pool.get(pool_id, {})
+        still = any(self._local_of.get(name) == node for name in members)
+        if not still:
+            pools = self._local.get(node)
+            if pools is not None:
+                pools.discard(pool_id)
+                if not pools:
+                    del self._local[node]
+
+    def pool(self, pool_id: PoolId) -> Pool | None:
+        cached = self._pools.get(pool_id)
+        if cached is None:
+            members = self._by_pool.get(pool_id)
+            if not members:
+                return None
+            cached = assemble(pool_id, members.values())
+            if cached is None:
+                return None
+            self._pools[pool_id] = cached
+        return cached
+
+    def pools(self) -> list[Pool]:
+        found = (self.pool(pool_id) for pool_id in sorted(self._by_pool))
+        return [p for p in found if p is not None]
+
+    def node_devices(self, node: str, labels: Mapping[str, str]) -> NodeDevices:
+        """The devices `node` (with `labels`) reaches, remembered until a slice changes."""
+        fingerprint = tuple(sorted(labels.items()))
+        kept = self._nodes.get(node)
+        if kept is not None and kept[0] == self.slice_generation and kept[1] == fingerprint:
+            return kept[2]
+        found = self._reach(node, labels)
+        if len(self._nodes) >= MAX_REMEMBERED_NODES:
+            self._nodes.clear()
+        self._nodes[node] = (self.slice_generation, fingerprint, found)
+        return found
+
+    def _reach(self, node: str, labels: Mapping[str, str]) -> NodeDevices:
+        candidates: list[Candidate] = []
+        unusable: list[str] = []
+        pool_ids = set(self._local.get(node, ())) | set(self._shared)
+        for pool_id in sorted(pool_ids):
+            pool = self.pool(pool_id)
+            if pool is None:
+                continue
+            reached: list[Candidate] = []
+            relevant = False
+            for piece in pool.slices:
+                per_device = piece.binding.kind == PER_DEVICE
+                if not per_device and not binding_reaches(piece.binding, node, labels):
+                    continue
+                relevant = relevant or not per_device
+                for device in piece.devices:
+                    if per_device and (
+                        device.binding is None or not binding_reaches(device.binding, node, labels)
+                    ):
+                        continue
+                    reached.append(Candidate(DeviceId(*pool_id, device.name), device, piece))
+            if not (relevant or reached):
+                continue
+            if not pool.usable:
+                unusable.append(pool.why_unusable())
+                continue
+            candidates.extend(reached)
+        return NodeDevices(node, tuple(candidates), tuple(unusable))
+
+    # --- claims and what they take -----------------------------------------------------
+    def _put_claim(self, key: str, record: Claim | None) -> None:
+        old = self.claims.pop(key, None)
+        if old is not None and old.allocation is not None:
+            for device in old.allocation.charged():
+                holders = self._allocated.get(device)
+                if holders is not None:
+                    holders.discard(key)
+                    if not holders:
+                        del self._allocated[device]
+        if record is not None:
+            self.claims[key] = record
+            if record.allocation is not None:
+                for device in record.allocation.charged():
+                    self._allocated.setdefault(device, set()).add(key)
+        self.generation += 1
+
+    def holder(self, device: DeviceId) -> str:
+        """The claim ("ns/name") that takes `device`, "" when it is free."""
+        holders = self._allocated.get(device)
+        if holders:
+            return min(holders)
+        return self._held.get(device, "")
+
+    def taken(self) -> frozenset[DeviceId]:
+        """Every device an allocation or a hold takes."""
+        return frozenset(self._allocated) | frozenset(self._held)
+
+    def allocation_of(self, key: str) -> Allocation | None:
+        """The claim's allocation: its status's, else the one this scheduler holds."""
+        claim = self.claims.get(key)
+        if claim is not None and claim.allocation is not None:
+            return claim.allocation
+        held = self._assumed.get(key)
+        return None if held is None else held.allocation
+
+    # --- assume / confirm / forget -----------------------------------------------------
+    def is_assumed(self, key: str) -> bool:
+        return key in self._assumed
+
+    def hold_state(self, key: str) -> Hold | None:
+        held = self._assumed.get(key)
+        return None if held is None else held.state
+
+    def assume(self, allocations: Sequence[tuple[str, Allocation]]) -> None:
+        """Hold every allocation ("ns/name", allocation) or none (AssumeError says why):
+        each claim known, unallocated and not held, and no device taken or named twice."""
+        wanted: dict[DeviceId, str] = {}
+        keys: set[str] = set()
+        for key, allocation in allocations:
+            claim = self.claims.get(key)
+            if claim is None or claim.allocation is not None or key in self._assumed or key in keys:
+                raise AssumeError(f"claim {key} is unknown, allocated or already held")
+            keys.add(key)
+            for device in allocation.charged():
+                other = self.holder(device) or wanted.get(device, "")
+                if other:
+                    raise AssumeError(f"device {device} of claim {key} is taken by claim {other}")
+                wanted[device] = key
+        for key, allocation in allocations:
+            self._assumed[key] = _Assumed(self.claims[key].uid, allocation)
+        self._held.update(wanted)
+        if allocations:
+            self.generation += 1
+
+    def mark_written(self, key: str) -> None:
+        held = self._assumed.get(key)
+        if held is not None:
+            held.state = Hold.WRITTEN
+
+    def mark_unknown(self, key: str) -> None:
+        held = self._assumed.get(key)
+        if held is not None and held.state == Hold.WRITING:
+            held.state = Hold.UNKNOWN
+
+    def confirm(self, key: str) -> None:
+        """The write succeeded: record the allocation on the claim now (the simulator's
+        way; the claim's event then changes nothing)."""
+        held = self._assumed.get(key)
+        claim = self.claims.get(key)
+        if held is None or claim is None:
+            return
+        self._drop_hold(key)
+        self._put_claim(key, replace(claim, allocation=held.allocation))
+
+    def forget(self, key: str) -> None:
+        """The write definitely failed: release the hold. A write the API accepted is
+        never forgotten."""
+        held = self._assumed.get(key)
+        if held is None or held.state == Hold.WRITTEN:
+            return
+        self._drop_hold(key)
+
+    def _drop_hold(self, key: str) -> None:
+        held = self._assumed.pop(key, None)
+        if held is None:
+            return
+        for device in held.allocation.charged():
+            if self._held.get(device) == key:
+                del self._held[device]
+        self.generation += 1
+
+    def _settle_hold(self, claim: Claim) -> None:
+        """A claim's event ends its hold when it shows an allocation (the API's word) or
+        is another object of the same name (the one held was deleted)."""
+        held = self._assumed.get(claim.key)
+        if held is None:
+            return
+        if claim.allocation is not None or (claim.uid and claim.uid != held.claim_uid):
+            self._drop_hold(claim.key)

@@ -1,0 +1,466 @@
+"""Allocating a pod's ResourceClaims on one node, with kube-scheduler's semantics
+(k8s.io/dynamic-resource-allocation/structured, the "incubating" allocator that 1.36
+uses by default), enumerating every allocation lazily so that a gang's planner can
+revisit an earlier member's choice (gang.py).
+
+The order is kube-scheduler's, so the first allocation is the one it would choose:
+claims in the pod's order, requests in the claim's order, a firstAvailable request's
+sub-requests in their order (the first that can be satisfied), and devices by pool
+(driver, pool), slice name, then as listed, each request's devices as combinations in
+that order (never two orders of one set). Every later allocation is the next in that
+search: other devices of the same sub-request first, then the next sub-request.
+
+A device fits a request when: it is in a complete, valid pool the node reaches (per
+device with perDeviceNodeSelection); this scheduler supports it (`Device.refusal`);
+the class's selectors and the request's selectors match (CEL); every NoSchedule or
+NoExecute taint is tolerated by the request; and it is free: no allocation or hold
+takes it (DraCache), no earlier member of the gang took it (Tentative), and no other
+request of this pod took it. With adminAccess (only in a namespace labelled
+`resource.kubernetes.io/admin-access: "true"`) a device in use may be taken, but not
+twice by one claim. Constraints (matchAttribute, distinctAttribute) hold over the
+devices of the requests they name (all when they name none).
+
+Bounded: one search (one pod, one node) tries at most MAX_SEARCH_STEPS devices; a pod
+may ask for at most MAX_DEVICES_PER_POD new devices, a claim for at most 32
+(AllocationResultsMaxSize).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from cache.dra.claims import (
+    ALL,
+    Allocation,
+    Claim,
+    Constraint,
+    DeviceResult,
+    ExactRequest,
+    Request,
+)
+from cache.dra.classes import DeviceClass
+from cache.dra.fields import BLOCKING_EFFECTS, MAX_RESERVED_FOR, MAX_RESULTS, Attribute
+from cache.dra.nodes import terms_reach
+from cache.dra.slices import DeviceId
+from cache.dra.store import Candidate, DraCache, NodeDevices
+from policies.dra.gang import ClaimChoice, GangMember, PodAllocation, Tentative
+from policies.dra.results import Picked, build_allocation
+from policies.dra.selection import SelectorError, Selectors
+
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+# Devices one search tries (each device considered for one slot of one request counts
+# once) before it stops: kube-scheduler bounds the same search with a filter timeout.
+MAX_SEARCH_STEPS = 20_000
+# New devices one pod's claims may ask for together (each claim at most 32).
+MAX_DEVICES_PER_POD = 256
+PREFIX = "cannot allocate all claims: "
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One request (or sub-request) of a claim being allocated, resolved."""
+
+    request: str  # the request's name
+    sub: str  # the sub-request's name ("" for an `exactly` request)
+    exact: ExactRequest
+    device_class: DeviceClass
+    fitting: list[Candidate] | None = None  # the devices that fit, free or not
+
+    @property
+    def label(self) -> str:
+        return f"{self.request}/{self.sub}" if self.sub else self.request
+
+
+@dataclass(slots=True)
+class _Todo:
+    """A claim this pod allocates now: its requests as lists of slot choices (one
+    slot for `exactly`, one per sub-request for firstAvailable)."""
+
+    claim: Claim
+    requests: list[list[_Slot]]
+
+
+class _Refused(Exception):
+    pass
+
+
+class ClaimAllocator:
+    """Allocations of pods' claims against one DraCache (and the devices a gang's
+    earlier members took). `namespace_labels`: each namespace's labels (admin access)."""
+
+    __slots__ = ("cache", "max_steps", "namespace_labels", "selectors")
+
+    def __init__(
+        self,
+        cache: DraCache,
+        namespace_labels: Mapping[str, Mapping[str, str]],
+        selectors: Selectors | None = None,
+        max_steps: int = MAX_SEARCH_STEPS,
+    ) -> None:
+        self.cache = cache
+        self.namespace_labels = namespace_labels
+        self.selectors = selectors or Selectors()
+        self.max_steps = max_steps
+
+    def allocate(
+        self, member: GangMember, tentative: Tentative | None = None
+    ) -> PodAllocation | str:
+        """kube-scheduler's allocation (the first alternative), or why there is none."""
+        search = PodSearch(self, member, tentative or Tentative())
+        for found in search:
+            return found
+        return search.reason
+
+    def alternatives(self, member: GangMember, tentative: Tentative) -> Iterator[PodAllocation]:
+        return iter(PodSearch(self, member, tentative))
+
+    def why_none(self, member: GangMember, tentative: Tentative) -> str:
+        search = PodSearch(self, member, tentative)
+        for _ in search:
+            return ""
+        return search.reason
+
+
+class PodSearch:
+    """The allocations of one pod's claims on one node, lazily, in kube-scheduler's
+    order. `reason` says why there is none once the iteration found none."""
+
+    def __init__(self, allocator: ClaimAllocator, member: GangMember, tentative: Tentative) -> None:
+        self.allocator = allocator
+        self.member = member
+        self.tentative = tentative
+        self.reason = ""
+        self.steps = 0
+        self._node: NodeDevices = allocator.cache.node_devices(member.node, member.labels)
+        self._reused: list[ClaimChoice] = []
+        self._todo: list[_Todo] = []
+        # Search state.
+        self._chosen: dict[DeviceId, set[int]] = {}  # device -> claims (indices) taking it
+        self._picked: list[list[Picked]] = []
+        self._subs: list[dict[str, str]] = []
+        self._values: list[list[list[Attribute]]] = []  # per claim, per constraint
+        self._found = 0
+
+    # --- preparation -------------------------------------------------------------------
+    def _prepare(self) -> None:
+        cache = self.allocator.cache
+        seen: set[str] = set()
+        total = 0
+        for key in self.member.claims:
+            if key in seen:
+                continue
+            seen.add(key)
+            claim = cache.claims.get(key)
+            if claim is None:
+                raise _Refused(f"claim {key} does not exist")
+            if claim.deleting:
+                raise _Refused(f"claim {key} is being deleted")
+            existing = self.tentative.claim(key) or cache.allocation_of(key)
+            if existing is not None:
+                self._reuse(claim, existing)
+                continue
+            if claim.problems:
+                raise _Refused(claim.problems[0])
+            todo = _Todo(claim, [self._slots(claim, r.name, r) for r in claim.requests])
+            least = sum(
+                min(s.exact.count if s.exact.mode != ALL else 1 for s in r) for r in todo.requests
+            )
+            if least > MAX_RESULTS:
+                raise _Refused(
+                    f"claim {key}: number of requested devices {least} exceeds the claim "
+                    f"limit of {MAX_RESULTS}"
+                )
+            total += least
+            self._todo.append(todo)
+        if total > MAX_DEVICES_PER_POD:
+            raise _Refused(
+                f"the pod's claims ask for {total} devices, more than {MAX_DEVICES_PER_POD}"
+            )
+
+    def _reuse(self, claim: Claim, allocation: Allocation) -> None:
+        selector = allocation.node_selector
+        if selector is not None and not terms_reach(selector, self.member.node, self.member.labels):
+            raise _Refused(
+                f"claim {claim.key} is allocated on devices node {self.member.node} cannot use"
+            )
+        consumers = {c.uid for c in claim.reserved_for}
+        if len(consumers) >= MAX_RESERVED_FOR and self.member.uid not in consumers:
+            raise _Refused(
+                f"claim {claim.key} is reserved for {MAX_RESERVED_FOR} consumers already"
+            )
+        self._reused.append(ClaimChoice(claim.key, allocation, new=False))
+
+    def _slots(self, claim: Claim, name: str, request: Request) -> list[_Slot]:
+        pairs: list[tuple[str, ExactRequest]] = (
+            [("", request.exactly)]
+            if request.exactly is not None
+            else [(sub.name, sub) for sub in request.first_available]
+        )
+        slots = []
+        for sub, exact in pairs:
+            label = f"{name}/{sub}" if sub else name
+            where = f"claim {claim.key} request {label}"
+            if exact.refusal:
+                raise _Refused(f"{where}: {exact.refusal}")
+            if exact.admin_access:
+                labels = self.allocator.namespace_labels.get(claim.namespace, {})
+                if labels.get(ADMIN_ACCESS_LABEL) != "true":
+                    raise _Refused(
+                        f"{where}: adminAccess requires the label {ADMIN_ACCESS_LABEL}=true "
+                        f"on namespace {claim.namespace}"
+                    )
+            device_class = self.allocator.cache.classes.get(exact.device_class)
+            if device_class is None:
+                raise _Refused(f"{where}: device class {exact.device_class} does not exist")
+            if device_class.problems:
+                raise _Refused(f"{where}: {device_class.problems[0]}")
+            slots.append(_Slot(name, sub, exact, device_class))
+        return slots
+
+    # --- what fits ---------------------------------------------------------------------
+    def _fitting(self, todo: _Todo, slot: _Slot) -> list[Candidate]:
+        """The node's devices that fit the slot, free or not (selectors, taints,
+        support), computed once per search."""
+        if slot.fitting is not None:
+            return slot.fitting
+        selectors = self.allocator.selectors
+        class_who = f"class {slot.device_class.name}"
+        claim_who = f"claim {todo.claim.key} request {slot.label}"
+        fitting = []
+        for candidate in self._node.candidates:
+            device = candidate.device
+            if device.refusal:
+                continue
+            driver = candidate.device_id.driver
+            if not selectors.match(slot.device_class.selectors, class_who, driver, device):
+                continue
+            if not selectors.match(slot.exact.selectors, claim_who, driver, device):
+                continue
+            if _blocked_by_taint(candidate, slot.exact):
+                continue
+            fitting.append(candidate)
+        slot.fitting = fitting
+        return fitting
+
+    def _taken(self, device: DeviceId) -> bool:
+        return bool(
+            self.allocator.cache.holder(device)
+            or self.tentative.holder(device)
+            or self._chosen.get(device)
+        )
+
+    # --- the search ----------------------------------------------------------------------
+    def __iter__(self) -> Iterator[PodAllocation]:
+        try:
+            self._prepare()
+            for _ in self._claims(0):
+                self._found += 1
+                yield self._result()
+        except _Refused as refused:
+            self.reason = PREFIX + str(refused)
+            return
+        except SelectorError as error:
+            self.reason = PREFIX + str(error)
+            return
+        if not self._found:
+            self.reason = PREFIX + self._explain()
+
+    def _claims(self, index: int) -> Iterator[None]:
+        if index == len(self._todo):
+            yield None
+            return
+        todo = self._todo[index]
+        self._picked.append([])
+        self._subs.append({})
+        self._values.append([[] for _ in todo.claim.constraints])
+        yield from self._requests(index, 0)
+        self._picked.pop()
+        self._subs.pop()
+        self._values.pop()
+
+    def _requests(self, index: int, position: int) -> Iterator[None]:
+        todo = self._todo[index]
+        if position == len(todo.requests):
+            yield from self._claims(index + 1)
+            return
+        for slot in todo.requests[position]:
+            if len(self._picked[index]) + max(slot.exact.count, 1) > MAX_RESULTS:
+                continue
+            if slot.sub:
+                self._subs[index][slot.request] = slot.sub
+            fitting = self._fitting(todo, slot)
+            if slot.exact.mode == ALL:
+                yield from self._all(index, position, slot, fitting)
+            else:
+                yield from self._pick(index, position, slot, fitting, 0, slot.exact.count)
+            self._subs[index].pop(slot.request, None)
+
+    def _all(
+        self, index: int, position: int, slot: _Slot, fitting: list[Candidate]
+    ) -> Iterator[None]:
+        if self._node.unusable:
+            # "All" cannot be known while a pool the node reaches is incomplete or invalid.
+            return
+        if not fitting or len(self._picked[index]) + len(fitting) > MAX_RESULTS:
+            return
+        added = 0
+        for candidate in fitting:
+            if not self._add(index, slot, candidate):
+                break
+            added += 1
+        if added == len(fitting):
+            yield from self._requests(index, position + 1)
+        for candidate in reversed(fitting[:added]):
+            self._remove(index, slot, candidate)
+
+    def _pick(
+        self,
+        index: int,
+        position: int,
+        slot: _Slot,
+        fitting: list[Candidate],
+        start: int,
+        left: int,
+    ) -> Iterator[None]:
+        if left == 0:
+            yield from self._requests(index, position + 1)
+            return
+        for at in range(start, len(fitting) - left + 1):
+            candidate = fitting[at]
+            if not self._add(index, slot, candidate):
+                continue
+            yield from self._pick(index, position, slot, fitting, at + 1, left - 1)
+            self._remove(index, slot, candidate)
+
+    def _add(self, index: int, slot: _Slot, candidate: Candidate) -> bool:
+        self.steps += 1
+        if self.steps > self.allocator.max_steps:
+            raise _Refused(
+                f"device search bound reached ({self.allocator.max_steps} devices tried on "
+                f"node {self.member.node})"
+            )
+        device_id = candidate.device_id
+        admin = bool(slot.exact.admin_access)
+        if admin:
+            if index in self._chosen.get(device_id, ()):
+                return False
+        elif self._taken(device_id):
+            return False
+        constraints = self._todo[index].claim.constraints
+        values = self._values[index]
+        pending: list[int] = []
+        for number, constraint in enumerate(constraints):
+            if not constraint.applies(slot.request, slot.sub):
+                continue
+            value = candidate.device.attributes.get(constraint.attribute)
+            if value is None or not _admits(constraint, values[number], value):
+                for undo in pending:
+                    values[undo].pop()
+                return False
+            values[number].append(value)
+            pending.append(number)
+        self._chosen.setdefault(device_id, set()).add(index)
+        self._picked[index].append(
+            Picked(
+                DeviceResult(
+                    request=slot.label,
+                    driver=device_id.driver,
+                    pool=device_id.pool,
+                    device=device_id.device,
+                    admin_access=admin,
+                    tolerations=slot.exact.tolerations,
+                ),
+                candidate.device,
+                candidate.slice,
+                slot.device_class,
+            )
+        )
+        return True
+
+    def _remove(self, index: int, slot: _Slot, candidate: Candidate) -> None:
+        constraints = self._todo[index].claim.constraints
+        for number, constraint in enumerate(constraints):
+            if constraint.applies(slot.request, slot.sub):
+                self._values[index][number].pop()
+        holders = self._chosen[candidate.device_id]
+        holders.discard(index)
+        if not holders:
+            del self._chosen[candidate.device_id]
+        self._picked[index].pop()
+
+    def _result(self) -> PodAllocation:
+        choices = list(self._reused)
+        for index, todo in enumerate(self._todo):
+            allocation = build_allocation(
+                todo.claim, self._picked[index], dict(self._subs[index]), self.member.node
+            )
+            choices.append(ClaimChoice(todo.claim.key, allocation, new=True))
+        return PodAllocation(tuple(choices))
+
+    # --- why nothing fits --------------------------------------------------------------
+    def _explain(self) -> str:
+        """The first request that alone cannot get its devices, in kube-scheduler's
+        words; else the claims' constraints or their combined demand."""
+        node = self._node
+        total = len(node.candidates)
+        taken = sum(1 for c in node.candidates if self._taken(c.device_id))
+        pools = "".join(f"; {why}" for why in node.unusable)
+        for todo in self._todo:
+            for slots in todo.requests:
+                shortages = [self._shortage(todo, slot, total, taken) for slot in slots]
+                if all(shortages):
+                    return shortages[0] + pools
+        names = ", ".join(todo.claim.key for todo in self._todo)
+        constraints = [
+            f"{c.kind} {c.attribute}" for todo in self._todo for c in todo.claim.constraints
+        ]
+        what = f" and constraints ({', '.join(constraints)})" if constraints else ""
+        return (
+            f"no combination of free devices on node {self.member.node} "
+            f"satisfies the requests{what} of claims {names} together"
+        ) + pools
+
+    def _shortage(self, todo: _Todo, slot: _Slot, total: int, taken: int) -> str:
+        fitting = self._fitting(todo, slot)
+        free = [c for c in fitting if slot.exact.admin_access or not self._taken(c.device_id)]
+        who = f"claim {todo.claim.key} request {slot.label}"
+        tainted = sum(1 for c in self._node.candidates if _blocked_by_taint(c, slot.exact))
+        refused = sum(1 for c in self._node.candidates if c.device.refusal)
+        extra = "".join(
+            (
+                f", {tainted} with a taint not tolerated" if tainted else "",
+                f", {refused} not supported" if refused else "",
+            )
+        )
+        counts = f"({total} devices, {taken} in use{extra})"
+        cls = slot.device_class.name
+        if slot.exact.mode == ALL:
+            if self._node.unusable:
+                return f"{who}: asks for all devices of class {cls}, but a pool is unusable"
+            if not fitting:
+                return f"{who}: no device of class {cls} matches {counts}"
+            if len(free) < len(fitting):
+                return (
+                    f"{who}: asks for all {len(fitting)} devices of class {cls}, "
+                    f"{len(fitting) - len(free)} of them in use {counts}"
+                )
+            return ""
+        if len(free) < slot.exact.count:
+            return f"{who}: {len(free)} of {slot.exact.count} devices of class {cls} match {counts}"
+        return ""
+
+
+def _admits(constraint: Constraint, values: Sequence[Attribute], value: Attribute) -> bool:
+    if constraint.kind == "matchAttribute":
+        return not values or values[0] == value
+    return value not in values
+
+
+def _blocked_by_taint(candidate: Candidate, request: ExactRequest) -> bool:
+    for taint in candidate.device.taints:
+        if taint.effect in BLOCKING_EFFECTS and not any(
+            toleration.tolerates(taint) for toleration in request.tolerations
+        ):
+            return True
+    return False
