@@ -28,6 +28,14 @@ def metadata(obj: object) -> Mapping[str, Any]:
     return mapping(mapping(obj).get("metadata"))
 
 
+def meta_text(meta: Mapping[str, Any], key: str, limit: int, default: str = "") -> str:
+    """metadata[key] when it is a non-empty string, cut to `limit` characters; else
+    `default`. (str() of a hostile value can raise: an int of 5,000 digits, a list
+    nested thousands deep; the API server only sends strings here.)"""
+    value = meta.get(key)
+    return value[:limit] if type(value) is str and value else default
+
+
 def object_uid(obj: object) -> str:
     """The object's uid, or namespace/name when it has none (tests, the simulator)."""
     meta = metadata(obj)

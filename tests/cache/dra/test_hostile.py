@@ -149,3 +149,18 @@ def test_wrong_types_are_problems_not_crashes() -> None:
     assert "resourceSliceCount must be an integer" in record.problems[0]
     claim = claim_from_api(put(BASE_CLAIM, "spec.devices.requests.0.exactly.count", 10**5000))
     assert claim.problems and "count" in claim.problems[0]
+
+
+def test_metadata_of_a_hostile_type_reads_as_absent() -> None:
+    # str() of a 5,000-digit int raises ValueError: names, uids and resourceVersions
+    # that are not strings read as empty instead (hypothesis found it through a name).
+    store = DraCache()
+    for obj, apply in (
+        (slice_obj("s", [device("gpu-0")]), store.apply_slice),
+        (claim_obj("c", [exactly("gpu")]), store.apply_claim),
+        (class_obj(), store.apply_class),
+    ):
+        for key in ("name", "namespace", "uid", "resourceVersion"):
+            obj["metadata"][key] = 10**5000
+        apply("ADDED", obj)
+    assert claim_from_api({"metadata": {"name": [[[]]] * 3, "uid": 10**5000}}).name == ""
