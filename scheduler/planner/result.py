@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cache.cluster import Placement
+from cache.dra.claims import Allocation, Consumer
 from cache.pod import PodInfo
 from policies.filters.volume_binding import ClaimChoice
 
@@ -46,6 +47,30 @@ class Plan:
     attempt: str = ""
     # pod uid -> what PreBind writes for its unbound WaitForFirstConsumer claims.
     volumes: Mapping[str, tuple[ClaimChoice, ...]] = field(default_factory=dict)
+    # The DRA claims of the placed members (docs/dra.md): each claim once, however many
+    # members share it; written to the claim's status before the first Binding.
+    claims: tuple[ClaimAllocation, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClaimAllocation:
+    """What the binder writes to one ResourceClaim's status before any member binds:
+    `allocation` (None: the claim was already allocated, by us or by others, and only
+    `reserved_for` is added) and the placed members that use it, each a `reservedFor`
+    entry. The write is conditional on `resource_version`, the version this plan read,
+    so a claim changed since (re-allocated, deleted and re-created) fails the write and
+    breaks the gang instead of being overwritten."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    allocation: Allocation | None
+    reserved_for: tuple[Consumer, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)
