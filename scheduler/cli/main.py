@@ -76,12 +76,13 @@ def _run(args: argparse.Namespace) -> int:
 
     with collector_paused_while_loading():
         import asyncio
+        import logging
         import signal
         import time
 
         from scheduler.kube.runner import run_scheduler
         from scheduler.process.config import ConfigError, load_config
-        from scheduler.process.logs import configure_logging
+        from scheduler.process.logs import configure_logging, log_event
 
     try:
         config = load_config(args.config)
@@ -93,8 +94,14 @@ def _run(args: argparse.Namespace) -> int:
     async def until_signalled() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def stop_on(signum: signal.Signals) -> None:
+            # The one line that says why the scheduler stops (the runner logs the rest).
+            log_event(logging.getLogger("scheduler.cli"), "signal received", signal=signum.name)
+            stop.set()
+
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, stop_on, signum)
         # Wall-clock time drives the core, so /debug/gangs shows real times; a clock
         # step only shifts a backoff or a reservation's expiry.
         return await run_scheduler(

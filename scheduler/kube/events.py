@@ -12,16 +12,24 @@ What users see, and how often it is written (docs/kubernetes.md says the same):
   `PodScheduled=False`, reason `Unschedulable`, with its own message (a strategic
   merge patch of `status.conditions` on `pods/status`). A pod's condition is written
   the first time at once; a changed message is rewritten at most once per gang per
-  window (all members whose message changed, in one round); an unchanged message is
-  never rewritten.
-- `FailedScheduling` (Warning, core/v1 Event) is aggregated per gang, not per pod: one
-  Event object on the gang's representative pod (its oldest pending member), written
-  at most once per window. Attempts in between are counted; the next write carries the
-  count (a merge patch of `count` and `lastTimestamp` on the same Event when the
-  message is unchanged, a new Event with the newest message otherwise). A 1,000-pod
-  gang retried every second writes one event a minute, whose count says how often.
-- Every Warning event of a gang (FailedScheduling, FailedBinding, its Problems) also
-  counts against `max_per_gang_per_window`; what does not fit waits for the next window.
+  window (all members whose message changed, in one round), and within one window in
+  any case: a change held back is written by `tick` when the window ends, whether or not
+  the gang is tried again; an unchanged message is never rewritten.
+- `FailedScheduling` (Warning, core/v1 Event) on every pending member, as kube-scheduler
+  writes it, bounded as client-go's event correlator bounds it
+  (scheduler/kube/event_correlator.py): one Event object per pod and message whose
+  `count` is patched while the message stays the same; a member's first event is written
+  at once, later ones in one round per gang per window (held-back attempts counted and
+  carried by the next write, `tick` writing them when no attempt follows); a spam filter
+  per pod (25 writes, then one per 5 minutes) and at most 10 distinct messages per pod
+  in 10 minutes, beyond which the newest Event is patched "(combined from similar
+  events)". Gated members get no event (kube-scheduler tries no gated pod).
+- A gang that waits for members (its controller still creating them) gets no Warning
+  for `waiting_grace` seconds from when it began to wait: its members' conditions say
+  why at once, the events follow only if the wait outlasts the grace.
+- Every Warning write round of a gang (FailedScheduling, FailedBinding, its Problems)
+  also counts against `max_per_gang_per_window`; what does not fit waits for the next
+  window.
 - Problems (gang.py) are published once each while they last; a problem that every
   pending member shares (same reason and message) is published once, on the
   representative pod. Events on a PodGroup carry its uid, read once with a GET, since
@@ -29,22 +37,26 @@ What users see, and how often it is written (docs/kubernetes.md says the same):
 - `Scheduled` (Normal) when a gang is bound: per pod by default, as kube-scheduler does
   ("Successfully assigned ns/pod to node", plus the GPU devices); `"gang"` writes one
   per gang on its representative pod, `"off"` none.
-- PodGroup status (`status.phase` Pending / Scheduled / Running / Failed, and the
-  `scheduled`, `running`, `succeeded`, `failed` counts) is patched (merge patch on the
-  status subresource) only when it changes, and only for gangs that have a PodGroup; a
-  404 (no such PodGroup, or no CRD) is skipped silently.
+- PodGroup status (`status.phase` Pending / Scheduled / Running / Failed, the
+  `scheduled`, `running`, `succeeded`, `failed` counts, and an `Unschedulable`
+  condition with the reason, as Volcano's) is patched (merge patch on the status
+  subresource) only when it changes, and only for gangs that have a PodGroup; a
+  condition whose message alone changed is rewritten at most once per window. A 404
+  (no such PodGroup, or no CRD) is skipped silently. Kubernetes' own PodGroups get their
+  `PodGroupScheduled` condition with the same reason (scheduler/kube/native_status.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import itertools
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from cache.gpu import format_assignment
@@ -52,9 +64,11 @@ from cache.pod import PodInfo
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from scheduler.gangs.gang import Gang, Problem, gate_message
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, never, transient
+from scheduler.kube.event_correlator import COMBINED_PREFIX, SimilarMessages, SpamFilter
 from scheduler.kube.native_status import NativeCondition, native_condition, native_status_path
 from scheduler.planner.result import Plan, Unschedulable
 from scheduler.process.config import ScheduledEvents
+from scheduler.process.logs import log_event
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +79,10 @@ DEFAULT_WINDOW = 60.0
 DEFAULT_MAX_PER_GANG_PER_WINDOW = 10
 DEFAULT_MAX_PENDING = 10_000
 DEFAULT_WORKERS = 4
+
+DEFAULT_WAITING_GRACE = 30.0
+# The API refuses longer event messages.
+MAX_EVENT_MESSAGE = 1024
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
@@ -195,6 +213,43 @@ class WriteQueue:
 
 
 # --- PodGroup status ----------------------------------------------------------------------
+# The condition a PodGroup of ours carries, as Volcano's PodGroup does: type
+# `Unschedulable`, True with the reason while the gang waits or cannot be placed, False
+# once its members are bound.
+UNSCHEDULABLE_CONDITION = "Unschedulable"
+WAITING_REASON = "NotReady"  # fewer than minMember members exist or can be scheduled
+SCHEDULED_REASON = "Scheduled"
+
+
+@dataclass(frozen=True)
+class Why:
+    """Why a gang is not scheduled: a condition reason (`Unschedulable`, `NotReady`) and
+    the message its members carry."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class GroupCondition:
+    status: str  # "True" or "False"
+    reason: str
+    message: str
+
+    def as_json(self, transition: float) -> JsonObject:
+        return {
+            "type": UNSCHEDULABLE_CONDITION,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message[:MAX_CONDITION_MESSAGE],
+            "lastTransitionTime": rfc3339(transition),
+        }
+
+
+# metav1.Condition caps a message at 32 KiB; a gang's reason never needs that much.
+MAX_CONDITION_MESSAGE = 4096
+
+
 @dataclass(frozen=True)
 class PodGroupStatus:
     phase: str
@@ -202,23 +257,30 @@ class PodGroupStatus:
     running: int = 0
     succeeded: int = 0
     failed: int = 0
+    condition: GroupCondition | None = None
 
-    def as_json(self) -> JsonObject:
-        return {
+    def as_json(self, transition: float = 0.0) -> JsonObject:
+        body: JsonObject = {
             "phase": self.phase,
             "scheduled": self.scheduled,
             "running": self.running,
             "succeeded": self.succeeded,
             "failed": self.failed,
         }
+        if self.condition is not None:
+            # A merge patch replaces the whole list: this scheduler is the only writer of
+            # its PodGroups' conditions.
+            body["conditions"] = [self.condition.as_json(transition)]
+        return body
 
 
 def podgroup_status(
-    min_member: int, members: Iterable[PodInfo], newly_bound: int = 0
+    min_member: int, members: Iterable[PodInfo], newly_bound: int = 0, why: Why | None = None
 ) -> PodGroupStatus:
     """A PodGroup's status from its members (`newly_bound`: bound a moment ago, not yet
     seen on the watch). Pending until minMember are bound; then Failed once a member
-    failed, Running once minMember run (or ran to completion), Scheduled before."""
+    failed, Running once minMember run (or ran to completion), Scheduled before. The
+    Unschedulable condition says `why` while Pending, and is False once scheduled."""
     scheduled, running, succeeded, failed = newly_bound, 0, 0, 0
     for pod in members:
         if not pod.node_name:
@@ -230,15 +292,22 @@ def podgroup_status(
             succeeded += 1
         elif pod.phase == "Failed":
             failed += 1
+    condition: GroupCondition | None = None
     if scheduled < min_member:
         phase = "Pending"
-    elif failed:
-        phase = "Failed"
-    elif running + succeeded >= min_member:
-        phase = "Running"
+        if why is not None:
+            condition = GroupCondition("True", why.reason, why.message)
     else:
-        phase = "Scheduled"
-    return PodGroupStatus(phase, scheduled, running, succeeded, failed)
+        condition = GroupCondition(
+            "False", SCHEDULED_REASON, f"{scheduled}/{min_member} members scheduled"
+        )
+        if failed:
+            phase = "Failed"
+        elif running + succeeded >= min_member:
+            phase = "Running"
+        else:
+            phase = "Scheduled"
+    return PodGroupStatus(phase, scheduled, running, succeeded, failed, condition)
 
 
 def podgroup_status_path(namespace: str, name: str) -> str:
@@ -273,20 +342,36 @@ class _EventObject:
     ref: ObjectRef
     message: str
     count: int
+    combined: bool = False  # "(combined from similar events)": bumped whatever the message
+
+
+@dataclass
+class _PodEvents:
+    """One pending member's FailedScheduling, as client-go's correlator keeps it."""
+
+    ref: ObjectRef
+    event: _EventObject | None = None
+    unwritten: int = 0  # attempts with `message` not yet counted in an event
+    message: str = ""
+    queued: bool = False  # a first write was handed to the queue
+    spam: SpamFilter = field(default_factory=SpamFilter)
+    similar: SimilarMessages = field(default_factory=SimilarMessages)
 
 
 @dataclass
 class _GangFeedback:
     window_start: float = float("-inf")
     writes_in_window: int = 0
-    # FailedScheduling, aggregated.
-    event: _EventObject | None = None
-    unwritten: int = 0  # attempts not yet counted in an event
-    unwritten_message: str = ""
-    unwritten_ref: ObjectRef | None = None
+    # FailedScheduling: one record per pending member, written in rounds.
+    pods: dict[str, _PodEvents] = field(default_factory=dict)
+    unwritten: bool = False  # some member has attempts not yet written
     last_event_write: float = float("-inf")
-    # Conditions: when changed messages were last rewritten.
+    # When the gang began to wait for members (None: it does not wait), for the grace.
+    waiting_since: float | None = None
+    logged: str = ""  # the state last logged (one line per change)
+    # Conditions: when changed messages were last rewritten, and those held back since.
     last_condition_round: float = float("-inf")
+    held: dict[str, tuple[PodInfo, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -313,6 +398,7 @@ class FeedbackRecorder:
         instance: str = "",
         window: float = DEFAULT_WINDOW,
         max_per_gang_per_window: int = DEFAULT_MAX_PER_GANG_PER_WINDOW,
+        waiting_grace: float = DEFAULT_WAITING_GRACE,
         scheduled_events: ScheduledEvents = "pod",
         has_podgroup: Callable[[str], bool] = lambda key: False,
         wall_clock: Callable[[], float] = time.time,
@@ -324,6 +410,7 @@ class FeedbackRecorder:
         self.instance = instance
         self.window = window
         self.max_per_window = max_per_gang_per_window
+        self.waiting_grace = waiting_grace
         self.scheduled_events: ScheduledEvents = scheduled_events
         self.has_podgroup = has_podgroup
         # The uid of a PodGroup as the informer knows it (None or "" when unknown): tells
@@ -334,22 +421,27 @@ class FeedbackRecorder:
         self._gangs: dict[str, _GangFeedback] = {}
         self._conditions: dict[str, str] = {}  # pod uid -> message last written
         self._published: set[tuple[str, str, str, str]] = set()
-        # PodGroup key -> (its uid, the status last written), so that a PodGroup
-        # recreated under its name gets its status written again.
-        self._podgroup_status: dict[str, tuple[str, PodGroupStatus]] = {}
+        # PodGroup key -> what was last written, so that a PodGroup recreated under its
+        # name gets its status written again.
+        self._podgroup_status: dict[str, _WrittenStatus] = {}
         self._podgroup_uids: dict[str, str] = {}
+        # Statuses whose condition message alone changed inside the window: written by
+        # `tick` once it ends (PodGroup key -> the write).
+        self._held_status: dict[str, Callable[[float], None]] = {}
         self._names = itertools.count()
         # Kubernetes' own PodGroups (scheduler/kube/native_status.py): whether the gang
-        # has one, and per key the condition last written and when its status changed.
+        # has one, and per key the condition last written, when its status changed and
+        # when it was written.
         self.native_podgroup = native_podgroup
-        self._native_status: dict[str, tuple[NativeCondition, float]] = {}
+        self._native_status: dict[str, tuple[NativeCondition, float, float]] = {}
+        self._held_native: dict[str, NativeCondition] = {}
         self._pruned_for: Mapping[str, Gang] | None = None
 
     # --- what the scheduling loop reports -------------------------------------------
     def unschedulable(self, gang: Gang, result: Unschedulable, now: float) -> None:
         """The planner could not place the gang: conditions, FailedScheduling, status."""
         messages = {pod.uid: result.reasons.get(pod.uid, result.message) for pod in gang.pending}
-        self._not_scheduled(gang, messages, result.message, now)
+        self._not_scheduled(gang, messages, Why("Unschedulable", result.message), now)
 
     def waiting(self, gang: Gang, message: str, now: float) -> None:
         """The gang is not ready (members missing, refused or gated): its pods say why;
@@ -357,7 +449,7 @@ class FeedbackRecorder:
         messages = {
             pod.uid: gate_message(pod) if pod.scheduling_gates else message for pod in gang.pending
         }
-        self._not_scheduled(gang, messages, message, now)
+        self._not_scheduled(gang, messages, Why(WAITING_REASON, message), now)
 
     def bind_failed(self, gang: Gang, message: str, now: float) -> None:
         """A bind broke the gang: one Warning event on the gang (not per pod)."""
@@ -366,7 +458,7 @@ class FeedbackRecorder:
             self._event(ref, "Warning", "FailedBinding", message)
         else:
             self.stats.suppressed += 1
-        self._status(gang, newly_bound=0)
+        self._status(gang, 0, Why("Unschedulable", message), now)
 
     def scheduled(self, gang: Gang, plan: Plan, now: float) -> None:
         """The gang is bound: Scheduled events, PodGroup status; forget its failures."""
@@ -403,7 +495,7 @@ class FeedbackRecorder:
                     f"to {nodes} node{'s' if nodes != 1 else ''}",
                     key=("scheduled", gang.key),
                 )
-        self._status(gang, newly_bound=len(plan.placements))
+        self._status(gang, len(plan.placements), None, now)
 
     def reserved(self, gang: Gang, nodes: Iterable[str]) -> None:
         """A Normal `Reserved` event, once per gang, on its oldest pending member: the
@@ -424,7 +516,8 @@ class FeedbackRecorder:
         )
 
     def problems(self, gangs: Iterable[Gang], now: float) -> None:
-        """Publish each distinct Problem of these gangs once (within the gang budget)."""
+        """Publish each distinct Problem of these gangs once (within the gang budget);
+        each is logged once, when it is published."""
         current: set[tuple[str, str, str, str]] = set()
         for gang in gangs:
             if not gang.problems:
@@ -456,6 +549,16 @@ class FeedbackRecorder:
                     self.stats.suppressed += 1
                     continue  # published in a later window, if it lasts
                 self._published.add(identity)
+                log_event(
+                    log,
+                    "object refused",
+                    logging.WARNING,
+                    gang=gang.key,
+                    kind=target.kind,
+                    object=f"{target.namespace}/{target.name}",
+                    reason=problem.reason,
+                    message=problem.message,
+                )
                 self._event(target, "Warning", problem.reason, problem.message)
         # A problem that went away and comes back is news again.
         self._published &= current
@@ -464,16 +567,42 @@ class FeedbackRecorder:
         """Recompute a PodGroup's status from its members (e.g. when they start running)."""
         self.podgroup_status(key, podgroup_status(min_member, members))
 
-    def podgroup_status(self, key: str, status: PodGroupStatus) -> None:
-        """Patch a PodGroup's status when it differs from what was last written."""
-        written = (self.podgroup_uid(key) or "", status)
-        if self._podgroup_status.get(key) == written:
-            return
-        self._podgroup_status[key] = written
+    def podgroup_status(self, key: str, status: PodGroupStatus, now: float | None = None) -> None:
+        """Patch a PodGroup's status when it differs from what was last written. A status
+        whose condition message alone changed waits for the end of the window (`now` on
+        the scheduler's clock; None: written at once)."""
+        uid = self.podgroup_uid(key) or ""
+        last = self._podgroup_status.get(key)
+        if last is not None and last.uid == uid:
+            status = _keep_condition(status, last.status)
+            if last.status == status:
+                self._held_status.pop(key, None)
+                return
+            held = now is not None and _message_only(last.status, status)
+            if held and now is not None and now - last.written_at < self.window:
+                self._held_status[key] = functools.partial(self._put_podgroup, key, status)
+                self.stats.suppressed += 1
+                return
+        self._held_status.pop(key, None)
+        self._put_podgroup(key, status, now if now is not None else float("-inf"))
+
+    def _put_podgroup(self, key: str, status: PodGroupStatus, now: float) -> None:
+        uid = self.podgroup_uid(key) or ""
+        last = self._podgroup_status.get(key)
+        transition = self._wall()
+        if (
+            last is not None
+            and last.uid == uid
+            and last.status.condition is not None
+            and status.condition is not None
+            and last.status.condition.status == status.condition.status
+        ):
+            transition = last.transition
+        self._podgroup_status[key] = _WrittenStatus(uid, status, transition, now)
         namespace, _, name = key.partition("/")
         self.stats.podgroup_statuses += 1
         path = podgroup_status_path(namespace, name)
-        body = {"status": status.as_json()}
+        body = {"status": status.as_json(transition)}
 
         def forget() -> None:
             self._podgroup_status.pop(key, None)  # try again on the next change
@@ -484,10 +613,22 @@ class FeedbackRecorder:
         )
 
     def tick(self, now: float) -> None:
-        """Write the counts of gangs whose attempts were held back by the window."""
+        """Write what the window held back when no attempt follows: changed condition
+        messages, FailedScheduling counts (once the waiting grace is over), and statuses
+        whose condition message changed."""
         for key, state in self._gangs.items():
+            if state.held and now - state.last_condition_round >= self.window:
+                self._write_held_conditions(state, now)
             if state.unwritten and now - state.last_event_write >= self.window:
-                self._write_failed_scheduling(key, state, now)
+                self._write_events(key, state, now)
+        for key in list(self._held_status):
+            last = self._podgroup_status.get(key)
+            if last is None or now - last.written_at >= self.window:
+                self._held_status.pop(key)(now)
+        for key in list(self._held_native):
+            written = self._native_status.get(key)
+            if written is None or now - written[2] >= self.window:
+                self._put_native(key, self._held_native.pop(key), now)
 
     def prune(self, gangs: Mapping[str, Gang]) -> None:
         """Forget gangs and pods that no longer wait, and PodGroups that are gone
@@ -498,33 +639,135 @@ class FeedbackRecorder:
         self._pruned_for = gangs
         for key in [k for k in self._gangs if k not in gangs]:
             del self._gangs[key]
-        for podgroups in (self._podgroup_status, self._podgroup_uids):
+        for key, state in self._gangs.items():
+            if state.pods or state.held:
+                pending = {pod.uid for pod in gangs[key].pending}
+                for uid in [u for u in state.pods if u not in pending]:
+                    del state.pods[uid]
+                for uid in [u for u in state.held if u not in pending]:
+                    del state.held[uid]
+        for podgroups in (self._podgroup_status, self._podgroup_uids, self._held_status):
             for key in [k for k in podgroups if not self.has_podgroup(k)]:
                 del podgroups[key]
-        for key in [k for k in self._native_status if not self.native_podgroup(k)]:
-            del self._native_status[key]
+        for natives in (self._native_status, self._held_native):
+            for key in [k for k in natives if not self.native_podgroup(k)]:
+                del natives[key]
         if not self._conditions:
             return  # the happy path: no condition written, no need to list every pod
         pending = {pod.uid for gang in gangs.values() for pod in gang.pending}
         for uid in [u for u in self._conditions if u not in pending]:
             del self._conditions[uid]
 
-    # --- conditions and the aggregated FailedScheduling --------------------------------
-    def _not_scheduled(
-        self, gang: Gang, messages: Mapping[str, str], summary: str, now: float
-    ) -> None:
+    # --- conditions and FailedScheduling -----------------------------------------------
+    def _not_scheduled(self, gang: Gang, messages: Mapping[str, str], why: Why, now: float) -> None:
         state = self._gang(gang.key)
         self._write_conditions(gang, messages, state, now)
-        ref = self._representative(gang)
-        if ref is not None:
-            state.unwritten += 1
-            state.unwritten_message = summary
-            state.unwritten_ref = ref
-            if now - state.last_event_write >= self.window:
-                self._write_failed_scheduling(gang.key, state, now)
-            else:
-                self.stats.suppressed += 1
-        self._status(gang, newly_bound=0)
+        waits = why.reason == WAITING_REASON
+        if waits and state.waiting_since is None:
+            state.waiting_since = now
+        elif not waits:
+            state.waiting_since = None
+        self._log_state(gang, state, why)
+        for pod in gang.pending:
+            message = messages.get(pod.uid)
+            if message is None or pod.scheduling_gates:
+                continue  # as kube-scheduler: a gated pod is not tried, so no event
+            record = state.pods.get(pod.uid)
+            if record is None:
+                record = state.pods[pod.uid] = _PodEvents(pod_ref(pod))
+            if record.message != message:
+                record.message = message  # a new message counts its own attempts
+                record.unwritten = 0
+            record.unwritten += 1
+            state.unwritten = True
+        self._write_events(gang.key, state, now)
+        self._status(gang, 0, why, now)
+
+    def _log_state(self, gang: Gang, state: _GangFeedback, why: Why) -> None:
+        """One log line per change of what a gang waits for, not one per attempt (the
+        planner's attempts have their own line in the runner)."""
+        if why.reason != WAITING_REASON or state.logged == why.message:
+            state.logged = why.message if why.reason == WAITING_REASON else ""
+            return
+        state.logged = why.message
+        log_event(
+            log,
+            "gang waiting",
+            gang=gang.key,
+            pending=len(gang.pending),
+            members=gang.min_member,
+            reason=why.message,
+        )
+
+    def _in_grace(self, state: _GangFeedback, now: float) -> bool:
+        """Whether the gang began to wait for members too recently for a Warning (its
+        controller may still be creating them)."""
+        return state.waiting_since is not None and now - state.waiting_since < self.waiting_grace
+
+    def _write_events(self, gang_key: str, state: _GangFeedback, now: float) -> None:
+        """A round of FailedScheduling writes when the window allows one (every member
+        with attempts not yet written); else only the first event of members that have
+        none yet, at once."""
+        if not state.unwritten:
+            return
+        if self._in_grace(state, now):
+            self.stats.suppressed += 1
+            return
+        if now - state.last_event_write >= self.window and self._take_budget(state, now):
+            state.last_event_write = now
+            state.unwritten = False
+            for record in state.pods.values():
+                if record.unwritten and not self._write_pod_event(record, now):
+                    state.unwritten = True  # the spam filter held it: a later round
+            return
+        held = False
+        for record in state.pods.values():
+            if not record.unwritten:
+                continue
+            if record.queued or not self._write_pod_event(record, now):
+                held = True
+        state.unwritten = held
+        if held:
+            self.stats.suppressed += 1
+
+    def _write_pod_event(self, record: _PodEvents, now: float) -> bool:
+        """Queue one member's FailedScheduling write; False when its spam filter says no."""
+        if not record.spam.allow(now):
+            return False
+        record.queued = True
+        self.stats.events += 1
+
+        async def write(client: KubeClient) -> None:
+            # Read the record when the write runs, so queued attempts are all counted.
+            count, message = record.unwritten, record.message
+            if not count:
+                return
+            record.unwritten = 0
+            event = record.event
+            try:
+                if event is not None:
+                    combined = event.combined or (
+                        event.message != message and not record.similar.may_create(now)
+                    )
+                    if event.message == message or combined:
+                        try:
+                            await self._bump(client, event, count, message if combined else None)
+                            return
+                        except ApiError as err:
+                            if err.status != 404:
+                                raise
+                            # The event expired (the API keeps events an hour): start anew.
+                record.event = await self._create_event(
+                    client, record.ref, "Warning", "FailedScheduling", message, count
+                )
+                record.similar.created(now)
+            except BaseException:
+                if record.message == message:
+                    record.unwritten += count
+                raise
+
+        self.queue.submit(("failed-scheduling", record.ref.uid or record.ref.name), write)
+        return True
 
     def _write_conditions(
         self, gang: Gang, messages: Mapping[str, str], state: _GangFeedback, now: float
@@ -537,17 +780,31 @@ class FeedbackRecorder:
                 continue
             written = self._conditions.get(pod.uid)
             if written == message:
+                state.held.pop(pod.uid, None)
                 continue
             if written is not None and not round_due:
+                # Written when the window ends (`tick`), unless it changes back first.
+                state.held[pod.uid] = (pod, message)
                 self.stats.suppressed += 1
                 continue
             wrote = True
+            state.held.pop(pod.uid, None)
             self._conditions[pod.uid] = message
             self._condition(pod, message, first=written is None)
         if wrote and round_due:
             # The window starts with the gang's first writes; a new member's first
             # write inside it does not move it.
             state.last_condition_round = now
+
+    def _write_held_conditions(self, state: _GangFeedback, now: float) -> None:
+        """The changed messages the window held back (prune dropped those of pods that
+        no longer wait), in one round."""
+        for uid, (pod, message) in state.held.items():
+            if self._conditions.get(uid) != message:
+                self._conditions[uid] = message
+                self._condition(pod, message, first=False)
+        state.held.clear()
+        state.last_condition_round = now
 
     def _condition(self, pod: PodInfo, message: str, *, first: bool) -> None:
         condition: JsonObject = {
@@ -582,40 +839,16 @@ class FeedbackRecorder:
 
         self.queue.submit(("condition", uid), write)
 
-    def _write_failed_scheduling(self, gang_key: str, state: _GangFeedback, now: float) -> None:
-        if not self._take_budget(state, now):
-            self.stats.suppressed += 1
-            return
-        state.last_event_write = now
-        self.stats.events += 1
-
-        async def write(client: KubeClient) -> None:
-            # Read the state when the write runs, so queued attempts are all counted.
-            count, message, ref = state.unwritten, state.unwritten_message, state.unwritten_ref
-            if not count or ref is None:
-                return
-            state.unwritten = 0
-            event = state.event
-            try:
-                if event is not None and event.message == message and event.ref == ref:
-                    try:
-                        await self._bump(client, event, count)
-                        return
-                    except ApiError as err:
-                        if err.status != 404:
-                            raise
-                        # The event expired (the API keeps events an hour): start anew.
-                state.event = await self._create_event(
-                    client, ref, "Warning", "FailedScheduling", message, count
-                )
-            except BaseException:
-                state.unwritten += count
-                raise
-
-        self.queue.submit(("failed-scheduling", gang_key), write)
-
-    async def _bump(self, client: KubeClient, event: _EventObject, count: int) -> None:
-        body = {"count": event.count + count, "lastTimestamp": rfc3339(self._wall())}
+    async def _bump(
+        self, client: KubeClient, event: _EventObject, count: int, combined: str | None = None
+    ) -> None:
+        """Add `count` to an Event we wrote; `combined`: the newest of too many similar
+        messages, which replaces the Event's message (client-go's aggregator)."""
+        body: JsonObject = {"count": event.count + count, "lastTimestamp": rfc3339(self._wall())}
+        message = event.message
+        if combined is not None:
+            message = (COMBINED_PREFIX + combined)[:MAX_EVENT_MESSAGE]
+            body["message"] = message
         # The count written is absolute (not an increment): a repeat is harmless.
         await client.call(
             "PATCH",
@@ -625,6 +858,9 @@ class FeedbackRecorder:
             retry_on=transient,
         )
         event.count += count
+        if combined is not None:
+            event.message = combined
+            event.combined = True
 
     def pod_warning(self, pod: PodInfo, reason: str, message: str) -> None:
         """A Warning event on one pod (e.g. GPUUnhealthy, scheduler/kube/gpu_faults.py)."""
@@ -677,7 +913,7 @@ class FeedbackRecorder:
             "metadata": {"name": name, "namespace": ref.namespace},
             "involvedObject": involved,
             "reason": reason,
-            "message": message[:1024],  # the API refuses longer event messages
+            "message": message[:MAX_EVENT_MESSAGE],
             "type": kind,
             "count": count,
             "firstTimestamp": rfc3339(stamp),
@@ -741,23 +977,37 @@ class FeedbackRecorder:
             return ObjectRef("Pod", namespace, name, pod.uid if pod else "")
         return ObjectRef("PodGroup", namespace, name)
 
-    def _status(self, gang: Gang, newly_bound: int) -> None:
+    def _status(self, gang: Gang, newly_bound: int, why: Why | None, now: float) -> None:
         if self.has_podgroup(gang.key):
-            self.podgroup_status(
-                gang.key, podgroup_status(gang.min_member, gang.bound, newly_bound)
-            )
+            status = podgroup_status(gang.min_member, gang.bound, newly_bound, why)
+            self.podgroup_status(gang.key, status, now)
         elif self.native_podgroup(gang.key):
             scheduled = len([p for p in gang.bound if p.consumes_resources]) + newly_bound
-            self._write_native(gang.key, native_condition(gang.min_member, scheduled))
+            reason = why.message if why is not None else ""
+            self._write_native(gang.key, native_condition(gang.min_member, scheduled, reason), now)
 
-    def _write_native(self, key: str, condition: NativeCondition) -> None:
-        """Patch a native PodGroup's PodGroupScheduled condition when it changed."""
+    def _write_native(self, key: str, condition: NativeCondition, now: float) -> None:
+        """Patch a native PodGroup's PodGroupScheduled condition when it changed; one
+        whose message alone changed waits for the end of the window (`tick`)."""
         last = self._native_status.get(key)
-        if last is not None and last[0] == condition:
-            return
+        if last is not None:
+            if not condition.message and last[0].status == condition.status:
+                condition = last[0]  # no reason given (a refresh): keep the one written
+            if last[0] == condition:
+                self._held_native.pop(key, None)
+                return
+            if last[0].status == condition.status and now - last[2] < self.window:
+                self._held_native[key] = condition
+                self.stats.suppressed += 1
+                return
+        self._held_native.pop(key, None)
+        self._put_native(key, condition, now)
+
+    def _put_native(self, key: str, condition: NativeCondition, now: float) -> None:
+        last = self._native_status.get(key)
         changed = last is None or last[0].status != condition.status
         transition = self._wall() if changed or last is None else last[1]
-        self._native_status[key] = (condition, transition)
+        self._native_status[key] = (condition, transition, now)
         namespace, _, name = key.partition("/")
         self.stats.podgroup_statuses += 1
         body = {"status": {"conditions": [condition.as_json(transition)]}}
@@ -770,6 +1020,33 @@ class FeedbackRecorder:
             ("native-podgroup-status", key),
             status_patch(path, body, STRATEGIC_MERGE, forget, f"PodGroup {key}"),
         )
+
+
+@dataclass(frozen=True)
+class _WrittenStatus:
+    """A PodGroup status as last written: for which uid, when its condition last changed
+    status (lastTransitionTime), and when it was written (scheduler clock)."""
+
+    uid: str
+    status: PodGroupStatus
+    transition: float
+    written_at: float
+
+
+def _keep_condition(status: PodGroupStatus, last: PodGroupStatus) -> PodGroupStatus:
+    """A status computed with no reason at hand (a refresh while Pending) keeps the
+    condition last written instead of dropping it."""
+    if status.condition is None and status.phase == "Pending" and last.condition is not None:
+        return dataclasses.replace(status, condition=last.condition)
+    return status
+
+
+def _message_only(last: PodGroupStatus, status: PodGroupStatus) -> bool:
+    """Whether two statuses differ only in their condition's message."""
+    if last.condition is None or status.condition is None:
+        return False
+    same_condition = dataclasses.replace(status.condition, message=last.condition.message)
+    return dataclasses.replace(status, condition=same_condition) == last
 
 
 def status_patch(

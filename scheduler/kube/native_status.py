@@ -30,13 +30,24 @@ class NativeCondition:
         }
 
 
-def native_condition(min_member: int, scheduled: int) -> NativeCondition:
+def native_condition(min_member: int, scheduled: int, why: str = "") -> NativeCondition:
     """The PodGroupScheduled condition for a gang of `min_member` with `scheduled`
-    members bound."""
-    message = f"{scheduled}/{min_member} members scheduled"
+    members bound; `why` it is not scheduled (what its members say) joins the message of
+    a False condition. The API's type has no other field for it: its known reasons are
+    `Unschedulable` and `SchedulerError`, the detail goes in `message`."""
     if scheduled >= min_member:
-        return NativeCondition("True", "Scheduled", message)
+        return NativeCondition("True", "Scheduled", f"{scheduled}/{min_member} members scheduled")
+    message = _unscheduled_message(min_member, scheduled, why)
     return NativeCondition("False", "Unschedulable", message)
+
+
+def _unscheduled_message(min_member: int, scheduled: int, why: str) -> str:
+    counts = f"{scheduled}/{min_member} members scheduled"
+    return f"{counts}: {why}"[:MAX_MESSAGE] if why else counts
+
+
+# metav1.Condition allows 32 KiB of message; a gang's reason needs far less.
+MAX_MESSAGE = 4096
 
 
 def native_status_path(namespace: str, name: str) -> str:

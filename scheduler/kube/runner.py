@@ -36,7 +36,7 @@ import gc
 import logging
 import time
 from collections import ChainMap
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, cast
 
 from aiohttp import web
@@ -71,6 +71,7 @@ from scheduler.process.config import SchedulerConfig, build_core_from
 from scheduler.process.http import make_app, make_debug_app, serve
 from scheduler.process.logs import log_event
 from scheduler.process.metrics import BindFailureReason, Resource, SchedulerMetrics
+from scheduler.process.version import python_version, version
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,8 @@ async def run_scheduler(
     lease lost, an informer failing on a bug, the scheduling loop crashing. What stops it
     from starting (the kubeconfig, the API server, a port) raises StartupError.
     `config_path` is only logged (where `config` came from)."""
+    # The first line of every start: which build, before anything can fail.
+    log_event(log, "starting gang-scheduler", version=version(), python=python_version())
     client, _ = await connect(kubeconfig, qps=config.client.qps, burst=config.client.burst)
     log_configuration(config, config_path)
     try:
@@ -210,6 +213,7 @@ class SchedulerRun:
             self.writes,
             window=config.events.aggregation_window_seconds,
             max_per_gang_per_window=config.events.max_per_gang_per_window,
+            waiting_grace=config.events.waiting_grace_seconds,
             scheduled_events=config.events.scheduled,
             has_podgroup=lambda key: key in self._core.cache.podgroups(),
             podgroup_uid=self._podgroup_uid,
@@ -280,6 +284,9 @@ class SchedulerRun:
     def is_alive(self) -> bool:
         return self._loop_task is not None and not self._loop_task.done()
 
+    def role(self) -> str:
+        return "leader" if self.elector is None or self.elector.is_leader else "standby"
+
     def is_ready(self) -> tuple[bool, str]:
         if self.informers.synced:
             return True, ""
@@ -314,6 +321,13 @@ class SchedulerRun:
                 for task in done:
                     _log_end(task)
         finally:
+            log_event(
+                log,
+                "shutting down",
+                binds_in_flight=len(self._binding),
+                writes_queued=len(self.writes),
+                leader=self.role() == "leader",
+            )
             self._stopping = True
             self._wake.set()
             for task in (self._loop_task, stopped):
@@ -332,6 +346,7 @@ class SchedulerRun:
             await http.cleanup()
             if debug is not None:
                 await debug.cleanup()
+            log_event(log, "stopped", exit_code=code, writes_unwritten=len(self.writes))
         return code
 
     async def _serve_debug(self) -> web.AppRunner | None:
@@ -359,7 +374,7 @@ class SchedulerRun:
     async def _schedule(self) -> int:
         await self.informers.wait_synced()
         if self.elector is not None:
-            await self.elector.started.wait()
+            await self._stand_by(self.elector)
         else:
             self._metrics.set_leader(True)
         now = self._clock()
@@ -375,6 +390,18 @@ class SchedulerRun:
             await self._guarded_cycle(self._clock())
             await self._sleep()
         return EXIT_OK
+
+    async def _stand_by(self, elector: LeaderElector) -> None:
+        """Until this replica leads: keep the gangs and the queue up to date with what
+        the informers see (no attempt, no write), so that a standby's gauges and debug
+        answers count the same pending pods and gangs as the leader's."""
+        log.info("standing by: %s holds no lease yet, scheduling nothing", elector.identity)
+        while not elector.started.is_set():
+            self._wake.clear()
+            self._core.refresh(self._clock())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(TICK_SECONDS):
+                    await _first(self._wake.wait(), elector.started.wait())
 
     async def _sleep(self) -> None:
         """Until something changed, a bind ended, the queue's next wake-up or the tick."""
@@ -688,6 +715,17 @@ def _log_end(task: asyncio.Future[Any]) -> None:
 
 def _name(task: asyncio.Future[Any]) -> str:
     return task.get_name() if isinstance(task, asyncio.Task) else "task"
+
+
+async def _first(*waits: Coroutine[Any, Any, Any]) -> None:
+    """Until the first of `waits` ends (the others are cancelled)."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await _settle(*tasks)
 
 
 async def _settle_within(seconds: float, *tasks: asyncio.Future[Any]) -> None:

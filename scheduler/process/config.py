@@ -446,6 +446,11 @@ class EventsConfig:
     max_per_gang_per_window: int = field(
         default=10, metadata=_leaf("maxPerGangPerWindow", _integer(1))
     )
+    # How long a gang may wait for members (its controller still creating them) before
+    # its members get a Warning `FailedScheduling`; their condition says why at once.
+    waiting_grace_seconds: float = field(
+        default=30.0, metadata=_leaf("waitingGraceSeconds", non_negative_number)
+    )
     # The Normal `Scheduled` event of a bound gang: one per pod (as kube-scheduler), one
     # per gang, or none.
     scheduled: ScheduledEvents = field(

@@ -20,7 +20,8 @@ Two listeners (docs/security.md, "Endpoints"):
 - `/readyz`: 200 `ok` once the caches are synced, else 503 with the reason. A
   readiness probe (and what a rollout waits for).
 - `/debug/gangs`: JSON, every gang the core sees (see `gang_report`). Optional query
-  parameters `state` and `namespace` filter it.
+  parameters `state` and `namespace` filter it. Both debug answers say which replica
+  answers (`role`: leader or standby, `leader`), and a standby's adds a `note`.
 - `/debug/queues`: JSON, the queue as the scheduler orders it and every ElasticQuota
   with its usage and fair share (see `queue_report`); at most `limit` entries of each.
 
@@ -61,6 +62,11 @@ class StatusSource(Protocol):
 
     def now(self) -> float:
         """The clock the core is driven with (epoch seconds, as pod creation times)."""
+        ...
+
+    def role(self) -> str:
+        """`leader` while this replica holds the lease (or runs without election), else
+        `standby`: a standby schedules nothing and its queue states are not the leader's."""
         ...
 
     @property
@@ -151,7 +157,26 @@ async def _debug_gangs(request: web.Request) -> web.Response:
         gangs = [gang for gang in gangs if gang["state"] == state]
     if namespace:
         gangs = [gang for gang in gangs if gang["namespace"] == namespace]
-    return web.json_response({"now": rfc3339(now), "count": len(gangs), "gangs": gangs})
+    return web.json_response(
+        {"now": rfc3339(now), **_role(status), "count": len(gangs), "gangs": gangs}
+    )
+
+
+# What a standby's debug answers say about themselves, so that nobody reads a standby's
+# view (no attempts, no backoff, every ready gang "active") as the scheduler's.
+STANDBY_NOTE = (
+    "this replica is a standby: it schedules nothing; its gangs are what its caches show, "
+    "their attempts and retries are the leader's to know. Port-forward to the Lease "
+    "holder (docs/operator-guide.md, Troubleshooting)."
+)
+
+
+def _role(status: StatusSource) -> dict[str, Any]:
+    role = status.role()
+    fields: dict[str, Any] = {"role": role, "leader": role == "leader"}
+    if role != "leader":
+        fields["note"] = STANDBY_NOTE
+    return fields
 
 
 async def _debug_queues(request: web.Request) -> web.Response:
@@ -164,7 +189,7 @@ async def _debug_queues(request: web.Request) -> web.Response:
             content_type=_TEXT,
         )
     report = queue_report(status.core, status.now(), int(text), request.query.get("namespace"))
-    return web.json_response(report)
+    return web.json_response({**_role(status), **report})
 
 
 # --- /debug/gangs -----------------------------------------------------------------------------

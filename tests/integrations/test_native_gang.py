@@ -88,9 +88,11 @@ async def test_a_native_gang_binds_whole_over_http(tmp_path: Path) -> None:
             for i in range(2):
                 api.put_pod(native_gang_pod("train", i))
             async with running(api, tmp_path):
+                # The message says why, as the members' conditions do.
+                waiting = "0/3 members scheduled: waiting for 1 more member: 2/3 exist"
                 await eventually(
-                    lambda: condition(api) == ("False", "Unschedulable", "0/3 members scheduled"),
-                    "the PodGroup says it is not scheduled",
+                    lambda: condition(api) == ("False", "Unschedulable", waiting),
+                    "the PodGroup says it is not scheduled, and why",
                 )
                 assert bound(api) == {}
                 api.put_pod(native_gang_pod("train", 2))

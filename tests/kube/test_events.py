@@ -19,7 +19,9 @@ from scheduler.gangs.gang import Gang, build_gang
 from scheduler.kube.client import KubeClient
 from scheduler.kube.events import (
     FeedbackRecorder,
+    GroupCondition,
     PodGroupStatus,
+    Why,
     WriteQueue,
     podgroup_status,
 )
@@ -87,13 +89,17 @@ async def test_every_member_gets_the_unschedulable_condition(
         assert found["message"] == attempt.result.reasons[pod.uid]
         assert "gang default/w" in found["message"]
         assert found["lastTransitionTime"]
-    [event] = events(api, "FailedScheduling")
-    assert event["type"] == "Warning" and event["message"] == attempt.result.message
-    assert event["involvedObject"]["uid"] == attempt.gang.pending[0].uid
+    # Every pending member shows why in `kubectl describe pod`: an event of its own.
+    written = {e["involvedObject"]["uid"]: e for e in events(api, "FailedScheduling")}
+    assert set(written) == {pod.uid for pod in attempt.gang.pending}
+    for pod in attempt.gang.pending:
+        event = written[pod.uid]
+        assert event["type"] == "Warning" and event["count"] == 1
+        assert event["message"] == attempt.result.reasons[pod.uid]
 
 
 @pytest.mark.asyncio
-async def test_failed_scheduling_is_one_event_per_gang_per_window(
+async def test_failed_scheduling_is_one_event_per_pod_bumped_once_per_window(
     api: KubeApiEmulator, queue: WriteQueue
 ) -> None:
     gang = seed_gang(api, 1000, gpus=1)
@@ -103,19 +109,20 @@ async def test_failed_scheduling_is_one_event_per_gang_per_window(
     for attempt in range(10):  # ten attempts inside one window
         recorder.unschedulable(gang, result, float(attempt))
         await queue.drain()
-    [event] = events(api, "FailedScheduling")
-    assert event["count"] == 1
-    assert event["involvedObject"]["name"] == "train-0000"  # the oldest pending member
-    assert api.request_count("create", "events") == 1
+    written = events(api, "FailedScheduling")
+    assert len(written) == 1000 and {e["count"] for e in written} == {1}
+    assert api.request_count("create", "events") == 1000
+    assert api.request_count("patch", "events") == 0
     # Conditions: one write per pod, not one per pod per attempt.
     assert api.request_count("patch", "pods", "status") == 1000
-    # The next window carries the count of the attempts held back, on the same event.
+    # The next window carries the count of the attempts held back, on the same events:
+    # one patch per pod, not 11,000 events.
     recorder.unschedulable(gang, result, 61.0)
     await queue.drain()
-    [event] = events(api, "FailedScheduling")
-    assert event["count"] == 11
-    assert api.request_count("create", "events") == 1
-    assert api.request_count("patch", "events") == 1
+    written = events(api, "FailedScheduling")
+    assert len(written) == 1000 and {e["count"] for e in written} == {11}
+    assert api.request_count("create", "events") == 1000
+    assert api.request_count("patch", "events") == 1000
     assert api.request_count("patch", "pods", "status") == 1000
 
 
@@ -131,10 +138,10 @@ async def test_held_back_attempts_are_written_by_tick(
         await queue.drain()
     recorder.tick(30.0)  # still inside the window: nothing
     await queue.drain()
-    assert events(api, "FailedScheduling")[0]["count"] == 1
+    assert [e["count"] for e in events(api, "FailedScheduling")] == [1] * 4
     recorder.tick(60.0)
     await queue.drain()
-    assert events(api, "FailedScheduling")[0]["count"] == 3
+    assert [e["count"] for e in events(api, "FailedScheduling")] == [3] * 4
 
 
 @pytest.mark.asyncio
@@ -147,15 +154,16 @@ async def test_a_new_message_makes_a_new_event_in_the_next_window_and_conditions
     await queue.drain()
     recorder.unschedulable(gang, unschedulable(gang, "second"), 10.0)
     await queue.drain()
-    # Inside the window: neither a new event nor rewritten conditions.
-    assert [e["message"][:5] for e in events(api, "FailedScheduling")] == ["first"]
+    # Inside the window: neither new events nor rewritten conditions.
+    assert [e["message"][:5] for e in events(api, "FailedScheduling")] == ["first"] * 3
     assert condition(api, "train-0000")["message"].startswith("first")  # type: ignore[index]
     recorder.unschedulable(gang, unschedulable(gang, "second"), 70.0)
     await queue.drain()
     messages = sorted(e["message"][:6] for e in events(api, "FailedScheduling"))
-    assert messages == ["first ", "second"]
-    second = next(e for e in events(api, "FailedScheduling") if e["message"].startswith("second"))
-    assert second["count"] == 2  # the attempt at 10 s and the one at 70 s
+    assert messages == ["first "] * 3 + ["second"] * 3  # a new message: a new event per pod
+    for second in events(api, "FailedScheduling"):
+        if second["message"].startswith("second"):
+            assert second["count"] == 2  # the attempt at 10 s and the one at 70 s
     for pod in gang.pending:
         found = condition(api, pod.name)
         assert found is not None and found["message"].startswith("second")
@@ -172,8 +180,17 @@ async def test_waiting_gangs_say_why_on_their_pods(api: KubeApiEmulator, queue: 
     for pod in gang.pending:
         found = condition(api, pod.name)
         assert found is not None and found["message"] == gang.waiting_message
-    [event] = events(api, "FailedScheduling")
-    assert event["message"] == gang.waiting_message
+    # Its controller may still be creating members: no Warning inside the grace...
+    assert events(api) == []
+    recorder.tick(29.0)
+    await queue.drain()
+    assert events(api) == []
+    # ...then one per member, counting every attempt.
+    recorder.tick(30.0)
+    await queue.drain()
+    written = events(api, "FailedScheduling")
+    assert {e["involvedObject"]["uid"] for e in written} == {p.uid for p in gang.pending}
+    assert {(e["message"], e["count"]) for e in written} == {(gang.waiting_message, 2)}
 
 
 @pytest.mark.asyncio
@@ -285,8 +302,8 @@ async def test_podgroup_status_is_skipped_silently_without_the_crd(
     recorder.unschedulable(gang, unschedulable(gang), 0.0)
     await queue.drain()
     assert queue.stats.failed == 0  # the 404 was skipped, not counted as a failure
-    assert queue.stats.written == 4  # two conditions, one event, the status attempt
-    assert len(events(api, "FailedScheduling")) == 1
+    assert queue.stats.written == 5  # two conditions, two events, the status attempt
+    assert len(events(api, "FailedScheduling")) == 2
 
 
 def test_podgroup_phase_from_members() -> None:
@@ -294,10 +311,14 @@ def test_podgroup_phase_from_members() -> None:
         return pod_from_api(pod_obj(name, gang="g", node_name=node, phase=phase))
 
     assert podgroup_status(2, [pod("a"), pod("b", "n")]) == PodGroupStatus("Pending", 1)
+    why = Why("Unschedulable", "0/2 nodes are available")
+    waiting = podgroup_status(2, [pod("a"), pod("b", "n")], why=why)
+    assert waiting.condition == GroupCondition("True", "Unschedulable", why.message)
     assert podgroup_status(2, [pod("a")], newly_bound=2).phase == "Scheduled"
     assert podgroup_status(2, [pod("a", "n", "Running"), pod("b", "n")]).phase == "Scheduled"
     running = podgroup_status(2, [pod("a", "n", "Running"), pod("b", "n", "Succeeded")])
-    assert running == PodGroupStatus("Running", 2, 1, 1, 0)
+    scheduled = GroupCondition("False", "Scheduled", "2/2 members scheduled")
+    assert running == PodGroupStatus("Running", 2, 1, 1, 0, scheduled)
     assert podgroup_status(2, [pod("a", "n", "Running"), pod("b", "n", "Failed")]).phase == "Failed"
 
 

@@ -12,7 +12,8 @@ PrepareForCreate / PrepareForUpdate) for the parts a scheduler can observe:
 - update: system metadata (uid, creationTimestamp, deletionTimestamp) cannot change;
   the main resource cannot change status and the status subresource cannot change spec
   (podStatusStrategy keeps labels/annotations writable; custom resources' status
-  strategy keeps only `status`); a pod update may only change the few mutable spec
+  strategy keeps only `status`); a PodGroup's written status keeps only the fields its
+  schema declares (pruning.py); a pod update may only change the few mutable spec
   fields (ValidatePodUpdate), else 422;
 - binding: BindingREST.setPodHostAndAnnotations (pkg/registry/core/pod/storage).
 
@@ -29,6 +30,7 @@ from typing import Any
 
 from tests.kubeapi import errors, node_lifecycle, spec_validation, validation
 from tests.kubeapi.dra import strategy as dra
+from tests.kubeapi.pruning import prune_status
 from tests.kubeapi.resources import (
     DRA_TYPES,
     NAMESPACES,
@@ -215,7 +217,9 @@ def prepare_update(
     if rtype in DRA_TYPES:
         return dra.prepare_update(rtype, old, new, subresource, timestamp())
     if subresource == "status":
-        return _status_update(rtype, old, new)
+        updated = _status_update(rtype, old, new)
+        prune_status(rtype, updated)
+        return updated
     if rtype.has_status:
         if "status" in old:
             new["status"] = copy.deepcopy(old["status"])

@@ -58,9 +58,13 @@ class FakeStatus:
     alive: bool = True
     ready: tuple[bool, str] = (False, "waiting for caches to sync: pods, nodes")
     clock: float = NOW + 0.25
+    replica: str = "leader"
 
     def is_alive(self) -> bool:
         return self.alive
+
+    def role(self) -> str:
+        return self.replica
 
     def is_ready(self) -> tuple[bool, str]:
         return self.ready
