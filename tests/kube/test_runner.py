@@ -23,6 +23,7 @@ from scheduler.cli.main import main
 from scheduler.kube.binder import MemberOutcome
 from scheduler.kube.runner import failure_reason, run_scheduler
 from scheduler.process.config import SchedulerConfig, config_from_mapping
+from scheduler.process.version import version
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.waiting import eventually, free_port
@@ -300,6 +301,12 @@ async def test_the_command_schedules_and_stops_cleanly_on_sigterm(tmp_path: Path
                     process.kill()
                     await process.wait()
             assert process.returncode == 0, err.decode()
+            # The log says which build started, and why and how it stopped.
+            lines = err.decode().splitlines()
+            assert f"starting gang-scheduler version={version()}" in lines[0]
+            assert any("signal received signal=SIGTERM" in line for line in lines)
+            assert any("shutting down binds_in_flight=0" in line for line in lines)
+            assert "stopped exit_code=0" in lines[-1]
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
 
