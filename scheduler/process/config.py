@@ -13,10 +13,11 @@ message is one line naming the field's path in the file, for example
 `config: timeouts.assumeTTLSeconds: must be a number > 0, got -3`, so start-up stops
 with a message an operator can act on.
 
-Some keys are fixed by the cache for now (gang label and annotations, the fractional
-GPU resource and its units): the cache reads them as constants. They are accepted
-only with their one supported value; any other value is refused as "not supported
-yet" rather than silently ignored.
+One key is fixed by the cache for now, the fractional GPU resource's name
+(`fractionalGPU.resourceName`): the cache counts it by that name. It is accepted only
+with its one supported value; any other is refused as "not supported yet" rather than
+silently ignored. The gang keys (`gang.*`) are configurable: the cache reads them
+from `GangKeysConfig.keys()`.
 """
 
 from __future__ import annotations
