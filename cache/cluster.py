@@ -101,13 +101,18 @@ class _Charge:
     unverified: bool = False
 
 
-def _kubelet_shares(charge: _Charge, node: NodeInfo) -> DeviceShares | None:
+def _kubelet_shares(
+    charge: _Charge, node: NodeInfo, stale: tuple[str, tuple[int, ...]] | None
+) -> DeviceShares | None:
     """The GPUs the kubelet really gave the pod, as its node agent reports them
     (cache.kubelet_devices), when the report fits the pod: whole GPUs, as many as it
-    asks for, all on the node. They replace what was assigned or inferred."""
+    asks for, all on the node. They replace what was assigned or inferred. `stale`: the
+    entry this node's report held for the pod when this scheduler reserved it there
+    (ClusterCache._reported_before_reserved); that same entry counts for nothing."""
     indices = node.kubelet_devices.get(charge.uid) if node.kubelet_devices else None
     if (
         not indices
+        or stale == (node.name, indices)
         or charge.gpu.milli != MILLI_PER_GPU
         or len(indices) != charge.gpu.count
         or indices[-1] >= len(node.devices)
@@ -170,6 +175,13 @@ class ClusterCache:
         # later change of the annotation (by a tenant, where the admission policy is not
         # installed) cannot move the charge.
         self._decided: dict[str, tuple[str, DeviceShares]] = {}
+        # pod uid -> (node, entry) that node's kubelet report already held for the pod
+        # when this scheduler reserved it there. The kubelet reports only pods bound to
+        # its node, and this pod was not bound before its reservation: that entry is
+        # forged or stale, never the kubelet's account of this bind, so it moves no
+        # charge (_kubelet_shares); a different entry, written later, counts. Kept until
+        # the pod goes.
+        self._reported_before_reserved: dict[str, tuple[str, tuple[int, ...]]] = {}
         # The bound pods this scheduler bound itself: the only ones it may delete or
         # evict (cache/ownership.py; a pod a tenant pinned to a node is not one).
         self._bound_by_us = BoundByUs()
@@ -324,7 +336,13 @@ class ClusterCache:
         node.gpu_free = [MILLI_PER_GPU] * len(node.devices)
         inferred = []
         for charge in self._on_node.get(name, {}).values():
-            seen = _kubelet_shares(charge, node)
+            # A reservation is not on the node for its kubelet yet: no report can be
+            # about it until its bind is seen.
+            seen = (
+                None
+                if charge.uid in self._assumed
+                else _kubelet_shares(charge, node, self._reported_before_reserved.get(charge.uid))
+            )
             if seen is not None:
                 charge.shares = seen
                 node.charge(charge.requests, charge.shares, charge.ports)
@@ -356,6 +374,7 @@ class ClusterCache:
                 self._gangs.remove(old)
             self._assumed.pop(uid, None)
             self._decided.pop(uid, None)
+            self._reported_before_reserved.pop(uid, None)
             self._bound_by_us.forget(uid)
             self._set_charge(uid, None)
             return None
@@ -390,10 +409,20 @@ class ClusterCache:
                 self._bound_by_us.note_bound(uid, pod.node_name)
             if assumed.placement.node == pod.node_name and assumed.placement.shares:
                 self._decided[uid] = (pod.node_name, assumed.placement.shares)
-            assumed = None
-        if assumed is None:
+            self._set_charge(uid, self._charge_for(pod))
+            self._reservation_ended(uid)
+        elif assumed is None:
             self._set_charge(uid, self._charge_for(pod))
         return pod
+
+    def _reservation_ended(self, uid: str) -> None:
+        """The pod's bind is seen: a report of its node that names it may now be the
+        kubelet's word, which no reservation heeds (_rebuild_node). The charge may be
+        the very one reserved, so the node is recomputed here."""
+        charge = self._charges.get(uid)
+        node = self._nodes.get(charge.node) if charge is not None else None
+        if node is not None and uid in node.kubelet_devices:
+            self._rebuild_node(node.name)
 
     def _charge_for(self, pod: PodInfo) -> _Charge | None:
         if not pod.consumes_resources:
@@ -507,6 +536,7 @@ class ClusterCache:
         if dropped is not None:
             self._gangs.remove(dropped)
         self._assumed.pop(uid, None)
+        self._reported_before_reserved.pop(uid, None)
         self._bound_by_us.forget(uid)
         self.quotas.ledger.discharge(uid)
         charge = self._charges.pop(uid, None)
@@ -569,6 +599,7 @@ class ClusterCache:
             self._gangs.remove(self._pods.pop(uid))
             self._assumed.pop(uid, None)
             self._decided.pop(uid, None)
+            self._reported_before_reserved.pop(uid, None)
             self._bound_by_us.forget(uid)
             self._set_charge(uid, None)
 
@@ -587,6 +618,9 @@ class ClusterCache:
                 raise AssumeError(f"node {placement.node} is unknown")
         for placement in placements:
             pod = self._pods[placement.pod_uid]
+            reported = self._nodes[placement.node].kubelet_devices.get(pod.uid)
+            if reported:
+                self._reported_before_reserved[pod.uid] = (placement.node, reported)
             self._assumed[pod.uid] = _Assumed(placement, now)
             self._set_charge(
                 pod.uid,
@@ -633,6 +667,7 @@ class ClusterCache:
         if shares:
             self._decided[uid] = (node, shares)
         self._set_charge(uid, self._charge_for(pod))
+        self._reservation_ended(uid)
 
     def mark_bound(self, uid: str) -> None:
         """The API accepted the bind: the room stays charged until the event showing the

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cache.cluster import ClusterCache, Placement
 from cache.gpu import (
@@ -145,3 +147,84 @@ def test_the_format_is_canonical() -> None:
     text = format_kubelet_devices({"b": (3, 1), "a": (0,)})
     assert text == '{"a":[0],"b":[1,3]}'
     assert parse_kubelet_devices(text) == {"a": (0,), "b": (1, 3)}
+
+
+def test_an_entry_older_than_the_reservation_moves_no_charge() -> None:
+    """The kubelet reports only pods bound to its node: an entry the report already held
+    when this scheduler reserved the pod there was written before the bind (forged, or
+    about nothing the kubelet did), so it moves no charge, then or once bound. Before,
+    it moved member a onto GPU 3, where this very plan had put member b."""
+    cache = ClusterCache()
+    cache.apply_node("ADDED", node({"uid-a": [3]}))
+    cache.apply_pod("ADDED", pod_obj("a", gpus=1, uid="uid-a"))
+    cache.apply_pod("ADDED", pod_obj("b", gpus=1, uid="uid-b"))
+    stored = cache.node("n")
+    assert stored is not None
+    cache.assume(
+        [Placement("uid-a", "n", ((0, 1000),)), Placement("uid-b", "n", ((3, 1000),))], now=0.0
+    )
+    assert cache.charged_shares("uid-a") == ((0, 1000),)
+    assert stored.gpu_free == [0, 1000, 1000, 0]
+    cache.confirm("uid-a", "n")
+    cache.apply_pod(
+        "MODIFIED", pod_obj("b", gpus=1, uid="uid-b", node_name="n", resource_version="2")
+    )
+    assert cache.charged_shares("uid-a") == ((0, 1000),)
+    assert stored.gpu_free == [0, 1000, 1000, 0]
+    # An unrelated change of the report keeps the old entry as it was: still nothing.
+    cache.apply_node("MODIFIED", node({"uid-a": [3], "uid-x": [1]}, rv="2"))
+    assert cache.charged_shares("uid-a") == ((0, 1000),)
+    # A new entry for the pod, written after the bind, is the kubelet's word again.
+    cache.apply_node("MODIFIED", node({"uid-a": [2]}, rv="3"))
+    assert cache.charged_shares("uid-a") == ((2, 1000),)
+    stored = cache.node("n")
+    assert stored is not None and stored.gpu_free == [1000, 1000, 0, 0]
+
+
+def test_a_reservation_is_not_on_the_node_yet() -> None:
+    """Until the bind is seen, the kubelet has not seen the pod: an entry that names a
+    reserved pod (bind in flight, a nomination, a starvation hold) waits for the bind."""
+    cache = ClusterCache()
+    cache.apply_node("ADDED", node(None))
+    cache.apply_pod("ADDED", pod_obj("a", gpus=1, uid="uid-a"))
+    cache.assume([Placement("uid-a", "n", ((0, 1000),))], now=0.0)
+    cache.apply_node("MODIFIED", node({"uid-a": [3]}, rv="2"))
+    assert cache.charged_shares("uid-a") == ((0, 1000),)
+    # The bind lands; this entry came after the reservation, so it may be the kubelet's.
+    cache.apply_pod(
+        "MODIFIED", pod_obj("a", gpus=1, uid="uid-a", node_name="n", resource_version="2")
+    )
+    assert cache.charged_shares("uid-a") == ((3, 1000),)
+
+
+# Reports a node's writer controls: any uid (pending pods, pods of the other node,
+# unknown), any indices (beyond the node's GPUs, shared between pods).
+REPORTS = st.dictionaries(
+    st.sampled_from(["uid-p0", "uid-p1", "uid-p2", "uid-p3", "uid-elsewhere", "uid-unknown"]),
+    st.lists(st.integers(0, 5), min_size=1, max_size=2, unique=True),
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(report=REPORTS, order=st.permutations(range(4)), members=st.integers(1, 4))
+def test_a_report_written_before_a_plan_never_overcommits_it(
+    report: dict[str, list[int]], order: list[int], members: int
+) -> None:
+    """Whatever the node's report said before this scheduler planned onto the node, the
+    plan's own GPUs are what it charges, reserved and bound."""
+    cache = ClusterCache()
+    cache.apply_node("ADDED", node(report))
+    other = node_obj("m", gpus=4)
+    cache.apply_node("ADDED", other)
+    cache.apply_pod("ADDED", pod_obj("elsewhere", gpus=1, uid="uid-elsewhere", node_name="m"))
+    for i in range(4):
+        cache.apply_pod("ADDED", pod_obj(f"p{i}", gpus=1, uid=f"uid-p{i}"))
+    plan = [Placement(f"uid-p{i}", "n", ((order[i], 1000),)) for i in range(members)]
+    cache.assume(plan, now=0.0)
+    stored = cache.node("n")
+    assert stored is not None and min(stored.gpu_free) >= 0
+    for i in range(members):
+        cache.confirm(f"uid-p{i}", "n")
+        assert cache.charged_shares(f"uid-p{i}") == ((order[i], 1000),)
+    assert min(stored.gpu_free) >= 0
