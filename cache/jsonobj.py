@@ -28,18 +28,21 @@ def metadata(obj: object) -> Mapping[str, Any]:
     return mapping(mapping(obj).get("metadata"))
 
 
-def meta_text(meta: Mapping[str, Any], key: str, limit: int, default: str = "") -> str:
-    """metadata[key] when it is a non-empty string, cut to `limit` characters; else
-    `default`. (str() of a hostile value can raise: an int of 5,000 digits, a list
-    nested thousands deep; the API server only sends strings here.)"""
-    value = meta.get(key)
+def text_field(part: Mapping[str, Any], key: str, limit: int, default: str = "") -> str:
+    """part[key] when it is a non-empty string, cut to `limit` characters; else
+    `default`. For names, uids, versions: str() of a hostile value can raise (an int of
+    5,000 digits, a list nested thousands deep); the API server only sends strings."""
+    value = part.get(key)
     return value[:limit] if type(value) is str and value else default
 
 
 def object_uid(obj: object) -> str:
     """The object's uid, or namespace/name when it has none (tests, the simulator)."""
     meta = metadata(obj)
-    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+    uid = text_field(meta, "uid", 128)
+    if uid:
+        return uid
+    return f"{text_field(meta, 'namespace', 253)}/{text_field(meta, 'name', 253)}"
 
 
 MALFORMED = (AttributeError, TypeError, ValueError, KeyError, OverflowError, RecursionError)

@@ -19,7 +19,7 @@ from cache.gpu import (
     gpu_request,
     parse_assignment,
 )
-from cache.jsonobj import MALFORMED, mapping, metadata, object_uid
+from cache.jsonobj import MALFORMED, mapping, metadata, object_uid, text_field
 from cache.limits import MAX_INT32, MIN_INT32, shown
 from cache.ports import HostPort, parse_host_ports
 from cache.preferences import PreferredTerm, parse_preferred_affinity
@@ -268,10 +268,10 @@ def pod_from_api(
         spec = mapping(mapping(obj).get("spec"))
         return PodInfo(
             uid=object_uid(obj),
-            namespace=str(meta.get("namespace") or "default"),
-            name=str(meta.get("name") or ""),
-            resource_version=str(meta.get("resourceVersion") or ""),
-            scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
+            namespace=text_field(meta, "namespace", 253, "default"),
+            name=text_field(meta, "name", 253),
+            resource_version=text_field(meta, "resourceVersion", 128),
+            scheduler_name=text_field(spec, "schedulerName", 253, DEFAULT_SCHEDULER),
             problems=(f"the pod object is malformed ({type(error).__name__}: {error})",),
         )
 

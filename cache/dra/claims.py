@@ -17,7 +17,7 @@ from typing import Any
 from cache.dra import fields as f
 from cache.dra.classes import cel_selectors
 from cache.dra.slices import DeviceId
-from cache.jsonobj import MALFORMED, mapping, meta_text, metadata
+from cache.jsonobj import MALFORMED, mapping, metadata, text_field
 from cache.terms import SelectorTerm
 
 EXACT_COUNT = "ExactCount"
@@ -164,13 +164,13 @@ class Claim:
 def claim_from_api(obj: Mapping[str, Any]) -> Claim:
     """Never raises."""
     meta = metadata(obj)
-    namespace = meta_text(meta, "namespace", f.MAX_NAME, "default")
-    name = meta_text(meta, "name", f.MAX_NAME)
+    namespace = text_field(meta, "namespace", f.MAX_NAME, "default")
+    name = text_field(meta, "name", f.MAX_NAME)
     identity: dict[str, Any] = {
         "namespace": namespace,
         "name": name,
-        "uid": meta_text(meta, "uid", 64),
-        "resource_version": meta_text(meta, "resourceVersion", 64),
+        "uid": text_field(meta, "uid", 64),
+        "resource_version": text_field(meta, "resourceVersion", 64),
         "deleting": bool(meta.get("deletionTimestamp")),
     }
     status = mapping(mapping(obj).get("status"))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cache.dra import fields as f
-from cache.jsonobj import MALFORMED, mapping, meta_text, metadata
+from cache.jsonobj import MALFORMED, mapping, metadata, text_field
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +46,8 @@ def class_from_api(obj: Mapping[str, Any]) -> DeviceClass:
     """Never raises: a class that cannot be read keeps its name and the problem (its
     requests are refused with it)."""
     meta = metadata(obj)
-    name = meta_text(meta, "name", f.MAX_NAME)
-    version = meta_text(meta, "resourceVersion", 64)
+    name = text_field(meta, "name", f.MAX_NAME)
+    version = text_field(meta, "resourceVersion", 64)
     spec = mapping(mapping(obj).get("spec"))
     try:
         selectors = cel_selectors(spec.get("selectors"), "spec.selectors")

@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from cache.dra import fields as f
-from cache.jsonobj import MALFORMED, mapping, meta_text, metadata
+from cache.jsonobj import MALFORMED, mapping, metadata, text_field
 from cache.quantity import parse_quantity
 from cache.terms import SelectorTerm
 
@@ -100,8 +100,8 @@ class Slice:
 def slice_from_api(obj: Mapping[str, Any]) -> Slice:
     """Never raises."""
     meta = metadata(obj)
-    name = meta_text(meta, "name", f.MAX_NAME)
-    version = meta_text(meta, "resourceVersion", 64)
+    name = text_field(meta, "name", f.MAX_NAME)
+    version = text_field(meta, "resourceVersion", 64)
     try:
         return _slice(obj, name, version)
     except MALFORMED as error:

@@ -125,3 +125,18 @@ def test_a_hostile_weight_is_named_in_a_short_message(weight: object) -> None:
 def test_a_huge_host_port_is_named_in_a_short_message() -> None:
     (problem,) = pod_from_api(_with_ports({"containerPort": 80, "hostPort": 10**5000})).problems
     assert problem.startswith("hostPort") and len(problem) < 80
+
+
+@pytest.mark.parametrize("field", ["name", "namespace", "uid", "resourceVersion"])
+@pytest.mark.parametrize("value", [10**5000, [[[]]], {"a": 1}], ids=["huge-int", "list", "dict"])
+def test_metadata_of_a_hostile_type_is_a_problem_not_an_exception(
+    field: str, value: object
+) -> None:
+    # str() of a 5,000-digit int raises ValueError; the fallback record of a malformed
+    # pod read these fields with str() too, so the error escaped to the isolation guard.
+    pod = pod_obj("p", gang="g", min_member=1)
+    pod["metadata"][field] = value
+    pod["spec"]["schedulerName"] = 10**5000
+    info = pod_from_api(pod)
+    assert info.problems
+    assert 10**5000 not in (info.name, info.namespace, info.uid)
