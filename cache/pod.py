@@ -313,7 +313,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
     # preferences cannot be read.
     # Optional fields are read only when present: every parser treats a missing or
     # empty value as "none", and skipping the call saves ~10% of a pod event's cost
-    # (docs/benchmarks.md, "Cycle cost").
+    # (docs/benchmarks.md, "Cycle cost: nodes x gang size").
     raw_affinity = spec.get("affinity")
     if raw_affinity:
         try:

@@ -15,8 +15,8 @@ none). The reserve counts instead:
   distribution says will still arrive while the free GPU capacity lasts: the free GPU
   milli over the history's mean GPU milli per pod, times the classes' share of the
   history's pods, times a margin, rounded up (the margin: arrivals go on past the
-  free capacity, and a count of expected pods is only a mean; its value is measured,
-  docs/benchmarks.md, issue 14's fourth pass);
+  free capacity, and a count of expected pods is only a mean; its value is measured:
+  MEASURED_MARGIN below);
 - a class is *short* when no more nodes hold it than its reserve.
 
 The rule (`ReserveGuard.breaks`): a pod must not leave a node unable to hold a short
@@ -64,9 +64,9 @@ LastResort = Literal["any", "none", "no-stranding"]
 LAST_RESORTS: tuple[LastResort, ...] = ("any", "none", "no-stranding")
 
 # A reserve keeps this many times the whole nodes its largest requests are expected to
-# need: measured against 0.5, 1, 3 and 4 on the openb traces (docs/benchmarks.md,
-# issue 14, fourth pass: 3 and up keep too many on the multi-GPU traces, where other
-# multi-GPU pods then fail before 100%).
+# need: measured against 0.5, 1, 3 and 4 on the openb traces in issue 14's fourth pass
+# (git history of docs/benchmarks.md): 3 and up keep too many on the multi-GPU traces,
+# where other multi-GPU pods then fail before 100%.
 MEASURED_MARGIN = 2.0
 
 # A node as a caller's plan changed it: (name, the classes it holds, its free GPU milli).

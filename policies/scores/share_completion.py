@@ -39,7 +39,7 @@ before with the node's free CPU, after with the pod's CPU taken (so a pod that t
 the last cores next to open holes pays for stranding them).
 
 Measured in fill fragmentation's place in fgd-keep-largest (policy `fgd-complete` of the
-simulator) and as other tie-breaks: docs/benchmarks.md, issue 14, fourth pass.
+simulator) and as other tie-breaks: docs/decisions.md, "Tried and not kept".
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ lack.
 CPU: the nodes the most CPU-hungry whole-node request can use at all (on the openb
 traces, 8-GPU pods of 120 cores fit only the 128-core 8-GPU nodes, 39 of 1,213). The
 other idle nodes are then left to FGD and its other tie-breaks, which on a CPU-heavy
-trace start them earlier to good effect (docs/benchmarks.md, issue 14).
+trace start them earlier to good effect (docs/benchmarks.md, "The openb replay").
 """
 
 from __future__ import annotations

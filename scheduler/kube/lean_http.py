@@ -4,7 +4,7 @@ Why: every bound pod costs two small POSTs (its Binding and its Scheduled event)
 through aiohttp each one cost about 130 µs of CPU on the benchmark machine (building the
 request object, URL parsing, cookie and trace plumbing, the response object and its
 reader), which was a third of the scheduler's CPU for a stream of one-pod gangs
-(docs/benchmarks.md, "Cycle cost, third pass"). Writing the request bytes on an asyncio
+(docs/benchmarks.md, "Kubernetes adapter"). Writing the request bytes on an asyncio
 transport and parsing the answer in a protocol costs about 40 µs. Reads, lists and
 watches stay on aiohttp: they are few, and a watch streams.
 

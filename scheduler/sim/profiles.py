@@ -48,7 +48,7 @@ OPENB_POLICIES = (
 )
 # When every feasible node would break the reserve, fgd-reserve's pod may still break
 # one unless it would strand GPUs there (a CPU-only pod always would): measured against
-# "any" and "none" in docs/benchmarks.md (issue 14, fourth pass).
+# "any" and "none" in docs/decisions.md ("Tried and not kept").
 RESERVE_LAST_RESORT: LastResort = "no-stranding"
 # fgd-reserve keeps twice the whole nodes its largest requests are expected to need.
 RESERVE_MARGIN = MEASURED_MARGIN
@@ -302,7 +302,7 @@ def _fixed_part(node: NodeInfo) -> Hashable:
 
 
 # Share completion's hole competition and fill fragmentation's weight after it in
-# fgd-complete, measured on the default trace (docs/benchmarks.md, issue 14, fourth pass):
+# fgd-complete, measured on the default trace (the issue-14 measurements: docs/decisions.md, "Tried and not kept", and the git history of docs/benchmarks.md):
 # competition 0.05-1 within noise of each other, 1e-4 (every hole as good as filled)
 # clearly worse; fill fragmentation as the last tie-break is worth ~0.3 points.
 COMPLETE_COMPETITION = 0.2

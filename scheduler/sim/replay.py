@@ -83,7 +83,8 @@ def collector_tuned() -> Iterator[None]:
     synced cache (scheduler/kube/runner.py): young collections every GC_YOUNG_THRESHOLD
     allocations instead of 700, and what exists already (the cluster, the trace, the
     loaded modules) frozen out of full collections. With Python's defaults the collector
-    took 10-13% of a replay's CPU time (docs/benchmarks.md, issue 14, "Fourth pass: speed").
+    took 10-13% of a replay's CPU time (measured in issue 14's fourth pass; today's
+    replay figures: docs/benchmarks.md, "Simulator speed").
     Collection changes no result: only when unreachable cycles are freed. Restored on
     the way out; a caller that froze objects itself keeps them frozen."""
     first, *older = gc.get_threshold()

@@ -1,6 +1,6 @@
 """The simulator's own policy, `fgd-complete-reserve` (BEST_POLICY): fgd-complete's
 scores, picked within the whole-node reserve, with ModelReserve's preference; each part
-measured alone in docs/benchmarks.md (issue 14, fourth pass). Both reserves at work on
+measured alone in docs/decisions.md ("Tried and not kept"). Both reserves at work on
 gpuspec33: tests/sim/test_model_reserve_replay.py."""
 
 from __future__ import annotations
