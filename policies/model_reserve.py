@@ -37,7 +37,7 @@ The planner places a pod on the best ranked node this admits, or, when none fits
 the best ranked node at all (policies/interface.py NodePreference): a reserve never
 makes a pod fail. Pods with a model constraint are not steered.
 
-Measured on the openb gpuspec traces (the issue-14 measurements: docs/decisions.md, "Tried and not kept", and the git history of docs/benchmarks.md): the
+Measured on the openb gpuspec traces (issue 14: docs/decisions.md, "Tried and not kept"): the
 model-level reserve alone (no node of a closed model admitted) wins most at 100%
 arrived load and little at 130%; the per-node test trades some of the first for the
 second, and `tolerance` sets the trade (gpuspec33, 2 seeds, @100 / @130: 0 -> 94.4 /
@@ -70,7 +70,7 @@ from policies.scores.fragmentation import (
     shape_counts,
 )
 
-# Measured on the openb gpuspec traces (the issue-14 measurements: docs/decisions.md, "Tried and not kept", and the git history of docs/benchmarks.md).
+# Measured on the openb gpuspec traces (issue 14: docs/decisions.md, "Tried and not kept").
 DEFAULT_HORIZON = 1.5
 DEFAULT_TOLERANCE = 0.5
 _LOSSES_KEPT = 1 << 16

@@ -302,7 +302,7 @@ def _fixed_part(node: NodeInfo) -> Hashable:
 
 
 # Share completion's hole competition and fill fragmentation's weight after it in
-# fgd-complete, measured on the default trace (the issue-14 measurements: docs/decisions.md, "Tried and not kept", and the git history of docs/benchmarks.md):
+# fgd-complete, measured on the default trace (issue 14: docs/decisions.md, "Tried and not kept"):
 # competition 0.05-1 within noise of each other, 1e-4 (every hole as good as filled)
 # clearly worse; fill fragmentation as the last tie-break is worth ~0.3 points.
 COMPLETE_COMPETITION = 0.2
