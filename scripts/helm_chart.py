@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.agent.isolation import MODES as ISOLATION_MODES  # the CLI's --isolation choices
 from scheduler.process.logs import LOG_LEVELS  # the CLI's --log-level choices
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,6 +197,8 @@ def put_values(obj: dict[str, Any], markers: Markers) -> None:
         (container,) = pod["containers"]
         put_image(container, markers)
         container["resources"] = markers.value(".Values.nodeAgent.resources")
+        args = container["args"]
+        args[args.index("--isolation") + 1] = markers.value(".Values.nodeAgent.isolation")
 
 
 def put_image(container: dict[str, Any], markers: Markers) -> None:
@@ -266,6 +269,7 @@ def values_text(objects: list[dict[str, Any]]) -> str:
     agent = container_of(objects, NODE_AGENT)
     (deployment,) = (o for o in objects if key(o) == SCHEDULER)
     args = scheduler["args"]
+    agent_args = agent["args"]
     config = (DEPLOY / "config" / CONFIG_KEY).read_text()
     if scheduler["imagePullPolicy"] != agent["imagePullPolicy"]:
         raise SystemExit("helm_chart.py: the two containers' imagePullPolicy differ")
@@ -300,6 +304,11 @@ nodeAgent:
   enabled: true
   resources: {flow(agent["resources"])}
   priorityClassName: {flow(pod_of(objects, NODE_AGENT)["priorityClassName"])}
+  # How a container is handed its GPUs (docs/device-plugin.md, "Isolation modes"): cdi
+  # needs a CDI-enabled runtime and the node's CDI spec; envvar is the fallback for
+  # runtimes without CDI (the NVIDIA runtime must then take NVIDIA_VISIBLE_DEVICES from
+  # any container, so a container can name GPUs it was not given).
+  isolation: {flow(agent_args[agent_args.index("--isolation") + 1])}
 
 # Parts, on or off. crds: the PodGroup and ElasticQuota CRDs (off where
 # scheduler-plugins installs them). admissionPolicies: the ValidatingAdmissionPolicies that
@@ -356,7 +365,10 @@ def values_schema() -> str:
                 logLevel={"enum": list(LOG_LEVELS)},
             ),
             nodeAgent=section(
-                enabled=switch, resources=resources, priorityClassName={"type": "string"}
+                enabled=switch,
+                resources=resources,
+                priorityClassName={"type": "string"},
+                isolation={"enum": list(ISOLATION_MODES)},
             ),
             config={"type": "string", "minLength": 1},
             **{

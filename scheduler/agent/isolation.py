@@ -3,15 +3,17 @@
 kubelet's ContainerAllocation out.
 
 - `envvar`: `NVIDIA_VISIBLE_DEVICES=<uuids>`; the NVIDIA container runtime (or its
-  hook) mounts exactly those GPUs. The default, as in NVIDIA's own plugin.
+  hook) mounts exactly those GPUs. NVIDIA's own plugin's default; here the fallback for
+  runtimes without CDI, since the runtime takes the same variable from any container.
 - `device-nodes`: the GPUs' device nodes (`/dev/nvidia<minor>`) and the driver's
   control nodes as DeviceSpecs: the kubelet has the runtime create them and allow them
   in the container's device cgroup, whatever runtime runs it. The driver's user-space
   libraries are not device nodes: they come from the NVIDIA runtime (with `envvar`
   too: NVIDIA's `--pass-device-specs`) or from the image.
-- `cdi`: CDI device names `nvidia.com/gpu=<uuid>` (the names `nvidia-ctk cdi generate`
-  writes into the node's CDI spec); the runtime applies the spec's edits (device
-  nodes, libraries, hooks). Needs a CDI-enabled runtime and the kubelet's CDI field.
+- `cdi` (the default): CDI device names `nvidia.com/gpu=<uuid>` (the names
+  `nvidia-ctk cdi generate` writes into the node's CDI spec); the runtime applies the
+  spec's edits (device nodes, libraries, hooks). Needs a CDI-enabled runtime and the
+  kubelet's CDI field.
 
 Modes combine (`envvar` and `device-nodes` is NVIDIA's pass-device-specs setup). Without
 `envvar`, `NVIDIA_VISIBLE_DEVICES` is set to `void`: CUDA images set it to `all` in
@@ -31,7 +33,11 @@ ENVVAR = "envvar"
 DEVICE_NODES = "device-nodes"
 CDI = "cdi"
 MODES = (ENVVAR, DEVICE_NODES, CDI)
-DEFAULT_MODES = (ENVVAR,)
+# CDI by default: the runtime hands the container exactly the GPUs named, and a node
+# whose runtime ignores NVIDIA_VISIBLE_DEVICES from unprivileged containers (the
+# hardened toolkit) still works. Where CDI is missing a container gets no GPU rather than
+# one it was not given; envvar is the explicit fallback (docs/decisions.md).
+DEFAULT_MODES = (CDI,)
 
 CDI_KIND = "nvidia.com/gpu"
 # The driver's control nodes every CUDA process opens besides its GPUs' own (the same

@@ -6,11 +6,14 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from scheduler.process.logs import LOG_FORMATS, LOG_LEVELS
 from scheduler.process.version import python_version, version
 from scheduler.sim.defaults import DEFAULT_LOAD, DEFAULT_SEED, DEFAULT_TIMELINE_LOAD, TRACES
+
+if TYPE_CHECKING:
+    from scheduler.agent.deviceplugin import DevicePluginConfig
 
 
 # The simulator, the demo and rich are imported by these two commands only: `run` starts
@@ -28,30 +31,38 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 # --- node agent --------------------------------------------------------------------------------
-def _node_agent(args: argparse.Namespace) -> int:
-    # Imported here: the agent's API client and NVML are needed by no other command.
+def device_plugin_config(args: argparse.Namespace) -> DevicePluginConfig | None:
+    """The device plugin's settings from `node-agent`'s options; None with
+    --no-device-plugin. The isolation mode, when none is given, is isolation.DEFAULT_MODES
+    (cdi: docs/decisions.md, "GPU isolation defaults to CDI")."""
+    if args.no_device_plugin:
+        return None
+    # Imported here: gRPC and the agent are needed by no other command.
     from pathlib import Path
 
+    from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
+    from scheduler.agent.deviceplugin import DevicePluginConfig
+    from scheduler.agent.isolation import DEFAULT_MODES
+
+    return DevicePluginConfig(
+        node_name="",  # the agent's
+        directory=Path(args.device_plugin_dir),
+        unit=args.vgpu_unit,
+        health_interval=args.health_interval,
+        watch_interval=args.socket_check_interval,
+        schedulers=tuple(args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES),
+        isolation=tuple(args.isolation or DEFAULT_MODES),
+        mps=args.mps,
+        whole_gpus=args.whole_gpus,
+        key_secret=args.assignment_key_secret,
+    )
+
+
+def _node_agent(args: argparse.Namespace) -> int:
+    # Imported here: the agent's API client and NVML are needed by no other command.
     from scheduler.agent.publisher import AgentOptions, run_node_agent
 
-    plugin = None
-    if not args.no_device_plugin:
-        from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
-        from scheduler.agent.deviceplugin import DevicePluginConfig
-        from scheduler.agent.isolation import DEFAULT_MODES
-
-        plugin = DevicePluginConfig(
-            node_name="",  # the agent's
-            directory=Path(args.device_plugin_dir),
-            unit=args.vgpu_unit,
-            health_interval=args.health_interval,
-            watch_interval=args.socket_check_interval,
-            schedulers=tuple(args.trusted_scheduler or DEFAULT_SCHEDULER_NAMES),
-            isolation=tuple(args.isolation or DEFAULT_MODES),
-            mps=args.mps,
-            whole_gpus=args.whole_gpus,
-            key_secret=args.assignment_key_secret,
-        )
+    plugin = device_plugin_config(args)
     return run_node_agent(
         AgentOptions(
             node_name=args.node_name,
@@ -374,10 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODE",
         action="append",
         choices=("envvar", "device-nodes", "cdi"),
-        help="how a container is handed its GPUs: envvar (NVIDIA_VISIBLE_DEVICES, for the "
-        "NVIDIA runtime), device-nodes (/dev/nvidiaN device specs), cdi (CDI names "
-        "nvidia.com/gpu=<uuid>); repeatable to combine (default: envvar; "
-        "docs/device-plugin.md)",
+        help="how a container is handed its GPUs: cdi (CDI names nvidia.com/gpu=<uuid>, "
+        "the default: needs a CDI-enabled runtime and the node's CDI spec), device-nodes "
+        "(/dev/nvidiaN device specs), envvar (NVIDIA_VISIBLE_DEVICES, the fallback for "
+        "runtimes without CDI); repeatable to combine (docs/device-plugin.md)",
     )
     plugin.add_argument(
         "--mps",

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scheduler.agent.allocation import VISIBLE_DEVICES_ENV
 from scheduler.agent.deviceplugin import DevicePlugin, DevicePluginConfig, KubePodApi
+from scheduler.agent.isolation import CDI_KIND, NO_DEVICES
+from scheduler.agent.kubelet_api import ContainerAllocation
 from scheduler.kube.client import KubeClient
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.kubelet import FakeKubelet, PluginClient
@@ -74,3 +77,12 @@ async def running(
             plugin.stop()
             await asyncio.wait_for(task, 5)
             await kubelet.stop()
+
+
+def handed(answer: ContainerAllocation) -> str:
+    """The GPUs an Allocate answer in the default isolation mode (cdi) hands the
+    container, comma-separated UUIDs in index order as NVIDIA_VISIBLE_DEVICES would list
+    them; the variable itself says `void`, so the NVIDIA runtime adds none."""
+    assert answer.envs[VISIBLE_DEVICES_ENV] == NO_DEVICES, answer.envs
+    assert all(name.startswith(f"{CDI_KIND}=") for name in answer.cdi_devices), answer
+    return ",".join(name.removeprefix(f"{CDI_KIND}=") for name in answer.cdi_devices)

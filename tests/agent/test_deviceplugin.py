@@ -31,7 +31,7 @@ from scheduler.agent.publisher import AgentOptions, serve
 from scheduler.kube.client import KubeClient
 from tests.agent import PCIE_BOX, FakeNvml, with_gpu
 from tests.agent.kubelet import FakeKubelet, PluginClient, first_list
-from tests.agent.plugin_running import NODE, Setup, running
+from tests.agent.plugin_running import NODE, Setup, handed, running
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import SECRETS, KubeApiEmulator, api_client, write_kubeconfig
 from tests.signed import node_agent_secret, node_signed
@@ -135,8 +135,9 @@ async def test_allocate_gives_the_assigned_gpu_and_marks_the_pod(setup: Setup) -
     try:
         # The kubelet picks IDs as it likes (here GPU 0's); the device is the assignment's.
         [answer] = await client.allocate(ids_of(0, 500))
+        assert handed(answer) == UUIDS[2]
         assert answer.envs == {
-            VISIBLE_DEVICES_ENV: UUIDS[2],
+            VISIBLE_DEVICES_ENV: "void",
             SHARE_ENV: "500",
             DEVICES_ENV: "2:500",
             CONTAINER_ENV: "default/notebook/main",
@@ -163,7 +164,7 @@ async def test_whole_gpus_are_named_by_uuid(setup: Setup) -> None:
         [answer] = await client.allocate(ids_of(0, 1000) + ids_of(2, 1000))
     finally:
         await client.close()
-    assert answer.envs[VISIBLE_DEVICES_ENV] == f"{UUIDS[1]},{UUIDS[3]}"
+    assert handed(answer) == f"{UUIDS[1]},{UUIDS[3]}"
     assert answer.envs[SHARE_ENV] == "1000"
 
 
@@ -222,9 +223,9 @@ async def test_two_pods_of_the_same_size_go_in_bind_order(setup: Setup) -> None:
     finally:
         await client.close()
     assert first.envs[CONTAINER_ENV] == "default/late/main"
-    assert first.envs[VISIBLE_DEVICES_ENV] == UUIDS[3]
+    assert handed(first) == UUIDS[3]
     assert second.envs[CONTAINER_ENV] == "default/early/main"
-    assert second.envs[VISIBLE_DEVICES_ENV] == UUIDS[0]
+    assert handed(second) == UUIDS[0]
 
 
 @pytest.mark.asyncio
@@ -246,7 +247,7 @@ async def test_a_removed_mark_never_gets_a_container_served_twice(setup: Setup) 
         await client.close()
     assert first.envs[CONTAINER_ENV] == "default/tenant/main"
     assert second.envs[CONTAINER_ENV] == "default/victim/main"
-    assert second.envs[VISIBLE_DEVICES_ENV] == UUIDS[3]
+    assert handed(second) == UUIDS[3]
 
 
 @pytest.mark.asyncio
@@ -278,7 +279,7 @@ async def test_containers_of_one_pod_take_their_parts_in_order(setup: Setup) -> 
         await client.close()
     assert (a.envs[SHARE_ENV], a.envs[CONTAINER_ENV]) == ("300", "default/pair/a")
     assert (b.envs[SHARE_ENV], b.envs[CONTAINER_ENV]) == ("700", "default/pair/b")
-    assert a.envs[VISIBLE_DEVICES_ENV] == b.envs[VISIBLE_DEVICES_ENV] == UUIDS[3]
+    assert handed(a) == handed(b) == UUIDS[3]
     stored = setup.emulator.get_pod("default", "pair")
     assert stored is not None and stored["metadata"]["annotations"][ALLOCATED_ANNOTATION] == "a,b"
 
@@ -378,7 +379,7 @@ async def test_a_coarser_unit_advertises_fewer_share_devices(plugin_dir: Path) -
         finally:
             await client.close()
         assert answer.envs[SHARE_ENV] == "250"
-        assert answer.envs[VISIBLE_DEVICES_ENV] == UUIDS[1]
+        assert handed(answer) == UUIDS[1]
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -400,7 +401,7 @@ async def test_the_node_agent_command_serves_the_plugin_beside_the_publisher(
         try:
             await eventually(lambda: len(kubelet.registrations) == 1)
             [answer] = await client.allocate(ids_of(0, 500))
-            assert answer.envs[VISIBLE_DEVICES_ENV] == UUIDS[1]
+            assert handed(answer) == UUIDS[1]
             await eventually(lambda: emulator.request_count("patch", "nodes") == 1)
         finally:
             await client.close()

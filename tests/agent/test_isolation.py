@@ -11,7 +11,7 @@ from scheduler.agent import kubelet_api as api
 from scheduler.agent.allocation import VISIBLE_DEVICES_ENV, GpuState
 from scheduler.agent.deviceplugin import DevicePluginConfig
 from scheduler.agent.isolation import CONTROL_NODES, container_answer, mode_problems
-from scheduler.cli.main import build_parser
+from scheduler.cli.main import build_parser, device_plugin_config
 from tests.agent.plugin_running import NODE, running
 from tests.agent.test_deviceplugin import UUIDS, ids_of, vgpu_pod
 
@@ -86,6 +86,25 @@ def test_modes_are_checked_and_the_cli_passes_them() -> None:
     assert args.isolation == ["cdi", "envvar"] and args.mps
     with pytest.raises(SystemExit):
         build_parser().parse_args(["node-agent", "--isolation", "privileged"])
+
+
+def test_the_command_defaults_to_cdi_and_takes_envvar_only_when_asked() -> None:
+    """Safe by default whatever starts the agent (docs/decisions.md): with no
+    --isolation the plugin hands GPUs out as CDI devices, never by the variable that any
+    container may set; envvar is the explicit fallback."""
+    default = device_plugin_config(build_parser().parse_args(["node-agent"]))
+    assert default is not None and default.isolation == ("cdi",)
+    assert DevicePluginConfig(node_name=NODE).isolation == ("cdi",)
+    answer = container_answer(ENV, GPUS, default.isolation)
+    assert answer.envs[VISIBLE_DEVICES_ENV] == "void" and len(answer.cdi_devices) == 2
+    fallback = device_plugin_config(
+        build_parser().parse_args(["node-agent", "--isolation", "envvar"])
+    )
+    assert fallback is not None and fallback.isolation == ("envvar",)
+    assert (
+        device_plugin_config(build_parser().parse_args(["node-agent", "--no-device-plugin"]))
+        is None
+    )
 
 
 @pytest.mark.asyncio

@@ -33,7 +33,7 @@ from scheduler.agent.deviceplugin import (
 from scheduler.agent.publisher import AgentOptions, serve
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.kubelet import FakeKubelet, PluginClient, first_list
-from tests.agent.plugin_running import NODE, running
+from tests.agent.plugin_running import NODE, handed, running
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.waiting import eventually
@@ -89,8 +89,9 @@ async def test_the_kubelet_is_steered_to_the_assigned_gpus_and_they_are_given(
             await client.close()
         # Without the preference the kubelet would have taken GPUs 0 and 1.
         assert picked == [UUIDS[1], UUIDS[3]]
+        assert handed(answer) == f"{UUIDS[1]},{UUIDS[3]}"
         assert {key: answer.envs[key] for key in ENVS} == {
-            VISIBLE_DEVICES_ENV: f"{UUIDS[1]},{UUIDS[3]}",
+            VISIBLE_DEVICES_ENV: "void",
             SHARE_ENV: "1000",
             DEVICES_ENV: "1:1000,3:1000",
             CONTAINER_ENV: "default/train/main",
@@ -111,7 +112,7 @@ async def test_ids_the_kubelet_picked_otherwise_still_get_the_assigned_gpus(
             [answer] = await client.allocate([UUIDS[0]])
         finally:
             await client.close()
-        assert answer.envs[VISIBLE_DEVICES_ENV] == UUIDS[2]
+        assert handed(answer) == UUIDS[2]
         assert answer.envs[DEVICES_ENV] == "2:1000"
 
 
@@ -132,7 +133,7 @@ async def test_the_gpus_the_kubelet_names_pick_the_pod_they_were_preferred_for(
         finally:
             await client.close()
         assert first.envs[CONTAINER_ENV] == "default/first/main"
-        assert first.envs[VISIBLE_DEVICES_ENV] == UUIDS[0]
+        assert handed(first) == UUIDS[0]
 
 
 @pytest.mark.asyncio
@@ -179,10 +180,10 @@ async def test_an_init_container_gets_the_first_assigned_gpus_and_the_app_all_of
             app_ids, app = await client.admit(list(UUIDS), 2, reusable=init_ids)
         finally:
             await client.close()
-        assert init_ids == [UUIDS[1]] and init.envs[VISIBLE_DEVICES_ENV] == UUIDS[1]
+        assert init_ids == [UUIDS[1]] and handed(init) == UUIDS[1]
         assert init.envs[CONTAINER_ENV] == "default/train/warmup"
         assert sorted(app_ids) == sorted([UUIDS[1], UUIDS[3]])
-        assert app.envs[VISIBLE_DEVICES_ENV] == f"{UUIDS[1]},{UUIDS[3]}"
+        assert handed(app) == f"{UUIDS[1]},{UUIDS[3]}"
         assert app.envs[CONTAINER_ENV] == "default/train/main"
         annotations = setup.pod("train")["metadata"]["annotations"]
         assert annotations[ALLOCATED_ANNOTATION] == "main,warmup"

@@ -16,9 +16,10 @@ import yaml
 
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.resources import MILLI_PER_GPU
-from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
+from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES, VISIBLE_DEVICES_ENV, GpuState
 from scheduler.agent.deviceplugin import DevicePluginConfig
-from scheduler.cli.main import build_parser
+from scheduler.agent.isolation import container_answer
+from scheduler.cli.main import build_parser, device_plugin_config
 from scheduler.process.config import SchedulerConfig, option_paths, parse_config
 from tests.deploy.render import (
     DEPLOY,
@@ -230,6 +231,24 @@ def test_the_node_agent_runs_on_gpu_nodes_with_arguments_the_cli_accepts() -> No
     # Root (the kubelet's device-plugin directory is root's), with nothing more.
     assert pod["securityContext"]["runAsUser"] == 0
     assert container["image"] == scheduler_pod()["containers"][0]["image"]
+
+
+def test_the_node_agent_hands_out_gpus_as_cdi_devices_not_by_environment() -> None:
+    """The DaemonSet's device plugin names each container's GPUs to the runtime as CDI
+    devices and sets NVIDIA_VISIBLE_DEVICES=void: the runtime gives a container exactly
+    its GPUs, and a node whose NVIDIA runtime ignores the variable from unprivileged
+    containers (the hardened toolkit) still works. The mode is written in the manifest,
+    so a change of the binary's default changes nothing deployed."""
+    pod = one(rendered(), "DaemonSet", "gang-scheduler-node-agent")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    arguments = container["args"]
+    assert arguments[arguments.index("--isolation") + 1] == "cdi"
+    config = device_plugin_config(build_parser().parse_args(arguments))
+    assert config is not None and config.isolation == ("cdi",) and config.problems() == []
+    gpus = [GpuState(1, "GPU-b", True, 0, 5)]
+    answer = container_answer({VISIBLE_DEVICES_ENV: "GPU-b"}, gpus, config.isolation)
+    assert answer.envs[VISIBLE_DEVICES_ENV] == "void"
+    assert answer.cdi_devices == ("nvidia.com/gpu=GPU-b",)
 
 
 def test_the_node_agent_mounts_the_kubelets_device_plugin_directory() -> None:

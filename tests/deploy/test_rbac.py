@@ -27,6 +27,7 @@ import shutil
 import signal
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +35,15 @@ import pytest
 import yaml
 
 from cache.gpu import ASSIGNMENT_ANNOTATION
-from scheduler.agent.allocation import VISIBLE_DEVICES_ENV
 from scheduler.agent.deviceplugin import SOCKET_NAME, DevicePluginConfig
 from scheduler.agent.publisher import AgentOptions, serve
+from scheduler.cli.main import build_parser, device_plugin_config
 from scheduler.kube.client import ApiError, create_client
 from scheduler.kube.runner import run_scheduler
 from scheduler.process.config import config_from_mapping
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.kubelet import FakeKubelet, PluginClient
+from tests.agent.plugin_running import handed
 from tests.cache.test_quota import quota_obj
 from tests.deploy.render import one, rendered, scheduler_config_text
 from tests.factories import node_obj, pod_obj, podgroup_obj
@@ -79,6 +81,15 @@ def account_policy(kind: str, name: str) -> Policy:
     workload = one(objects, kind, name)
     account = workload["spec"]["template"]["spec"]["serviceAccountName"]
     return Policy.for_service_account(objects, workload["metadata"]["namespace"], account)
+
+
+def deployed_plugin_config() -> DevicePluginConfig:
+    """The device plugin's settings from the DaemonSet's arguments, through the CLI."""
+    workload = one(rendered(), "DaemonSet", "gang-scheduler-node-agent")
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    config = device_plugin_config(build_parser().parse_args(container["args"]))
+    assert config is not None
+    return config
 
 
 def bound(api: KubeApiEmulator, prefix: str) -> int:
@@ -257,13 +268,14 @@ async def test_the_node_agent_runs_under_exactly_the_deployed_rbac(tmp_path: Pat
         kubelet = FakeKubelet(plugin_dir)
         await kubelet.start()
         options = AgentOptions(node_name="gpu-1", kubeconfig=str(kubeconfig), interval=30)
-        plugin = DevicePluginConfig(node_name="", directory=plugin_dir, watch_interval=0.02)
+        # The device plugin's options as the DaemonSet gives them (isolation included).
+        plugin = replace(deployed_plugin_config(), directory=plugin_dir, watch_interval=0.02)
         agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), plugin))
         client = PluginClient(plugin_dir / SOCKET_NAME)
         try:
             await eventually(lambda: len(kubelet.registrations) == 1, "registration")
             [answer] = await client.allocate([f"{PCIE_BOX.gpus[0].uuid}::{k}" for k in range(500)])
-            assert answer.envs[VISIBLE_DEVICES_ENV] == PCIE_BOX.gpus[1].uuid
+            assert handed(answer) == PCIE_BOX.gpus[1].uuid
             await eventually(lambda: api.request_count("patch", "nodes") == 1, "node patch")
         finally:
             await client.close()
@@ -315,7 +327,7 @@ async def test_whole_gpus_and_the_kubelet_report_run_under_the_deployed_rbac(
             pod_resources_socket=str(pod_resources.socket),
             pod_resources_interval=0.05,
         )
-        plugin = DevicePluginConfig(node_name="", directory=plugin_dir, watch_interval=0.02)
+        plugin = replace(deployed_plugin_config(), directory=plugin_dir, watch_interval=0.02)
         agent = asyncio.create_task(serve(options, FakeNvml(PCIE_BOX), plugin))
         client = PluginClient(plugin_dir / WHOLE_SOCKET_NAME)
 
@@ -327,7 +339,7 @@ async def test_whole_gpus_and_the_kubelet_report_run_under_the_deployed_rbac(
         try:
             await eventually(lambda: len(kubelet.registrations) == 2, "both registered")
             [answer] = await client.allocate([uuids[0]])
-            assert answer.envs[VISIBLE_DEVICES_ENV] == uuids[2]
+            assert handed(answer) == uuids[2]
             await eventually(lambda: reported() == '{"u-other":[3]}', "the kubelet's report")
         finally:
             await client.close()
