@@ -60,12 +60,21 @@ def default_identity() -> str:
 
 
 def exit_process() -> None:
-    """The default on_stopped_leading: leave now, with a non-zero status. No cleanup on
-    purpose: a replica that lost its lease must not act on anything any more."""
+    """Leave now, with a non-zero status. No cleanup on purpose: a replica that lost its
+    lease must not act on anything any more."""
     log.error("leader election lost: exiting")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1)
+
+
+def lease_lost() -> None:
+    """The default on_stopped_leading, of the elector and of the scheduler's runner: the
+    one path by which a lost lease ends the process. It calls `exit_process` as the
+    module holds it when the lease is lost, so that tests/conftest.py replaces the exit
+    in one place: there a lost lease fails that one test instead of ending the test run
+    (tests/kube/test_leader.py checks, in a subprocess, that this default exits)."""
+    exit_process()
 
 
 def micro_time(seconds: float) -> str:
@@ -113,9 +122,10 @@ class LeaderElector:
         retry_period: float = DEFAULT_RETRY_PERIOD,
         jitter: float = DEFAULT_JITTER,
         on_started_leading: Callback | None = None,
-        on_stopped_leading: Callback | None = exit_process,
+        on_stopped_leading: Callback | None = lease_lost,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not 0 < retry_period < renew_deadline < lease_duration:
             raise ValueError("need 0 < retry_period < renew_deadline < lease_duration")
@@ -131,6 +141,9 @@ class LeaderElector:
         self.on_stopped_leading = on_stopped_leading
         self._clock = clock
         self._wall = wall_clock
+        # Every wait of the loop goes through `sleep` and every deadline through `clock`,
+        # so a test drives both on one virtual time (tests/kube/test_leader.py).
+        self._sleep = sleep
         self._leading = False
         self._released = False
         self._last_renew = -math.inf
@@ -162,7 +175,7 @@ class LeaderElector:
         """Wait to become leader, lead while renewals succeed, return once leadership
         is lost (after on_stopped_leading). A replica never leads twice: it exits."""
         while not await self._try_acquire_or_renew(self._standby_timeout()):
-            await asyncio.sleep(self.retry_period * (1 + random.uniform(0, self.jitter)))
+            await self._sleep(self.retry_period * (1 + random.uniform(0, self.jitter)))
         self._leading = True
         self._last_renew = self._clock()
         log.info("%s is now the leader of lease %s/%s", self.identity, self.namespace, self.name)
@@ -174,7 +187,7 @@ class LeaderElector:
     async def _renew_until_lost(self) -> None:
         while True:
             deadline = self._last_renew + self.renew_deadline
-            await asyncio.sleep(max(0.0, min(self.retry_period, deadline - self._clock())))
+            await self._sleep(max(0.0, min(self.retry_period, deadline - self._clock())))
             while True:
                 left = deadline - self._clock()
                 if left <= 0 or not self._leading:
@@ -190,7 +203,7 @@ class LeaderElector:
                         "lease %s/%s taken by %s", self.namespace, self.name, self.observed_holder
                     )
                     return
-                await asyncio.sleep(max(0.0, min(self.retry_period, deadline - self._clock())))
+                await self._sleep(max(0.0, min(self.retry_period, deadline - self._clock())))
 
     def _stop_leading(self) -> None:
         was = self._leading

@@ -8,8 +8,8 @@ between two awaits, so no lock is needed):
   reading the core through `SchedulerRun` (the `StatusSource`);
 - the `WriteQueue` workers writing conditions, events and PodGroup status;
 - the `LeaderElector` when leader election is enabled: only the leader schedules, and
-  losing the lease stops scheduling at once (the elector's default callback exits the
-  process with status 1, so a stale cache never binds);
+  losing the lease stops scheduling at once (`on_lease_lost`, by default
+  leader.lease_lost, exits the process with status 1, so a stale cache never binds);
 - the scheduling loop (`SchedulerRun._schedule`). It sleeps until the informers report
   a change, a bind finishes, the queue's next wake-up (a backoff ending) or a periodic
   tick (`TICK_SECONDS`, for re-reading pods whose bind had no known outcome, the
@@ -61,7 +61,7 @@ from scheduler.kube.connect import connect
 from scheduler.kube.events import FeedbackRecorder, WriteQueue
 from scheduler.kube.gpu_faults import GpuFaultNotifier
 from scheduler.kube.informer import ClusterInformers
-from scheduler.kube.leader import LeaderElector
+from scheduler.kube.leader import Callback, LeaderElector, lease_lost
 from scheduler.kube.preemption import PreemptionActions
 from scheduler.kube.quota_status import QuotaStatusWriter
 from scheduler.kube.signing_secret import obtain_signing_keys
@@ -102,18 +102,20 @@ async def run_scheduler(
     clock: Callable[[], float] = time.monotonic,
     stop: asyncio.Event | None = None,
     config_path: str | None = None,
+    on_lease_lost: Callback | None = lease_lost,
 ) -> int:
     """Run the scheduler until `stop` is set (0) or something fatal happens (1): the
     lease lost, an informer failing on a bug, the scheduling loop crashing. What stops it
     from starting (the kubeconfig, the API server, a port) raises StartupError.
-    `config_path` is only logged (where `config` came from)."""
+    `config_path` is only logged (where `config` came from). `on_lease_lost` runs when
+    leadership is lost; by default it exits the process (leader.lease_lost)."""
     # The first line of every start: which build, before anything can fail.
     log_event(log, "starting gang-scheduler", version=version(), python=python_version())
     client, _ = await connect(kubeconfig, qps=config.client.qps, burst=config.client.burst)
     log_configuration(config, config_path)
     try:
         keys = await obtain_signing_keys(client, config.assignment_signing)
-        run = SchedulerRun(config, client, clock=clock, keys=keys)
+        run = SchedulerRun(config, client, clock=clock, keys=keys, on_lease_lost=on_lease_lost)
         async with collector_tuned_for(run.informers):
             return await run.run(stop or asyncio.Event())
     finally:
@@ -182,6 +184,7 @@ class SchedulerRun:
         *,
         clock: Callable[[], float] = time.monotonic,
         keys: SigningKeys | None = None,
+        on_lease_lost: Callback | None = lease_lost,
     ) -> None:
         self.config = config
         # Every call's time limit and retries (call_policy.py), before any view of the
@@ -247,6 +250,7 @@ class SchedulerRun:
                 renew_deadline=election.renew_deadline_seconds,
                 retry_period=election.retry_period_seconds,
                 on_started_leading=lambda: self._metrics.set_leader(True),
+                on_stopped_leading=on_lease_lost,
             )
         self._binding: set[asyncio.Task[None]] = set()
         self._deleting: set[asyncio.Task[None]] = set()

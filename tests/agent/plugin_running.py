@@ -19,7 +19,7 @@ from scheduler.kube.client import KubeClient
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.kubelet import FakeKubelet, PluginClient
 from tests.kubeapi import KubeApiEmulator, api_client
-from tests.waiting import eventually
+from tests.waiting import HANG, eventually
 
 NODE = "gpu-1"
 
@@ -75,7 +75,7 @@ async def running(
             yield Setup(kubelet, plugin, nvml, emulator, directory, settings.socket_name)
         finally:
             plugin.stop()
-            await asyncio.wait_for(task, 5)
+            await asyncio.wait_for(task, HANG)
             await kubelet.stop()
 
 

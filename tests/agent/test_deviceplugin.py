@@ -35,7 +35,7 @@ from tests.agent.plugin_running import NODE, Setup, handed, running
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import SECRETS, KubeApiEmulator, api_client, write_kubeconfig
 from tests.signed import node_agent_secret, node_signed
-from tests.waiting import eventually
+from tests.waiting import HANG, eventually
 
 UUIDS = [gpu.uuid for gpu in PCIE_BOX.gpus]
 MINUTE_1, MINUTE_2 = "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
@@ -406,7 +406,7 @@ async def test_the_node_agent_command_serves_the_plugin_beside_the_publisher(
         finally:
             await client.close()
             os.kill(os.getpid(), signal.SIGTERM)  # serve's handler stops both
-            assert await asyncio.wait_for(agent, 5) == 0
+            assert await asyncio.wait_for(agent, HANG) == 0
             await kubelet.stop()
 
 
@@ -429,7 +429,7 @@ async def test_an_unusable_directory_is_reported_and_tried_again(
                 assert not task.done()
             finally:
                 plugin.stop()
-                await asyncio.wait_for(task, 5)
+                await asyncio.wait_for(task, HANG)
         assert caplog.text.count("cannot serve on") == 1  # once, not at every check
 
 

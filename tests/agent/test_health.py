@@ -31,7 +31,7 @@ from tests.agent.test_publisher import FAST, FakeNodeApi, plain_node
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import bound, running, unschedulable_message
 from tests.kubeapi import EVENTS, KubeApiEmulator, write_kubeconfig
-from tests.waiting import eventually
+from tests.waiting import HANG, eventually
 
 XID_FALLEN_OFF_BUS = 79  # "GPU has fallen off the bus": the GPU is gone until a reset
 XID_PAGE_FAULT = 31  # a CUDA program's illegal memory access: the GPU is fine
@@ -182,7 +182,7 @@ async def test_a_fault_is_published_at_once_not_an_interval_later() -> None:
         assert [d["healthy"] for d in json.loads(text)["devices"]] == [True, True, True, False]
     finally:
         agent.stop()
-        assert await asyncio.wait_for(task, 5) == 0
+        assert await asyncio.wait_for(task, HANG) == 0
 
 
 @pytest.mark.asyncio
@@ -210,14 +210,14 @@ async def test_the_device_plugin_lists_a_faulty_gpu_unhealthy_at_once(plugin_dir
         first = await anext(stream)
         assert {device.health for device in first} == {api.HEALTHY}
         await asyncio.to_thread(book.record, PCIE_BOX.gpus[2].uuid, "double-bit ECC")
-        second = await asyncio.wait_for(anext(stream), 5)
+        second = await asyncio.wait_for(anext(stream), HANG)
         unhealthy = {d.id.split("::")[0] for d in second if d.health == api.UNHEALTHY}
         assert unhealthy == {PCIE_BOX.gpus[2].uuid} and len(second) == 4000
         await stream.aclose()
     finally:
         await client.close()
         plugin.stop()
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, HANG)
         await kubelet.stop()
 
 
@@ -276,7 +276,7 @@ async def test_the_scheduler_places_around_a_gpu_an_xid_took_out(tmp_path: Path)
                 with pytest.raises(asyncio.CancelledError):
                     await agent
 
-    await asyncio.wait_for(scenario(), 30)
+    await asyncio.wait_for(scenario(), 4 * HANG)
 
 
 @pytest.mark.asyncio
@@ -343,4 +343,4 @@ async def test_a_gang_running_on_a_gpu_that_fails_gets_a_warning(tmp_path: Path)
                 with pytest.raises(asyncio.CancelledError):
                     await agent
 
-    await asyncio.wait_for(scenario(), 30)
+    await asyncio.wait_for(scenario(), 4 * HANG)

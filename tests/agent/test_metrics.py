@@ -28,7 +28,7 @@ from tests.agent.podresources_server import FakePodResources, holding
 from tests.factories import pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.scrape import PROCESS_SERIES, Sample, parse, series
-from tests.waiting import eventually, free_port
+from tests.waiting import HANG, eventually, free_port
 
 NODE = "gpu-1"
 
@@ -310,7 +310,7 @@ async def test_a_metrics_port_in_use_is_a_deployment_error(tmp_path: Path) -> No
                 metrics_port=port,
                 metrics_address="127.0.0.1",
             )
-            assert await asyncio.wait_for(serve(options, FakeNvml(PCIE_BOX)), 10) == 2
+            assert await asyncio.wait_for(serve(options, FakeNvml(PCIE_BOX)), HANG) == 2
         finally:
             taken.close()
             await taken.wait_closed()

@@ -35,7 +35,7 @@ from tests.agent.podresources_server import FakePodResources, holding
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import bound, running
 from tests.kubeapi import KubeApiEmulator, api_client, write_kubeconfig
-from tests.waiting import eventually
+from tests.waiting import HANG, eventually
 
 NODE = "gpu-1"
 UUIDS = [gpu.uuid for gpu in PCIE_BOX.gpus]
@@ -237,4 +237,4 @@ async def test_the_scheduler_charges_the_gpus_the_kubelet_really_gave(
                     await agent
                 await server.stop()
 
-    await asyncio.wait_for(scenario(), 30)
+    await asyncio.wait_for(scenario(), 4 * HANG)

@@ -30,6 +30,7 @@ from scheduler.kube.client import ApiError, create_client
 from tests.agent import DGX_A100, PCIE_BOX, FakeMachine, FakeNvml, with_gpu
 from tests.factories import node_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+from tests.waiting import HANG
 
 FAST = RetryPolicy(attempts=4, first_wait=0.001, max_wait=0.002)
 NO_GPU = FakeMachine("no GPU", (), ())
@@ -188,7 +189,7 @@ async def test_the_loop_runs_until_stopped() -> None:
         agent.stop()
 
     stopper = asyncio.create_task(stop_later())
-    assert await asyncio.wait_for(agent.run(), 5) == 0
+    assert await asyncio.wait_for(agent.run(), HANG) == 0
     await stopper
     assert api.gets >= 3 and len(api.patches) == 1
     assert backend.calls.count("init") == api.gets
@@ -255,7 +256,7 @@ async def test_no_nvml_keeps_running(caplog: pytest.LogCaptureFixture) -> None:
 
     with caplog.at_level(logging.WARNING, "gang_scheduler.node_agent"):
         stopper = asyncio.create_task(stop_later())
-        assert await asyncio.wait_for(agent.run(), 5) == 0
+        assert await asyncio.wait_for(agent.run(), HANG) == 0
         await stopper
     assert api.gets == 0
     assert caplog.text.count("NVML library not found") == 1

@@ -70,7 +70,7 @@ from tests.kubeapi.admission import (
 from tests.kubeapi.rbac import Attributes, Policy, RbacAuthorizer, Rule, forbidden
 from tests.signed import node_agent_secret, node_signed
 from tests.volume_objects import pv_obj, pvc_obj, storage_class_obj, with_claims
-from tests.waiting import eventually, free_port
+from tests.waiting import HANG, eventually, free_port
 
 TEST_TIMEOUT = 30.0
 
@@ -105,8 +105,9 @@ def deployed_config_with_fast_timings(port: int) -> dict[str, Any]:
     with timings short enough for a test."""
     config = yaml.safe_load(scheduler_config_text(rendered()))
     config["http"] = {"address": "127.0.0.1", "port": port}
+    # A lease no slow machine outlasts: the test is not about expiry.
     config["leaderElection"].update(
-        leaseDurationSeconds=1.0, renewDeadlineSeconds=0.75, retryPeriodSeconds=0.25
+        leaseDurationSeconds=600.0, renewDeadlineSeconds=400.0, retryPeriodSeconds=0.25
     )
     config["timeouts"].update(
         initialBackoffSeconds=0.1,
@@ -231,7 +232,7 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                 await eventually(lambda: bound(api, "urgent-") == 1, "the preemptor bound")
             finally:
                 stop.set()
-                assert await asyncio.wait_for(task, 10.0) == 0
+                assert await asyncio.wait_for(task, HANG) == 0
             lease = api.get(LEASES, "kube-system", "gang-scheduler")
             assert lease is not None and not lease["spec"].get("holderIdentity")
 
@@ -280,7 +281,7 @@ async def test_the_node_agent_runs_under_exactly_the_deployed_rbac(tmp_path: Pat
         finally:
             await client.close()
             os.kill(os.getpid(), signal.SIGTERM)  # serve's handler stops both
-            assert await asyncio.wait_for(agent, 5) == 0
+            assert await asyncio.wait_for(agent, HANG) == 0
             await kubelet.stop()
             shutil.rmtree(plugin_dir, ignore_errors=True)
     assert authorizer.denied == [] and access.refused == []
@@ -344,7 +345,7 @@ async def test_whole_gpus_and_the_kubelet_report_run_under_the_deployed_rbac(
         finally:
             await client.close()
             os.kill(os.getpid(), signal.SIGTERM)  # serve's handler stops them all
-            assert await asyncio.wait_for(agent, 5) == 0
+            assert await asyncio.wait_for(agent, HANG) == 0
             await kubelet.stop()
             await pod_resources.stop()
             shutil.rmtree(plugin_dir, ignore_errors=True)

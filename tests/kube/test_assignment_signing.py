@@ -18,7 +18,7 @@ from scheduler.process.config import SchedulerConfig, build_core_from, config_fr
 from scheduler.process.signing import KeyProblem, load_key_file, process_key
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
-from tests.waiting import eventually, free_port
+from tests.waiting import HANG, eventually, free_port
 
 TEST_TIMEOUT = 20.0
 
@@ -58,7 +58,7 @@ async def test_a_restarted_scheduler_trusts_its_signed_binds_and_nothing_else(
                 )
             finally:
                 stop.set()
-                assert await asyncio.wait_for(task, 10.0) == 0
+                assert await asyncio.wait_for(task, HANG) == 0
             bound = api.get_pod("default", "a")
             assert bound is not None
             annotations = bound["metadata"]["annotations"]

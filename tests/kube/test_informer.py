@@ -29,7 +29,7 @@ from scheduler.kube.informer import (
 )
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kubeapi import PODGROUPS, KubeApiEmulator, write_kubeconfig
-from tests.waiting import eventually
+from tests.waiting import HANG, eventually
 
 FAST = InformerOptions(
     watch_timeout=30.0,
@@ -114,7 +114,7 @@ async def running(
     task = asyncio.create_task(informers.run())
     try:
         if sync:
-            await asyncio.wait_for(informers.wait_synced(), 10)
+            await asyncio.wait_for(informers.wait_synced(), HANG)
         yield Running(api, core, informers, client, relists)
     finally:
         task.cancel()
@@ -295,23 +295,24 @@ async def test_absent_podgroup_crd_leaves_the_scheduler_running(
 
 
 @pytest.mark.asyncio
-async def test_2000_pod_list_and_1000_event_burst_are_fast(tmp_path: Path) -> None:
+async def test_2000_pod_list_and_1000_event_burst_take_one_list_and_no_relist(
+    tmp_path: Path,
+) -> None:
+    """What the sync and a burst cost in requests, which no machine's speed changes: the
+    2,000 pods come in one list, the 1,000 new ones as watch events, with no relist.
+    (How fast that is, is bench/'s to measure, not a test's to assert.)"""
     async with KubeApiEmulator() as api:
         for i in range(100):
             api.put_node(node_obj(f"n{i}", gpus=8))
         for i in range(2000):
             api.put_pod(pod_obj(f"p{i}", node_name=f"n{i % 100}", phase="Running"))
-        started = time.monotonic()
         async with running(tmp_path, api) as run:
-            synced = time.monotonic() - started
             assert len(list(run.core.cache.pods())) == 2000
-            assert synced < 5.0, f"2,000 pods took {synced:.2f} s to sync"
-            started = time.monotonic()
+            lists = api.request_count("list", "pods")
             for i in range(1000):
                 api.put_pod(pod_obj(f"burst-{i}", gang=f"g{i // 8}", min_member=8))
-            await eventually(lambda: len(list(run.core.cache.pods())) == 3000)
-            burst = time.monotonic() - started
-            assert burst < 3.0, f"1,000 events took {burst:.2f} s"
+            await eventually(lambda: len(list(run.core.cache.pods())) == 3000, "the burst")
+            assert api.request_count("list", "pods") == lists
             assert run.relists["pods"] == 1
 
 

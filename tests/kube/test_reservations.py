@@ -20,7 +20,7 @@ from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound, running_with, unschedulable_message
 from tests.kube.test_runner_faults import assert_one_bind_per_pod, scheduler_watching
 from tests.kubeapi import KubeApiEmulator
-from tests.waiting import eventually, free_port
+from tests.waiting import HANG, eventually, free_port
 
 
 @asynccontextmanager
@@ -85,7 +85,9 @@ async def test_binds_queued_behind_one_slot_keep_their_reservation(tmp_path: Pat
             put_gang(api, "first", 4, "2026-01-01T00:00:00Z")
             put_gang(api, "second", 2, "2026-01-01T00:01:00Z")
             api.bind_delay(0.4)
-            async with scheduler(api, tmp_path, bind_timeout=0.9, assume_ttl=1.0, concurrency=1):
+            # Each bind request's own timeout far above its 0.4 s, so that none times out
+            # on a slow machine; together they outlast the (obsolete) 1 s TTL.
+            async with scheduler(api, tmp_path, bind_timeout=HANG, assume_ttl=1.0, concurrency=1):
                 await eventually(lambda: len(bound(api, "first")) == 4, "the first gang bound")
                 # The second gang was tried (and found no room) and keeps finding none.
                 await watch_for_overbooking(api, 1.5)
@@ -115,18 +117,20 @@ async def test_a_bind_answered_201_stays_charged_while_the_watch_is_down(
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
             api.put_node(node_obj("n0", gpus=1))
-            async with scheduler(api, tmp_path, bind_timeout=1.5, assume_ttl=2.0):
+            async with scheduler(api, tmp_path, bind_timeout=HANG, assume_ttl=2.0):
                 await scheduler_watching(api)
-                api.bind_delay(1.0)
+                api.hold_binds()
                 api.put_pod(pod_obj("a", gpus=1, created="2026-01-01T00:00:00Z"))
                 api.put_pod(pod_obj("b", gpus=1, created="2026-01-01T00:01:00Z"))
                 # b is told it does not fit: a is planned and its bind is in flight.
                 await eventually(lambda: pending_told_why(api, "b"), "b found no room")
+                await eventually(lambda: api.binds_held == 1, "a's bind in flight")
                 assert api.bind_log == []
                 api.fail_requests("list", "pods", count=1_000, status=500)
                 api.fail_requests("watch", "pods", count=1_000, status=500)
                 assert api.drop_watches() > 0
-                await eventually(lambda: "a" in bound(api), "a's bind landed", 3.0)
+                api.release_binds()
+                await eventually(lambda: "a" in bound(api), "a's bind landed")
                 # Past the TTL, with the watch still down.
                 await watch_for_overbooking(api, 3.0)
                 assert api.open_watches("pods") == 0
@@ -153,19 +157,21 @@ async def test_a_landed_bind_whose_answer_and_reads_fail_stays_charged_until_rea
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
             api.put_node(node_obj("n0", gpus=1))
-            async with scheduler(api, tmp_path, bind_timeout=1.0, assume_ttl=1.5):
+            async with scheduler(api, tmp_path, bind_timeout=HANG, assume_ttl=1.5):
                 await scheduler_watching(api)
                 api.fail_next_binds(1, status=500, committed=True)
                 api.fail_requests("get", "pods", count=10_000, status=503)
-                api.bind_delay(0.6)
+                api.hold_binds()
                 api.put_pod(pod_obj("a", gpus=1, created="2026-01-01T00:00:00Z"))
                 api.put_pod(pod_obj("b", gpus=1, created="2026-01-01T00:01:00Z"))
                 await eventually(lambda: pending_told_why(api, "b"), "b found no room")
+                await eventually(lambda: api.binds_held == 1, "a's bind in flight")
                 assert api.bind_log == []  # a's bind is in flight: now the watch fails
                 api.fail_requests("list", "pods", count=10_000, status=503)
                 api.fail_requests("watch", "pods", count=10_000, status=503)
                 assert api.drop_watches() > 0
-                await eventually(lambda: "a" in bound(api), "a's bind landed", 5.0)
+                api.release_binds()
+                await eventually(lambda: "a" in bound(api), "a's bind landed")
                 # Reads of the pod keep failing for longer than any TTL: still charged.
                 await watch_for_overbooking(api, 4.0)
                 assert api.request_count("get", "pods") >= 2  # it kept asking

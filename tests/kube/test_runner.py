@@ -24,22 +24,26 @@ from scheduler.kube.binder import MemberOutcome
 from scheduler.kube.runner import failure_reason, run_scheduler
 from scheduler.process.config import SchedulerConfig, config_from_mapping
 from scheduler.process.version import version
+from tests.conftest import LostLeases
 from tests.factories import node_obj, pod_obj
-from tests.kubeapi import KubeApiEmulator, write_kubeconfig
-from tests.waiting import eventually, free_port
+from tests.kubeapi import LEASES, KubeApiEmulator, write_kubeconfig
+from tests.waiting import HANG, eventually, free_port
 
-# Every test ends within this, even when the scheduler misbehaves.
-TEST_TIMEOUT = 20.0
+# Every test ends within this, even when the scheduler misbehaves: a cap that turns a
+# hang into a failure, never a measure of speed (a loaded machine is many times slower).
+TEST_TIMEOUT = 4 * HANG
 
 
 def fast_config(port: int, *, leader: bool = False, debug_port: int = 0) -> SchedulerConfig:
     return config_from_mapping(
         {
             "http": {"address": "127.0.0.1", "port": port, "debugPort": debug_port},
+            # A lease no slow machine outlasts (these tests are not about expiry: a
+            # leader that stops releases it, and a standby takes it at its next retry).
             "leaderElection": {
                 "enabled": leader,
-                "leaseDurationSeconds": 1.0,
-                "renewDeadlineSeconds": 0.75,
+                "leaseDurationSeconds": 600.0,
+                "renewDeadlineSeconds": 400.0,
                 "retryPeriodSeconds": 0.25,
             },
             "timeouts": {
@@ -110,7 +114,7 @@ async def running_with(
         yield
     finally:
         stop.set()
-        code = await asyncio.wait_for(task, 10.0)
+        code = await asyncio.wait_for(task, HANG)
     assert code == 0
 
 
@@ -142,7 +146,7 @@ async def test_a_gang_of_four_binds_with_one_request_per_pod(tmp_path: Path) -> 
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=1))
             seed_gang(api, "train", 4)
-            # With leader election on (1 s lease): the leader schedules.
+            # With leader election on: the leader schedules.
             async with running(api, tmp_path, leader=True):
                 await eventually(lambda: len(bound(api)) == 4, "all four bound")
             pods = bound(api)
@@ -293,9 +297,9 @@ async def test_the_command_schedules_and_stops_cleanly_on_sigterm(tmp_path: Path
             seed_gang(api, "pair", 2)
             process = await start_cli(api, tmp_path, stderr=asyncio.subprocess.PIPE)
             try:
-                await eventually(lambda: len(bound(api)) == 2, "the gang bound", 15.0)
+                await eventually(lambda: len(bound(api)) == 2, "the gang bound")
                 process.send_signal(signal.SIGTERM)
-                _, err = await asyncio.wait_for(process.communicate(), 10.0)
+                _, err = await asyncio.wait_for(process.communicate(), HANG)
             finally:
                 if process.returncode is None:
                     process.kill()
@@ -337,3 +341,56 @@ async def test_a_gang_found_partial_at_start_is_completed(tmp_path: Path) -> Non
             }
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+def steal_the_lease(api: KubeApiEmulator) -> None:
+    """Another holder writes the Lease (as a replica that took it over would)."""
+    (lease,) = api.objects(LEASES)
+    lease["spec"]["holderIdentity"] = "another-replica"
+    api.put(LEASES, lease)
+
+
+def lease_held(api: KubeApiEmulator) -> bool:
+    return any(lease.get("spec", {}).get("holderIdentity") for lease in api.objects(LEASES))
+
+
+@pytest.mark.asyncio
+async def test_a_lost_lease_ends_the_scheduler_through_its_on_lost_action(
+    tmp_path: Path, lost_leases: LostLeases
+) -> None:
+    """The runner takes the action as a parameter: a lost lease runs it, and the run ends
+    with status 1 (the test process lives on)."""
+    lost: list[str] = []
+    async with KubeApiEmulator() as api:
+        kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+        config = fast_config(free_port(), leader=True)
+        task = asyncio.create_task(
+            run_scheduler(
+                config,
+                str(kubeconfig),
+                stop=asyncio.Event(),
+                on_lease_lost=lambda: lost.append("x"),
+            )
+        )
+        await eventually(lambda: lease_held(api), "leading")
+        steal_the_lease(api)
+        assert await asyncio.wait_for(task, HANG) == 1
+    assert lost == ["x"] and lost_leases.count == 0
+
+
+@pytest.mark.asyncio
+async def test_in_the_tests_a_lost_lease_fails_the_test_not_the_run(
+    tmp_path: Path, lost_leases: LostLeases
+) -> None:
+    """The default action (exit the process) reaches the process through one seam, which
+    tests/conftest.py replaces: the scheduler run in this test loses its lease with the
+    default action, and pytest is still here to count it."""
+    async with KubeApiEmulator() as api:
+        kubeconfig = write_kubeconfig(api.base_url, tmp_path / "kubeconfig")
+        config = fast_config(free_port(), leader=True)
+        task = asyncio.create_task(run_scheduler(config, str(kubeconfig), stop=asyncio.Event()))
+        await eventually(lambda: lease_held(api), "leading")
+        steal_the_lease(api)
+        assert await asyncio.wait_for(task, HANG) == 1
+    assert lost_leases.count == 1
+    lost_leases.expected = True  # this test is about the loss: it does not fail

@@ -29,7 +29,7 @@ from tests.kube.test_runner import (
 )
 from tests.kubeapi import EVENTS, LEASES, KubeApiEmulator
 from tests.signed import signed, with_key
-from tests.waiting import eventually, free_port
+from tests.waiting import HANG, eventually, free_port
 
 
 def binding_requests(api: KubeApiEmulator) -> Counter[str]:
@@ -177,23 +177,25 @@ async def test_a_scheduler_killed_between_binds_is_completed_by_the_next(
         async with KubeApiEmulator() as api:
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=1))
-            api.bind_delay(0.4)
+            # Two binds land; the next one is held in flight until the kill is done.
+            api.hold_binds(after=2)
             seed_gang(api, "train", 4)
             process = await start_cli(
                 api, tmp_path, "binding: {concurrency: 1}\n", stderr=asyncio.subprocess.DEVNULL
             )
             try:
-                await eventually(lambda: len(api.bind_log) >= 2, "two members bound", 12.0)
+                await eventually(lambda: api.binds_held == 1, "two members bound, a third held")
                 process.send_signal(signal.SIGKILL)
-                await asyncio.wait_for(process.wait(), 5.0)
+                await asyncio.wait_for(process.wait(), HANG)
             finally:
                 if process.returncode is None:
                     process.kill()
                     await process.wait()
-            await asyncio.sleep(0.5)  # a bind that was in flight lands (or not) by now
+            # The bind that was in flight lands (the server finishes it without a client).
+            api.release_binds()
+            await eventually(lambda: api.binds_held == 0, "the held bind processed")
             left_bound = len(bound(api))
             assert 2 <= left_bound < 4, f"not a partial gang: {left_bound} bound"
-            api.bind_delay(0.0)
             async with running(api, tmp_path):
                 await eventually(lambda: len(bound(api)) == 4, "the gang completed")
             assert_one_bind_per_pod(api)
@@ -266,10 +268,14 @@ async def test_two_replicas_one_leader_and_a_failover_without_a_double_bind(
             try:
                 await eventually(lambda: lease_holder(api) != "", "a leader elected")
                 leader = lease_holder(api)
+                # The leader renews without reading; a read of the Lease is the standby's.
+                reads = api.request_count("get", "leases")
                 await second.__aenter__()
                 second_open = True
                 await scheduler_watching(api)
-                await asyncio.sleep(0.5)  # the standby is up and has tried the lease
+                await eventually(
+                    lambda: api.request_count("get", "leases") > reads, "the standby tried"
+                )
                 seed_gang(api, "one", 2)
                 await eventually(lambda: len(bound(api, "one")) == 2, "first gang bound")
                 await asyncio.sleep(0.5)
@@ -306,7 +312,7 @@ async def test_a_burst_of_a_thousand_pods_binds_with_one_request_each(tmp_path: 
                         api.put_pod(
                             pod_obj(f"g{g:03d}-{m}", gang=f"g{g:03d}", min_member=8, gpus=1)
                         )
-                await eventually(lambda: len(bound(api)) == 1000, "all 1,000 bound", 15.0)
+                await eventually(lambda: len(bound(api)) == 1000, "all 1,000 bound")
             assert_one_bind_per_pod(api)
             assert api.request_count("create", "pods", "binding") == 1000
             per_node = Counter(p["spec"]["nodeName"] for p in bound(api).values())
@@ -370,7 +376,6 @@ async def test_a_malformed_min_member_on_a_pod_bound_at_once_still_gets_a_warnin
                 await eventually(
                     lambda: "InvalidMinMember" in warning_reasons(api, "sized"),
                     "a warning event on the malformed min-member",
-                    timeout=3.0,
                 )
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)

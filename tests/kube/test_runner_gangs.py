@@ -18,7 +18,7 @@ from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running
 from tests.kube.test_runner_faults import run_past_the_grace
 from tests.kubeapi import PODGROUPS, KubeApiEmulator, api_client, write_kubeconfig
 from tests.signed import signed
-from tests.waiting import eventually, free_port
+from tests.waiting import HANG, eventually, free_port
 
 pytestmark = pytest.mark.asyncio
 
@@ -237,7 +237,7 @@ async def test_everything_kept_per_object_is_freed_when_the_objects_go(tmp_path:
                 assert per_object_state(run) == baseline
             finally:
                 stop.set()
-                assert await asyncio.wait_for(task, 10.0) == 0
+                assert await asyncio.wait_for(task, HANG) == 0
                 await kube.close()
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)

@@ -26,7 +26,7 @@ from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.kubeapi.discovery import VERSION_INFO
 from tests.kubeapi.kubeconfig import kubeconfig_dict
-from tests.waiting import eventually, free_port
+from tests.waiting import HANG, eventually, free_port
 
 TEST_TIMEOUT = 30.0
 pytestmark = pytest.mark.asyncio
@@ -273,11 +273,11 @@ async def run_until(
     config = write_config(tmp_path)
     process = await start("--kubeconfig", str(kubeconfig), "--config", str(config), *extra)
     try:
-        await eventually(done, "the scenario", 20.0)
+        await eventually(done, "the scenario")
         # Let the loop log the unschedulable attempts that follow the bind.
         await asyncio.sleep(0.5)
         process.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(process.communicate(), 15.0)
+        _, err = await asyncio.wait_for(process.communicate(), HANG)
     finally:
         if process.returncode is None:
             process.kill()

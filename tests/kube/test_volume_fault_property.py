@@ -20,6 +20,7 @@ from scheduler.kube.client import KubeClient
 from scheduler.kube.volumes import VolumePrebinder
 from tests.kubeapi import PERSISTENT_VOLUME_CLAIMS, KubeApiEmulator, api_client
 from tests.volume_objects import pvc_obj
+from tests.waiting import HANG
 
 # (status, committed): committed faults store the write, then answer the error.
 FAULTS = st.sampled_from([(500, True), (503, True), (500, False), (409, False), (429, False)])
@@ -64,4 +65,4 @@ async def _scenario(presets: list[bool], faults: list[tuple[int, bool]]) -> None
 def test_prebind_and_undo_keep_their_invariants_under_any_faults(
     presets: list[bool], faults: list[tuple[int, bool]]
 ) -> None:
-    asyncio.run(asyncio.wait_for(_scenario(presets, faults), 20.0))
+    asyncio.run(asyncio.wait_for(_scenario(presets, faults), HANG))

@@ -145,6 +145,10 @@ class KubeApiEmulator:
         # takes its not-ready taint off; None: never (a node that stays not ready).
         self._node_ready_delay = node_ready_delay
         self._bind_delay = 0.0
+        # hold_binds: binds let through before the hold, and the gate the rest wait at.
+        self._binds_before_hold = 0
+        self._bind_gate: asyncio.Event | None = None
+        self.binds_held = 0  # binds waiting at the gate now
         self._faults: list[_Fault] = []
         # (verb, resource, subresource) of requests read and never answered, and the
         # handlers held on them (released at stop).
@@ -270,6 +274,19 @@ class KubeApiEmulator:
     def bind_delay(self, seconds: float) -> None:
         """Every later bind waits this long before it is processed."""
         self._bind_delay = seconds
+
+    def hold_binds(self, after: int = 0) -> None:
+        """Let `after` more binds through, then hold every later one before it is
+        processed, until `release_binds`: a bind in flight for exactly as long as a test
+        needs, whatever the machine's speed (`binds_held` counts those waiting)."""
+        self._binds_before_hold = after
+        self._bind_gate = asyncio.Event()
+
+    def release_binds(self) -> None:
+        """Process the held binds (as a slow server finally would) and hold no more."""
+        if self._bind_gate is not None:
+            self._bind_gate.set()
+        self._bind_gate = None
 
     def drop_watches(self) -> int:
         """Cut every open watch connection abruptly; returns how many were cut."""
@@ -767,6 +784,15 @@ class KubeApiEmulator:
     async def _bind(self, route: Route, body: Any) -> web.StreamResponse:
         if self._bind_delay > 0:
             await asyncio.sleep(self._bind_delay)
+        gate = self._bind_gate
+        if gate is not None and self._binds_before_hold > 0:
+            self._binds_before_hold -= 1
+        elif gate is not None:
+            self.binds_held += 1
+            try:
+                await gate.wait()
+            finally:
+                self.binds_held -= 1
         assert route.name is not None
         if self._access is not None and isinstance(body, dict):
             self._access.admit("Binding", "CREATE", body, None)
