@@ -361,7 +361,9 @@ async def test_a_refused_registration_is_tried_again(plugin_dir: Path) -> None:
         assert setup.kubelet.registrations == [] and setup.plugin.registrations == 0
         setup.kubelet.refuse = None
         await eventually(lambda: len(setup.kubelet.registrations) == 1)
-        assert setup.plugin.registrations == 1
+        # The kubelet records the registration before its answer reaches the plugin.
+        await eventually(lambda: setup.plugin.registrations == 1, "the plugin told")
+        assert len(setup.kubelet.registrations) == 1
 
 
 # --- granularity -------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ from tests.signed import node_agent_secret, node_signed
 from tests.volume_objects import pv_obj, pvc_obj, storage_class_obj, with_claims
 from tests.waiting import HANG, eventually, free_port
 
-TEST_TIMEOUT = 30.0
+TEST_TIMEOUT = 4 * HANG  # turns a hang into a failure, whatever the speed
 
 
 def account_policy(kind: str, name: str) -> Policy:

@@ -20,7 +20,7 @@ from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.waiting import HANG, eventually, free_port
 
-TEST_TIMEOUT = 20.0
+TEST_TIMEOUT = 4 * HANG  # turns a hang into a failure, whatever the speed
 
 
 def config_with_key(key_file: Path) -> SchedulerConfig:

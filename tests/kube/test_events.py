@@ -28,6 +28,7 @@ from scheduler.kube.events import (
 from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kubeapi import EVENTS, PODGROUPS, KubeApiEmulator
+from tests.waiting import eventually
 
 SCHEDULER = "gang-scheduler"
 
@@ -359,7 +360,7 @@ async def test_write_queue_coalesces_drops_and_never_runs_a_key_twice_at_once() 
         assert sorted(fake.calls) == ["a2", "b1", "c1"]
         # A key submitted while its write runs runs after it, never beside it.
         writes.submit("a", write("a", "a3"))
-        await asyncio.sleep(0.005)
+        await eventually(lambda: "a" in fake.active, "a3 running")
         writes.submit("a", write("a", "a4"))
         await writes.drain()
     assert fake.calls[-2:] == ["a3", "a4"] and not fake.overlap

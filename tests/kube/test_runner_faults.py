@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from cache.gpu import ASSIGNMENT_ANNOTATION, TOPOLOGY_ANNOTATION
@@ -83,13 +84,33 @@ async def run_past_the_grace(
     deleted within the partial-gang grace; once the clock is past it, wait until
     `deleted`, then a moment more, so that a deletion too many would be counted."""
     clock = SteppedClock()
-    config = with_key(fast_config(free_port()), tmp_path)
+    port = free_port()
+    config = with_key(fast_config(port), tmp_path)
     async with running_with(api, tmp_path, config, clock=clock):
-        await asyncio.sleep(0.5)
+        # The jump must come after the scheduler took stock of the partial gangs (their
+        # grace runs from then, on its clock); on a slow machine that is not soon.
+        await taken_stock(port)
         assert api.request_count("delete", "pods") == 0  # within the grace
         clock.offset += 61.0
         await eventually(deleted, what)
         await asyncio.sleep(0.5)
+
+
+async def taken_stock(port: int) -> None:
+    """Until the scheduler on `port` reports itself the leader: it does so in the same
+    step as it looks for gangs found partial at start (runner.py, `_schedule`)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    deadline = time.monotonic() + HANG
+    async with aiohttp.ClientSession() as session:
+        while True:
+            try:
+                async with session.get(url) as response:
+                    if "\ngang_scheduler_leader 1.0" in await response.text():
+                        return
+            except aiohttp.ClientConnectionError:
+                pass  # not listening yet
+            assert time.monotonic() < deadline, "the scheduler never started scheduling"
+            await asyncio.sleep(0.02)
 
 
 @pytest.mark.asyncio

@@ -31,9 +31,9 @@ from tests.volume_objects import (
     storage_class_obj,
     with_claims,
 )
-from tests.waiting import eventually, free_port
+from tests.waiting import HANG, eventually, free_port
 
-TEST_TIMEOUT = 20.0
+TEST_TIMEOUT = 4 * HANG  # turns a hang into a failure, whatever the speed
 
 
 @asynccontextmanager
