@@ -39,8 +39,9 @@ def fails_if_stuck(seconds: float | None = None) -> Iterator[None]:
     """Raise Stuck inside the block if it is still running after `seconds`: a guard
     against a synchronous loop that never ends (an event loop cannot time it out), so
     that such a bug fails its test instead of hanging the suite. Not a timing assertion:
-    the bound (HANG unless given) is orders of magnitude above what the guarded code needs. Main thread only
-    (a signal handler); cleared on the way out."""
+    the bound (HANG unless given) is orders of magnitude above what the guarded code
+    needs, even on a loaded machine. Main thread only (a signal handler); cleared on the
+    way out."""
 
     bound = HANG if seconds is None else seconds
 

@@ -18,17 +18,16 @@ import grpc.aio
 import pytest
 
 from cache.signing import NODE_SIGNATURE_ANNOTATION
-from scheduler.agent.allocation import VISIBLE_DEVICES_ENV
 from scheduler.agent.deviceplugin import SOCKET_NAME, DevicePluginConfig
 from scheduler.agent.publisher import AgentOptions, serve
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.agent.kubelet import FakeKubelet, PluginClient
-from tests.agent.plugin_running import NODE
+from tests.agent.plugin_running import NODE, handed
 from tests.agent.test_deviceplugin import UUIDS, ids_of, vgpu_pod
 from tests.factories import node_obj
 from tests.kubeapi import SECRETS, KubeApiEmulator, write_kubeconfig
 from tests.signed import node_agent_secret, node_signed
-from tests.waiting import eventually
+from tests.waiting import HANG, eventually
 
 
 @asynccontextmanager
@@ -51,7 +50,7 @@ async def agent(
         finally:
             await client.close()
             os.kill(os.getpid(), signal.SIGTERM)  # serve's handler stops both
-            assert await asyncio.wait_for(task, 5) == 0
+            assert await asyncio.wait_for(task, HANG) == 0
             await kubelet.stop()
 
 
@@ -89,7 +88,7 @@ async def test_a_forged_assignment_is_refused_and_the_schedulers_is_served(
         # The scheduler's own: served.
         emulator.put_pod(victim)
         [answer] = await client.allocate(ids_of(0, 300))
-        assert answer.envs[VISIBLE_DEVICES_ENV] == UUIDS[1]
+        assert handed(answer) == UUIDS[1]
 
 
 @pytest.mark.asyncio
@@ -102,4 +101,4 @@ async def test_without_the_keys_nothing_is_served(plugin_dir: Path, tmp_path: Pa
         # The scheduler starts and writes the Secret: the next Allocate reads it.
         emulator.put(SECRETS, node_agent_secret())
         [answer] = await client.allocate(ids_of(0, 500))
-        assert answer.envs[VISIBLE_DEVICES_ENV] == UUIDS[2]
+        assert handed(answer) == UUIDS[2]

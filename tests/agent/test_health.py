@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -40,14 +41,15 @@ XID_PAGE_FAULT = 31  # a CUDA program's illegal memory access: the GPU is fine
 def watching(nvml: FakeNvml, book: HealthBook, **options: float) -> EventWatcher:
     watcher = EventWatcher(nvml, book, wait_ms=20, **options)  # type: ignore[arg-type]
     watcher.start()
-    assert watcher.ready.wait(5)
+    assert watcher.ready.wait(HANG)
     return watcher
 
 
 def wait_for(condition: object, what: str) -> None:
     """Poll a condition set by the watcher's thread (these tests are synchronous)."""
     done = threading.Event()
-    for _ in range(500):
+    deadline = time.monotonic() + HANG  # a hang fails the test; no measure of speed
+    while time.monotonic() < deadline:
         if callable(condition) and condition():
             return
         done.wait(0.01)

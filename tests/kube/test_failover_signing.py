@@ -29,9 +29,9 @@ from scheduler.kube.runner import run_scheduler
 from scheduler.process.config import SchedulerConfig, config_from_mapping
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import LEASES, SECRETS, KubeApiEmulator, write_kubeconfig
-from tests.waiting import eventually, free_port
+from tests.waiting import HANG, eventually, free_port
 
-TEST_TIMEOUT = 40.0
+TEST_TIMEOUT = 4 * HANG  # turns a hang into a failure, whatever the speed
 
 
 def default_config(**overrides: Any) -> SchedulerConfig:
@@ -39,10 +39,11 @@ def default_config(**overrides: Any) -> SchedulerConfig:
     return config_from_mapping(
         {
             "http": {"address": "127.0.0.1", "port": free_port()},
+            # A lease no slow machine outlasts: the leader hands over by releasing it.
             "leaderElection": {
                 "enabled": True,
-                "leaseDurationSeconds": 1.0,
-                "renewDeadlineSeconds": 0.75,
+                "leaseDurationSeconds": 600.0,
+                "renewDeadlineSeconds": 400.0,
                 "retryPeriodSeconds": 0.25,
             },
             "timeouts": {
@@ -89,7 +90,7 @@ class Replica:
 
     async def end(self) -> None:
         self.stop.set()
-        assert await asyncio.wait_for(self.task, 10.0) == 0
+        assert await asyncio.wait_for(self.task, HANG) == 0
 
 
 async def first_binds_then_second_leads(

@@ -15,12 +15,13 @@ import pytest_asyncio
 from scheduler.kube.client import KubeClient
 from tests.factories import pod_obj
 from tests.kubeapi import KubeApiEmulator, api_client
+from tests.waiting import HANG
 
 pytestmark = pytest.mark.asyncio
 
 PODS = "/api/v1/pods"
 # Long enough never to be reached when the client behaves; the test fails otherwise.
-PATIENCE_SECONDS = 5.0
+PATIENCE_SECONDS = HANG
 
 
 @pytest_asyncio.fixture
