@@ -355,22 +355,41 @@ class LeaderElector:
             return await self._clear_holder(self._mine)
 
     async def _clear_holder(self, mine: LeaseRecord) -> bool:
-        now = micro_time(self._wall())
-        spec = {
-            "holderIdentity": "",
-            "leaseDurationSeconds": 1,
-            "acquireTime": now,
-            "renewTime": now,
-            "leaseTransitions": mine.transitions,
-        }
+        timeout = aiohttp.ClientTimeout(total=self.retry_period)
         try:
-            await self._write(spec, mine, aiohttp.ClientTimeout(total=self.retry_period))
+            try:
+                await self._write(self._released_spec(mine), mine, timeout)
+            except ApiError as err:
+                if err.status != 409:
+                    raise
+                # A renewal cancelled in flight (the shutdown cancels the loop before it
+                # releases) may have landed unseen: the Lease moved on without us knowing
+                # its resourceVersion. Clear it if it still names us, and only then.
+                lease = await self.client.request_json("GET", self.path, timeout=timeout)
+                current = LeaseRecord.from_lease(lease)
+                if current.holder != self.identity:
+                    log.info(
+                        "lease %s/%s already held by %s", self.namespace, self.name, current.holder
+                    )
+                    return False
+                await self._write(self._released_spec(current), current, timeout)
         except (ApiError, TimeoutError, aiohttp.ClientError, OSError) as err:
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, err)
             return False
         finally:
             self.lost.set()
         return True
+
+    def _released_spec(self, previous: LeaseRecord) -> JsonObject:
+        """No holder and a 1-second duration: a standby takes it at its next retry."""
+        now = micro_time(self._wall())
+        return {
+            "holderIdentity": "",
+            "leaseDurationSeconds": 1,
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": previous.transitions,
+        }
 
 
 def _content(record: LeaseRecord) -> tuple[object, ...]:

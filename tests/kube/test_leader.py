@@ -191,6 +191,49 @@ async def test_release_hands_over_without_waiting_out_the_lease(
 
 
 @pytest.mark.asyncio
+async def test_a_release_after_a_renewal_whose_answer_was_lost_still_hands_over(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """A renewal cancelled in flight (the shutdown cancels the elector, then releases)
+    can land without the elector learning the new resourceVersion: the release's write
+    then meets a 409. The Lease still names it, so it reads the Lease and clears it, and
+    a standby does not wait out the lease (seen on a loaded machine: the failover test
+    of tests/kube/test_runner_faults.py waited for a 600 s lease)."""
+    clock = VirtualClock()
+    a = Candidate(client, "a", clock)
+    try:
+        await eventually(asleep(clock, 1), "a leading")
+        lease = api.get(LEASES, "kube-system", "gang-scheduler")
+        assert lease is not None
+        lease["spec"]["renewTime"] = "2030-01-01T00:00:00.000000Z"  # a's renewal, landed
+        api.put(LEASES, lease)
+        assert await a.elector.release()
+        assert holder(api) == ""
+    finally:
+        await a.crash()
+
+
+@pytest.mark.asyncio
+async def test_a_release_clears_nothing_of_another_holder(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """The Lease was taken over before the leader noticed: its release meets a 409, reads
+    the Lease, finds another holder and leaves it as it is."""
+    clock = VirtualClock()
+    a = Candidate(client, "a", clock)
+    try:
+        await eventually(asleep(clock, 1), "a leading")
+        lease = api.get(LEASES, "kube-system", "gang-scheduler")
+        assert lease is not None
+        lease["spec"]["holderIdentity"] = "intruder"
+        api.put(LEASES, lease)
+        assert not await a.elector.release()
+        assert holder(api) == "intruder"
+    finally:
+        await a.crash()
+
+
+@pytest.mark.asyncio
 async def test_renewal_costs_one_request(api: KubeApiEmulator, client: KubeClient) -> None:
     clock = VirtualClock()
     a = Candidate(client, "a", clock)

@@ -44,7 +44,7 @@ def fast_config(port: int, *, leader: bool = False, debug_port: int = 0) -> Sche
                 "enabled": leader,
                 "leaseDurationSeconds": 600.0,
                 "renewDeadlineSeconds": 400.0,
-                "retryPeriodSeconds": 0.25,
+                "retryPeriodSeconds": 1.0,  # also the release's time limit
             },
             "timeouts": {
                 "initialBackoffSeconds": 0.1,
