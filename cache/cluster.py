@@ -17,7 +17,9 @@ Rules it keeps (docs/architecture.md explains them):
   its node (never inferred onto a GPU that looks free). Inferred charges
   are recomputed for the whole node in a canonical order whenever its pods change, so
   the accounting depends only on which pods are there, never on the order events
-  arrived in.
+  arrived in. Reservations (assumed, bind not yet seen) are charged after the inferred
+  guesses they were planned against, so assuming a plan never moves a guess onto the
+  devices the plan took.
 - `assume` reserves a plan before its binds; the bound pod's event (watch or relist)
   confirms it; `forget` undoes it when the bind definitely failed; the pod's deletion
   ends it. Nothing else does, and no clock: a reservation whose bind may still land, or
@@ -335,14 +337,16 @@ class ClusterCache:
         node.used_ports = {}
         node.gpu_free = [MILLI_PER_GPU] * len(node.devices)
         inferred = []
+        reserved = []
         for charge in self._on_node.get(name, {}).values():
-            # A reservation is not on the node for its kubelet yet: no report can be
-            # about it until its bind is seen.
-            seen = (
-                None
-                if charge.uid in self._assumed
-                else _kubelet_shares(charge, node, self._reported_before_reserved.get(charge.uid))
-            )
+            if charge.uid in self._assumed:
+                # A reservation is not on the node for its kubelet yet (no report can be
+                # about it until its bind is seen), and it was planned against the
+                # inferred charges: it is charged after them, so that adding it never
+                # moves a guess onto the devices it was given.
+                reserved.append(charge)
+                continue
+            seen = _kubelet_shares(charge, node, self._reported_before_reserved.get(charge.uid))
             if seen is not None:
                 charge.shares = seen
                 node.charge(charge.requests, charge.shares, charge.ports)
@@ -356,6 +360,9 @@ class ClusterCache:
                 inferred.append(charge)
         for charge in sorted(inferred, key=lambda c: c.order):
             charge.shares = inferred_shares(node, charge.gpu.count, charge.gpu.milli)
+            node.charge(charge.requests, charge.shares, charge.ports)
+        for charge in reserved:
+            charge.shares = charge.written or ()
             node.charge(charge.requests, charge.shares, charge.ports)
         self._touch(node)
 

@@ -273,3 +273,30 @@ def test_planning_view_leaves_the_snapshot_alone() -> None:
     view.place("n", {"cpu": 1000}, ((0, 1000),))
     assert view.node("n").gpu_free == [0, 1000] and view.version("n") > 0
     assert snapshot.nodes["n"].gpu_free == [1000, 1000] and view.version("x") == 0
+
+
+def test_assuming_a_plan_never_moves_an_inferred_share_onto_its_devices() -> None:
+    # Another scheduler's shares (300, 700, 700 milli) are inferred onto 3 GPUs as
+    # [1000, 700, 0] used; a plan takes the free GPU whole and 250 of the 300 left on
+    # GPU 1. Charging the reservation before the guesses re-inferred them around it
+    # (700 + 300 onto GPU 0's neighbour) and booked GPU 1 at 1,250 milli (found by
+    # test_planner_properties).
+    cache = ClusterCache()
+    cache.apply_node(EventType.ADDED, node_obj("n0", gpus=3))
+    for i, milli in enumerate((300, 700, 700)):
+        other = pod_obj(f"run-{i}", vgpu=milli, node_name="n0", phase="Running")
+        other["spec"]["schedulerName"] = "default-scheduler"
+        cache.apply_pod(EventType.ADDED, other)
+    for name, request in (("whole", {"gpus": 1}), ("share", {"vgpu": 250})):
+        cache.apply_pod(EventType.ADDED, pod_obj(name, gang="g", min_member=2, **request))
+    (node,) = cache.nodes()
+    assert node.gpu_free == [0, 300, 1000]
+    cache.assume(
+        [
+            Placement("uid-default-whole", "n0", ((2, 1000),)),
+            Placement("uid-default-share", "n0", ((1, 250),)),
+        ],
+        now=0,
+    )
+    (node,) = cache.nodes()
+    assert node.gpu_free == [0, 50, 0]
