@@ -175,7 +175,7 @@ def _controller_uid(meta: Mapping[str, Any]) -> str:
     for owner in owners[:MAX_OWNER_REFERENCES]:
         entry = mapping(owner)
         if entry.get("controller") is True:
-            return meta_text(entry, "uid", 64)
+            return text_field(entry, "uid", 64)
     return ""
 
 

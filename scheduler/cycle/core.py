@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from cache.cluster import ClusterCache, EventType, Placement, Reservation
+from cache.dra.fields import MAX_NAME
 from cache.dra.store import DraCache
 from cache.gang_groups import GangGroupStore, GroupParser
 from cache.jsonobj import mapping, metadata, object_uid
+from cache.jsonobj import text_field as read_text
 from cache.pod import DEFAULT_SCHEDULER, PodInfo
 from cache.pod_copy import copied
 from cache.podgroup import PodGroupInfo
@@ -413,9 +415,14 @@ class SchedulingCore:
         namespaced = _DRA_APPLY[kind][2]
 
         def key_of(obj: Mapping[str, Any]) -> str:
+            # Read as the DraCache reads it, so that the key listed is the key stored.
             meta = metadata(obj)
-            name = str(meta.get("name") or "")
-            return f"{meta.get('namespace') or 'default'}/{name}" if namespaced else name
+            name = read_text(meta, "name", MAX_NAME)
+            return (
+                f"{read_text(meta, 'namespace', MAX_NAME, 'default')}/{name}"
+                if namespaced
+                else name
+            )
 
         def apply(obj: Mapping[str, Any], now: float) -> str:
             self.apply_dra_object(kind, EventType.MODIFIED, obj, now)
