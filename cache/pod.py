@@ -21,6 +21,7 @@ from cache.gpu import (
 )
 from cache.jsonobj import MALFORMED, mapping, metadata, object_uid, text_field
 from cache.limits import MAX_INT32, MIN_INT32, shown
+from cache.pod_claims import PodResourceClaim, claim_statuses, pod_resource_claims
 from cache.ports import HostPort, parse_host_ports
 from cache.preferences import PreferredTerm, parse_preferred_affinity
 from cache.terms import (
@@ -126,6 +127,14 @@ class PodInfo:
     # spec.preemptionPolicy (the API server copies it from the PriorityClass):
     # "Never" means this pod's gang never evicts others (scheduler/sharing/preemption.py).
     preemption_policy: str = "PreemptLowerPriority"
+    # spec.resourceClaims (DRA) and status.resourceClaimStatuses: pod claim name -> the
+    # ResourceClaim the controller made from its template ("" when none was needed).
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    claim_statuses: Mapping[str, str] = field(default_factory=dict)
+    # Where the pod's DRA claims can be allocated (each alone, against the devices
+    # others hold) and the filter's words for the other nodes, resolved just before the
+    # pod is planned (scheduler/planner/dra_claims.py); None for a pod without claims.
+    dra_reach: tuple[frozenset[str], str] | None = None
 
     @property
     def key(self) -> str:
@@ -171,6 +180,7 @@ class PodInfo:
             self.tolerations,
             self.volume_needs,
             self.volume_limited,
+            self.dra_reach,
         )
 
     @property
@@ -384,6 +394,15 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             claims = pod_claims(str(meta.get("name") or ""), volumes)
         except ValueError as error:
             problems.append(str(error))
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    statuses: Mapping[str, str] = {}
+    raw_claims = spec.get("resourceClaims")
+    if raw_claims:
+        try:
+            resource_claims = pod_resource_claims(raw_claims)
+        except MALFORMED as error:
+            problems.append(str(error))
+        statuses = claim_statuses(status.get("resourceClaimStatuses"))
     gates = spec.get("schedulingGates")
     return PodInfo(
         uid=object_uid(obj),
@@ -420,6 +439,8 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             else None
         ),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
+        resource_claims=resource_claims,
+        claim_statuses=statuses,
     )
 
 

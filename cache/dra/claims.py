@@ -155,10 +155,28 @@ class Claim:
     reserved_for: tuple[Consumer, ...] = ()
     deleting: bool = False
     problems: tuple[str, ...] = ()
+    # The uid of the object that controls the claim (ownerReferences with controller
+    # true): the pod, for a claim the resourceclaim controller made from a template.
+    owner_uid: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+# Owner references read before giving up on finding the controller.
+MAX_OWNER_REFERENCES = 64
+
+
+def _controller_uid(meta: Mapping[str, Any]) -> str:
+    owners = meta.get("ownerReferences")
+    if not isinstance(owners, list):
+        return ""
+    for owner in owners[:MAX_OWNER_REFERENCES]:
+        entry = mapping(owner)
+        if entry.get("controller") is True:
+            return text_field(entry, "uid", 64)
+    return ""
 
 
 def claim_from_api(obj: Mapping[str, Any]) -> Claim:
@@ -172,6 +190,7 @@ def claim_from_api(obj: Mapping[str, Any]) -> Claim:
         "uid": text_field(meta, "uid", 64),
         "resource_version": text_field(meta, "resourceVersion", 64),
         "deleting": bool(meta.get("deletionTimestamp")),
+        "owner_uid": _controller_uid(meta),
     }
     status = mapping(mapping(obj).get("status"))
     problems: list[str] = []

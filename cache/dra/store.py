@@ -213,6 +213,20 @@ class DraCache:
         found = (self.pool(pool_id) for pool_id in sorted(self._by_pool))
         return [p for p in found if p is not None]
 
+    def may_reach_devices(self, node: str) -> bool:
+        """False only when `node` certainly reaches no device: no slice names it and
+        no slice reaches nodes by selector, allNodes or per device."""
+        return bool(self._shared) or node in self._local
+
+    def extended_resources(self) -> dict[str, str]:
+        """Extended resource name -> the DeviceClass that provides it through DRA
+        (spec.extendedResourceName)."""
+        return {
+            c.extended_resource_name: name
+            for name, c in sorted(self.classes.items())
+            if c.extended_resource_name
+        }
+
     def node_devices(self, node: str, labels: Mapping[str, str]) -> NodeDevices:
         """The devices `node` (with `labels`) reaches, remembered until a slice changes."""
         fingerprint = tuple(sorted(labels.items()))

@@ -85,11 +85,22 @@ class _Refused(Exception):
     pass
 
 
+class StepMeter:
+    """Devices several searches may try together (a gang search revisiting earlier
+    members' choices), beside each search's own MAX_SEARCH_STEPS."""
+
+    __slots__ = ("left", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+
 class ClaimAllocator:
     """Allocations of pods' claims against one DraCache (and the devices a gang's
     earlier members took). `namespace_labels`: each namespace's labels (admin access)."""
 
-    __slots__ = ("cache", "max_steps", "namespace_labels", "selectors")
+    __slots__ = ("cache", "max_steps", "meter", "namespace_labels", "selectors")
 
     def __init__(
         self,
@@ -97,11 +108,14 @@ class ClaimAllocator:
         namespace_labels: Mapping[str, Mapping[str, str]],
         selectors: Selectors | None = None,
         max_steps: int = MAX_SEARCH_STEPS,
+        meter: StepMeter | None = None,
     ) -> None:
         self.cache = cache
         self.namespace_labels = namespace_labels
         self.selectors = selectors or Selectors()
         self.max_steps = max_steps
+        # Shared by every search of this allocator (None: each search's bound alone).
+        self.meter = meter
 
     def allocate(
         self, member: GangMember, tentative: Tentative | None = None
@@ -340,6 +354,13 @@ class PodSearch:
                 f"device search bound reached ({self.allocator.max_steps} devices tried on "
                 f"node {self.member.node})"
             )
+        meter = self.allocator.meter
+        if meter is not None:
+            meter.left -= 1
+            if meter.left < 0:
+                raise _Refused(
+                    f"device search bound of the gang reached ({meter.limit} devices tried)"
+                )
         device_id = candidate.device_id
         admin = bool(slot.exact.admin_access)
         if admin:

@@ -7,6 +7,7 @@ first; a node is charged to the first filter it fails, so the failure histogram
 
 from __future__ import annotations
 
+from policies.filters.dynamic_resources import DynamicResources
 from policies.filters.gpu_fit import GpuFit
 from policies.filters.gpu_type import GpuType
 from policies.filters.node_affinity import NodeAffinity
@@ -19,6 +20,7 @@ from policies.filters.volume_binding import VolumeBinding
 from policies.interface import Filter
 
 __all__ = [
+    "DynamicResources",
     "GpuFit",
     "GpuType",
     "NodeAffinity",
@@ -43,4 +45,5 @@ def default_filters() -> list[Filter]:
         GpuFit(),
         NodeVolumeLimits(),
         VolumeBinding(),
+        DynamicResources(),
     ]

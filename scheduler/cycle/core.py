@@ -21,8 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from cache.cluster import ClusterCache, EventType, Placement, Reservation
+from cache.dra.fields import MAX_NAME
+from cache.dra.store import DraCache
 from cache.gang_groups import GangGroupStore, GroupParser
 from cache.jsonobj import mapping, metadata, object_uid
+from cache.jsonobj import text_field as read_text
 from cache.pod import DEFAULT_SCHEDULER, PodInfo
 from cache.pod_copy import copied
 from cache.podgroup import PodGroupInfo
@@ -173,6 +176,12 @@ class SchedulingCore:
         # them; the simulator has none), and the static PVs each planned gang holds.
         self.volumes = VolumeCache()
         self._held_volumes: dict[str, list[tuple[str, str]]] = {}
+        # DRA: ResourceSlices, DeviceClasses and ResourceClaims (scheduler/kube feeds
+        # them; the simulator has none), the claims each planned gang holds allocated
+        # in it, and the gangs whose members use claims (what a DRA change may help).
+        self.dra = DraCache()
+        self._held_claims: dict[str, list[str]] = {}
+        self._dra_gangs: set[str] = set()
         # Objects whose last event could not be applied (crash isolation), logged once.
         self.failures = FailureLog()
         # uid -> namespace/name of pods shown to gang assembly only as unreadable (the
@@ -181,10 +190,17 @@ class SchedulingCore:
         # PodGroups of Volcano and of Kubernetes' own gang API (cache/gang_groups.py).
         self.gang_groups = GangGroupStore()
         # Priority preemption: decisions outstanding and the room held for them.
-        self.preempter = Preempter(self.cache, profile, scheduler_name, volumes=self.volumes)
+        self.preempter = Preempter(
+            self.cache, profile, scheduler_name, volumes=self.volumes, dra=self.dra
+        )
         # The starvation guard: room reserved for a gang that waited too long.
         self.starvation = StarvationGuard(
-            self.cache, profile, scheduler_name, self.preempter.decisions, volumes=self.volumes
+            self.cache,
+            profile,
+            scheduler_name,
+            self.preempter.decisions,
+            volumes=self.volumes,
+            dra=self.dra,
         )
         self.starvation.ready_since_of = self.queue.ready_since
         self.queue.borrows_now = self._borrows_now
@@ -372,6 +388,55 @@ class SchedulingCore:
 
         return Reconciliation(apply, remove_missing)
 
+    def apply_dra_object(
+        self, kind: str, event: EventType | str, obj: Mapping[str, Any], now: float
+    ) -> None:
+        """A ResourceSlice, DeviceClass or ResourceClaim event (kind: "resourceslices",
+        "deviceclasses", "resourceclaims"). A change may let a gang whose members use
+        claims fit; a claim event showing an allocation this scheduler holds confirms it
+        (DraCache)."""
+        object_kind, apply_to_store, namespaced = _DRA_APPLY[kind]
+
+        def apply(event: EventType | str, obj: Mapping[str, Any]) -> None:
+            generation = self.dra.generation
+            try:
+                apply_to_store(self.dra, str(event), obj)
+            finally:
+                if self.dra.generation != generation and self._dra_gangs:
+                    self.queue.cluster_changed(
+                        now, ClusterChange.DEVICE_CHANGED, could_help=self._dra_gangs.__contains__
+                    )
+
+        self._guarded(object_kind, event, obj, apply, namespaced)
+
+    def relist_dra_objects(self, kind: str) -> Reconciliation:
+        """A fresh list of one DRA kind: afterwards the DraCache is what one built from
+        the list would be (holds of claims still listed and unallocated are kept)."""
+        namespaced = _DRA_APPLY[kind][2]
+
+        def key_of(obj: Mapping[str, Any]) -> str:
+            # Read as the DraCache reads it, so that the key listed is the key stored.
+            meta = metadata(obj)
+            name = read_text(meta, "name", MAX_NAME)
+            return (
+                f"{read_text(meta, 'namespace', MAX_NAME, 'default')}/{name}"
+                if namespaced
+                else name
+            )
+
+        def apply(obj: Mapping[str, Any], now: float) -> str:
+            self.apply_dra_object(kind, EventType.MODIFIED, obj, now)
+            return key_of(obj)
+
+        def remove_missing(listed: set[str], now: float) -> None:
+            store: Mapping[str, object] = getattr(self.dra, _DRA_STORES[kind])
+            for key in [k for k in store if k not in listed]:
+                namespace, _, name = key.rpartition("/")
+                named = {"name": name, "namespace": namespace} if namespaced else {"name": name}
+                self.apply_dra_object(kind, EventType.DELETED, {"metadata": named}, now)
+
+        return Reconciliation(apply, remove_missing)
+
     # --- relists ------------------------------------------------------------------------
     # After a broken watch or 410 Gone the adapter lists again and reconciles: every
     # listed object is applied as an update, every known one the list lacks is gone.
@@ -514,6 +579,10 @@ class SchedulingCore:
                 self._pod_constrained.add(key)
             else:
                 self._pod_constrained.discard(key)
+            if gang is not None and any(p.resource_claims for p in gang.pending):
+                self._dra_gangs.add(key)
+            else:
+                self._dra_gangs.discard(key)
             if gang is None or not gang.ready:
                 if self.queue.state(key) != "in_flight":
                     self.queue.remove(key)
@@ -605,8 +674,7 @@ class SchedulingCore:
             if isinstance(result, Plan):
                 result = within_quota(gang, result, self.cache.quotas, self.cache.pod)
             if isinstance(result, Plan):
-                self._hold_volumes(result)
-                self.cache.assume(result.placements, now)
+                self._assume(result, now)
         except FATAL:
             raise
         except Exception as error:
@@ -638,8 +706,28 @@ class SchedulingCore:
         return self.starvation.reservations()
 
     def _plan(self, gang: Gang) -> Plan | Unschedulable:
-        """Plan the gang with its members' claims resolved against the volumes."""
-        return plan_with_claims(self.planner, gang, self.snapshot, self.volumes, self.cache)
+        """Plan the gang with its members' claims resolved against the volumes and the
+        devices."""
+        return plan_with_claims(
+            self.planner, gang, self.snapshot, self.volumes, self.cache, dra=self.dra
+        )
+
+    def _assume(self, plan: Plan, now: float) -> None:
+        """Hold what the plan chose: its static PVs, the claims it allocates and its
+        members' room, all or nothing (AssumeError, or any error, leaves none held)."""
+        allocations = [(c.key, c.allocation) for c in plan.claims if c.allocation is not None]
+        self.dra.assume(allocations)  # AssumeError: nothing held
+        try:
+            self.cache.assume(plan.placements, now)
+        except BaseException:
+            for key, _ in allocations:
+                self.dra.forget(key)
+            raise
+        self._hold_volumes(plan)
+        held = [k for k in self._held_claims.pop(plan.gang_key, ()) if self.dra.is_assumed(k)]
+        held += [key for key, _ in allocations]
+        if held:
+            self._held_claims[plan.gang_key] = held
 
     def _hold_volumes(self, plan: Plan) -> None:
         """Hold the static PVs the plan chose until their events show them bound (or
@@ -684,11 +772,65 @@ class SchedulingCore:
             self._reshow(placement.pod_uid)
         for volume, claim in self._held_volumes.pop(gang_key, ()):
             self.volumes.release(volume, claim)
+        self._forget_claims(gang_key, now)
         self.refresh(now)
         if gang_key in self.queue:
             self.queue.failed(gang_key, now, reason)
             if transient:
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, gang_key)
+
+    # --- outcomes of the claim status writes (DRA), which precede every bind -----------
+    def claims_written(self, plan: Plan, keys: Iterable[str] | None = None) -> None:
+        """The API accepted the status writes of the plan's claims (`keys`: only
+        these): their allocations stay held until the claims' events show them,
+        however late, and are never forgotten."""
+        for key in self._allocated_keys(plan, keys):
+            self.dra.mark_written(key)
+
+    def claims_unknown(self, plan: Plan, keys: Iterable[str] | None = None) -> None:
+        """These status writes ended without a known outcome: held until the claims'
+        events (or a relist) settle them."""
+        for key in self._allocated_keys(plan, keys):
+            self.dra.mark_unknown(key)
+
+    def claims_failed(
+        self, plan: Plan, keys: Iterable[str] | None = None, now: float = 0.0
+    ) -> None:
+        """These status writes definitely failed (or were rolled back before the API
+        accepted them): their devices are free again, except for writes the API
+        accepted (never forgotten; their events release them). The gang itself is
+        released by `bind_failed`."""
+        forgotten = False
+        for key in self._allocated_keys(plan, keys):
+            if self.dra.is_assumed(key):
+                self.dra.forget(key)
+                forgotten = forgotten or not self.dra.is_assumed(key)
+        if forgotten and self._dra_gangs:
+            self.queue.cluster_changed(
+                now, ClusterChange.DEVICE_CHANGED, could_help=self._dra_gangs.__contains__
+            )
+
+    @staticmethod
+    def _allocated_keys(plan: Plan, keys: Iterable[str] | None) -> list[str]:
+        wanted = None if keys is None else set(keys)
+        return [
+            c.key
+            for c in plan.claims
+            if c.allocation is not None and (wanted is None or c.key in wanted)
+        ]
+
+    def _forget_claims(self, gang_key: str, now: float) -> None:
+        """The gang broke: release the claims its plan allocated whose writes the API
+        did not accept."""
+        forgotten = False
+        for key in self._held_claims.pop(gang_key, ()):
+            if self.dra.is_assumed(key):
+                self.dra.forget(key)
+                forgotten = forgotten or not self.dra.is_assumed(key)
+        if forgotten and self._dra_gangs:
+            self.queue.cluster_changed(
+                now, ClusterChange.DEVICE_CHANGED, could_help=self._dra_gangs.__contains__
+            )
 
     def bind_accepted(self, placements: Iterable[Placement]) -> None:
         """The API accepted these binds (adapter with a watch): their room stays charged
@@ -893,6 +1035,8 @@ class SchedulingCore:
                 self.cache.forget(pod.uid)
         for volume, claim in self._held_volumes.pop(gang.key, ()):
             self.volumes.release(volume, claim)
+        for key in self._held_claims.pop(gang.key, ()):
+            self.dra.forget(key)
         return Unschedulable(
             gang.key,
             needed=gang.needed,
@@ -968,3 +1112,14 @@ _VOLUME_APPLY: dict[
     "classes": ("StorageClass", VolumeCache.apply_class),
     "csinodes": ("CSINode", VolumeCache.apply_csinode),
 }
+
+
+_DRA_APPLY: dict[
+    str, tuple[ObjectKind, Callable[[DraCache, str, Mapping[str, Any]], object], bool]
+] = {
+    "resourceslices": ("ResourceSlice", DraCache.apply_slice, False),
+    "deviceclasses": ("DeviceClass", DraCache.apply_class, False),
+    "resourceclaims": ("ResourceClaim", DraCache.apply_claim, True),
+}
+# Each kind's store in DraCache, keyed as the relist keys it.
+_DRA_STORES = {"resourceslices": "slices", "deviceclasses": "classes", "resourceclaims": "claims"}

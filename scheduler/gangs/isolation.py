@@ -42,6 +42,9 @@ ObjectKind = Literal[
     "PersistentVolume",
     "StorageClass",
     "CSINode",
+    "ResourceSlice",
+    "DeviceClass",
+    "ResourceClaim",
 ]
 
 # Exceptions that are not one object's fault: re-raised, never isolated.

@@ -87,6 +87,7 @@ class ClusterChange(enum.Enum):
     NAMESPACE_CHANGED = "NamespaceChanged"  # labels a namespaceSelector reads
     VOLUME_CHANGED = "VolumeChanged"  # a claim, PV, StorageClass or CSINode changed
     QUOTA_CHANGED = "QuotaChanged"  # an ElasticQuota's min or max changed
+    DEVICE_CHANGED = "DeviceChanged"  # a ResourceSlice, DeviceClass or ResourceClaim changed
 
 
 @dataclass(frozen=True, slots=True)

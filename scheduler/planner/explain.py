@@ -34,19 +34,21 @@ def explain(search: GangSearch, uid: str, attempt: Attempt) -> str:
             reason = state.filter(member, view.node(name))
         if reason is not None:
             reasons[reason] += 1
+    concerning = [kind for kind in search.kinds if kind.concerns(uid)]
+    detail = next((d for kind in concerning if (d := kind.detail(uid, reasons))), "")
+    suffix = f" {detail[:1].upper()}{detail[1:]}" if detail else ""
     if not reasons:
-        for kind in search.kinds:
-            if kind.concerns(uid):
-                # Every node passes alone, but what the member needs beside its node
-                # (PVs, attach limits...) went to other members.
-                return kind.unmet(nodes, search.gang.key)
+        for kind in concerning:
+            # Every node passes alone, but what the member needs beside its node
+            # (PVs, attach limits, devices...) went to other members.
+            return kind.unmet(nodes, search.gang.key) + suffix
         # Every node passes the filters: the gang's own members took the room, or
         # the candidate bound left the rest unseen.
         return (
             f"0/{nodes} nodes are available: the room left was taken by other "
             f"members of gang {search.gang.key}"
         )
-    return summarize(nodes, reasons)
+    return summarize(nodes, reasons) + suffix
 
 
 def refuse(search: GangSearch, needed: int) -> Unschedulable:

@@ -9,7 +9,10 @@ Protocols below; the search then, for every member the kind concerns, asks it ab
 the node the pick found, and when it (or another kind) says no, picks the next node
 without the refused ones, a bounded number of times (search.MEMBER_CHOICE_TRIES).
 Every kind is asked before any records: a node one kind refuses leaves no trace in
-the others. docs/architecture.md, "The planner package", says how to add one.
+the others. When no node offered is accepted, a kind may `revisit`: change the
+choices earlier members made (on their own nodes) so that this one fits too, within
+its own bound; the search asks it on the first refused nodes
+(search.MEMBER_REVISIT_NODES). docs/architecture.md, "The planner package", says how to add one.
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ class MemberChoices(Protocol):
         `node` offers none (the search then tries another node)."""
         ...
 
+    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+        """`pod`'s choice on `node` found by changing the choices recorded for earlier
+        members (each keeps its node), without recording anything: the returned
+        function records the new choices of all of them. None when there is none, or
+        the kind's bound is spent (a kind that never revisits says None)."""
+        ...
+
     def into_plan(self, plan: Plan, left_out: Collection[str]) -> Plan:
         """`plan` carrying this attempt's choices for the members it places (`left_out`:
         uids of members the attempt recorded a choice for but did not place)."""
@@ -55,4 +65,9 @@ class MemberChoiceKind(Protocol):
     def unmet(self, nodes: int, gang_key: str) -> str:
         """Why a member this kind concerns found no node although every one of the
         `nodes` passes its filters alone: the choices it needs went to other members."""
+        ...
+
+    def detail(self, uid: str, reasons: Collection[str]) -> str:
+        """The kind's own precise words on why the member found no node, added to the
+        counts of filter `reasons` (empty when every node passed alone); "" for none."""
         ...

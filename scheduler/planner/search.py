@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 # How many nodes a member is offered before the choices it needs beside its node
 # (member_choice.py) are declared out of reach.
 MEMBER_CHOICE_TRIES = 64
+# On how many of the nodes a kind refused (the first tried) it is asked to revisit
+# earlier members' choices once no node was accepted.
+MEMBER_REVISIT_NODES = 8
 
 
 @dataclass(slots=True)
@@ -185,6 +188,7 @@ class GangSearch:
         allowed, view = turn.allowed, turn.view
         pool = allowed if allowed is not None else frozenset(turn.shape.candidates)
         pool |= frozenset(n for n in view.changed_nodes() if allowed is None or n in allowed)
+        refused: list[Found] = []
         for _ in range(MEMBER_CHOICE_TRIES):
             name = found[0]
             node = view.node(name)
@@ -198,10 +202,32 @@ class GangSearch:
                 for take in takes:
                     take()
                 return found
+            if len(refused) < MEMBER_REVISIT_NODES:
+                refused.append(found)
             pool -= {name}
             turn.allowed = pool
             picked = pick(turn)
             if picked is None:
-                return None
+                break
             found = picked
+        return self._revisit(turn, refused, concerned)
+
+    def _revisit(
+        self, turn: Turn, refused: list[Found], concerned: list[MemberChoices]
+    ) -> Found | None:
+        """No node offered was accepted: on the first refused ones, in the order
+        tried, each kind offers again or else revisits earlier members' choices
+        (member_choice.MemberChoices.revisit); the first node all accept is taken."""
+        for found in refused:
+            node = turn.view.node(found[0])
+            takes: list[Take] = []
+            for made in concerned:
+                take = made.offer(turn.pod, node) or made.revisit(turn.pod, node)
+                if take is None:
+                    break
+                takes.append(take)
+            else:
+                for take in takes:
+                    take()
+                return found
         return None

@@ -37,6 +37,9 @@ class VolumeChoiceKind:
             f"attach limits were taken by other members of gang {gang_key})"
         )
 
+    def detail(self, uid: str, reasons: Collection[str]) -> str:
+        return ""
+
 
 class VolumeChoices:
     """One attempt's volumes (VolumeAssignment)."""
@@ -49,6 +52,9 @@ class VolumeChoices:
     def offer(self, pod: PodInfo, node: NodeInfo) -> Take | None:
         offer = self.assignment.offer(pod, node)
         return None if offer is None else partial(self.assignment.take, offer)
+
+    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+        return None  # a PV one member took is never worth moving: another PV is as good
 
     def into_plan(self, plan: Plan, left_out: Collection[str]) -> Plan:
         """The plan with what PreBind writes for the placed members' claims."""

@@ -1,7 +1,9 @@
-"""Planning a gang whose members mount volume claims: the claims resolved against the
-volumes before the planner runs (docs/kubernetes.md, "Volumes"), on the core's
-planning path and on the what-if views of the victim search alike (docs/quotas.md,
-"Priority preemption").
+"""Planning a gang whose members mount volume claims or use DRA claims: the claims
+resolved against the volumes (docs/kubernetes.md, "Volumes") and the devices
+(dra_claims.py) before the planner runs, on the core's planning path and on the
+what-if views of the victim search alike (docs/quotas.md, "Priority preemption").
+A what-if frees no device: a victim's claims stay allocated until the resourceclaim
+controller releases them, which the claims' own events then show.
 
 A what-if names the pods it takes away (`gone`): they no longer use their
 ReadWriteOncePod claims nor count against their nodes' volume attach limits, as they
@@ -15,12 +17,15 @@ import dataclasses
 from collections.abc import Iterable
 
 from cache.cluster import ClusterCache
+from cache.dra.store import DraCache
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.filters.node_volume_limits import attached_volumes, pod_csi_volumes
 from policies.filters.volume_binding import claim_users, claims_with_single_user, resolve_members
 from scheduler.gangs.gang import Gang
+from scheduler.planner.dra_claims import resolve_dra
+from scheduler.planner.member_choice import MemberChoiceKind
 from scheduler.planner.planner import Planner
 from scheduler.planner.result import Plan, Unschedulable
 
@@ -32,11 +37,24 @@ def plan_with_claims(
     volumes: VolumeCache,
     cache: ClusterCache,
     gone: frozenset[str] = frozenset(),
+    dra: DraCache | None = None,
 ) -> Plan | Unschedulable:
     """Plan the gang on `snapshot` with its members' claims resolved; `gone`: uids of
-    pods the snapshot has taken away."""
+    pods the snapshot has taken away; `dra`: the devices (None: none known, so a
+    member with DRA claims waits for them)."""
+    kinds: list[MemberChoiceKind] = []
+    if dra is None and any(pod.resource_claims for pod in gang.pending):
+        dra = DraCache()
+    if dra is not None and (dra.classes or any(pod.resource_claims for pod in gang.pending)):
+        pending, kind = resolve_dra(gang.pending, dra, snapshot, cache.namespace_labels())
+        if any(new is not old for new, old in zip(pending, gang.pending, strict=True)):
+            gang = dataclasses.replace(gang, pending=pending)
+        if kind is not None:
+            kinds.append(kind)
     if not any(pod.claims for pod in gang.pending):
-        return planner.plan(gang, snapshot)
+        if not kinds:
+            return planner.plan(gang, snapshot)
+        return planner.plan(gang, snapshot, choices=kinds)
     keys = claims_with_single_user(gang.pending, volumes)
     users = claim_users(_placed_pods(cache, gone), keys) if keys else {}
     limits = None
@@ -50,7 +68,7 @@ def plan_with_claims(
             limits = attached_volumes(drivers, volumes, pods_on)
     members, chosen = resolve_members(gang.pending, volumes, users, limits)
     view = dataclasses.replace(gang, pending=members)
-    return planner.plan(view, snapshot, chosen)
+    return planner.plan(view, snapshot, chosen, choices=kinds)
 
 
 def _placed_pods(cache: ClusterCache, gone: frozenset[str]) -> Iterable[PodInfo]:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from cache import resources as res
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
+from cache.dra.store import DraCache
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
@@ -160,6 +161,8 @@ class Preempter:
     _what_if: WhatIfSnapshot | None = None
     # The core's claims and PVs: a preemptor's claims are resolved in the what-if too.
     volumes: VolumeCache = field(default_factory=VolumeCache)
+    # The core's devices (None: none known; a gang with DRA claims then never fits).
+    dra: DraCache | None = None
     # The running gangs the last search weighed, kept for the next (`_weigh`).
     _weighed: dict[str, VictimGang] = field(default_factory=dict)
 
@@ -419,7 +422,7 @@ class Preempter:
         pods = {key: victim.pods for key, victim in victims.items()}
         bound = RoomBound(gang, snapshot, self.profile)
         gpus = {candidate.key: candidate.gpu_milli for candidate in pool}
-        return VictimFit(gang, pods, self._what_if, self.cache, bound, gpus, self.volumes)
+        return VictimFit(gang, pods, self._what_if, self.cache, bound, gpus, self.volumes, self.dra)
 
     def _victims_remain(self, decision: Preemption) -> bool:
         for uid in decision.victim_uids:

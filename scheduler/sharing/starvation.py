@@ -73,6 +73,7 @@ from dataclasses import dataclass, field
 
 from cache import resources as res
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
+from cache.dra.store import DraCache
 from cache.pod import PodInfo
 from cache.quota import GPU, QuotaBook, excess, usage_of
 from cache.snapshot import Snapshot
@@ -162,6 +163,8 @@ class StarvationGuard:
     # The core's volumes: a gang's claims are resolved in the what-if (the core passes
     # its own; empty, a gang with claims finds none of them and is not reserved for).
     volumes: VolumeCache = field(default_factory=VolumeCache)
+    # The core's devices, for gangs with DRA claims (None: none known, never reserved).
+    dra: DraCache | None = None
     # gang key -> its reservation, in the order they were made (earlier ones first).
     held: dict[str, Held] = field(default_factory=dict)
     # (when it starves, gang key, ready since) of gangs that failed before starving.
@@ -499,7 +502,7 @@ class StarvationGuard:
         """The gang planned (and admitted by its quota) with `gone` drained, or None."""
         view = what_if.without(gone)
         uids = frozenset(p.uid for p in gone)
-        result = plan_with_claims(planner, gang, view, self.volumes, self.cache, uids)
+        result = plan_with_claims(planner, gang, view, self.volumes, self.cache, uids, self.dra)
         if not isinstance(result, Plan):
             return None
         admitted = within_quota(gang, result, self.cache.quotas, self.cache.pod)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from cache import resources as res
 from cache.cluster import ClusterCache
+from cache.dra.store import DraCache
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
@@ -272,6 +273,9 @@ class VictimFit:
     # The core's claims and PVs: the preemptor's claims are resolved as on its own
     # planning path (scheduler/planner/volume_claims.py), with the victims' claims freed.
     volumes: VolumeCache
+    # The core's devices: the preemptor's DRA claims are resolved as on its own path;
+    # a what-if frees no device (a victim's claims are released by their controller).
+    dra: DraCache | None = None
     plans: dict[frozenset[str], Plan | None] = field(default_factory=dict)
     _freed: dict[str, dict[str, _Freed]] = field(default_factory=dict)  # per gang
     _roomy: set[frozenset[str]] = field(default_factory=set)  # sets the bound let through
@@ -307,7 +311,7 @@ class VictimFit:
         view = self.what_if.without(gone)
         uids = frozenset(p.uid for p in gone)
         result = plan_with_claims(
-            self.what_if.planner, self.gang, view, self.volumes, self.cache, uids
+            self.what_if.planner, self.gang, view, self.volumes, self.cache, uids, self.dra
         )
         plan: Plan | None = None
         if isinstance(result, Plan):

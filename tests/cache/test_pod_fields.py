@@ -44,19 +44,14 @@ def test_pod_level_gpu_amounts_are_not_pod_level_resources() -> None:
     assert pod_from_api(obj).gpu.count == 1
 
 
-@pytest.mark.parametrize(
-    ("field", "value", "named"),
-    [
-        ("resourceClaims", [{"name": "gpu", "resourceClaimName": "c"}], "spec.resourceClaims"),
-    ],
-)
-def test_unsupported_fields_are_problems_naming_the_field(
-    field: str, value: object, named: str
-) -> None:
+def test_dra_claims_are_read_not_refused() -> None:
+    """Allocated by this scheduler now (docs/dra.md), so no longer a problem."""
     obj = pod_obj("p")
-    obj["spec"][field] = value
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
     pod = pod_from_api(obj)
-    assert any(named in problem for problem in pod.problems)
+    assert pod.problems == ()
+    assert [c.claim_name for c in pod.resource_claims] == ["c"]
 
 
 @pytest.mark.parametrize(
@@ -73,13 +68,6 @@ def test_a_native_gang_the_scheduler_cannot_read_is_refused_unless_labelled(
     labelled = pod_obj("p", gang="train")
     labelled["spec"][field] = value
     assert pod_from_api(labelled).problems == ()
-
-
-def test_a_container_claim_alone_is_refused_too() -> None:
-    obj = pod_obj("p")
-    obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    [problem] = pod_from_api(obj).problems
-    assert "spec.containers[main].resources.claims" in problem
 
 
 @pytest.mark.parametrize(

@@ -39,8 +39,9 @@ def gated(obj: dict[str, Any], *gates: str) -> dict[str, Any]:
 
 
 def with_claim(obj: dict[str, Any]) -> dict[str, Any]:
-    # DRA claims are refused with a message naming the field: an invalid spec.
-    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "a100"}]
+    # Kubernetes 1.35's workloadRef alone is refused with a message naming the field:
+    # an invalid spec (DRA claims, refused before, are allocated now).
+    obj["spec"]["workloadRef"] = {"name": "train", "podGroup": "workers"}
     return obj
 
 

@@ -45,6 +45,9 @@ class _Widgets:
 
         return take
 
+    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+        return None
+
     def into_plan(self, plan: Plan, left_out: Collection[str]) -> Plan:
         self.kind.planned = {uid: n for uid, n in self.taken.items() if uid not in left_out}
         return plan
@@ -68,6 +71,9 @@ class _WidgetPool:
     def unmet(self, nodes: int, gang_key: str) -> str:
         return f"0/{nodes} nodes are available: no widget left (gang {gang_key})"
 
+    def detail(self, uid: str, reasons: Collection[str]) -> str:
+        return ""
+
 
 class _Refusing:
     """A kind that refuses some nodes outright and records what it was made to take."""
@@ -87,11 +93,17 @@ class _Refusing:
             return None
         return lambda: self.taken.append(node.name)
 
+    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+        return None
+
     def into_plan(self, plan: Plan, left_out: Collection[str]) -> Plan:
         return plan
 
     def unmet(self, nodes: int, gang_key: str) -> str:
         return "refused"
+
+    def detail(self, uid: str, reasons: Collection[str]) -> str:
+        return ""
 
 
 def _gang(nodes: list[dict[str, Any]], size: int) -> tuple[Gang, ClusterCache]:

@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from cache.cluster import ClusterCache, EventType
 from cache.ports import conflicts, take_ports
+from cache.volumes import VolumeCache
 from policies.profile import POLICIES, USER_PREFERENCES, build_profile
 from scheduler.gangs.gang import assemble_gangs
-from scheduler.planner.planner import plan_gang
+from scheduler.planner.planner import Planner, plan_gang
 from scheduler.planner.result import Plan, Unschedulable
+from scheduler.planner.volume_claims import plan_with_claims
 from tests.factories import node_obj, pod_obj
 from tests.scheduler.test_planner import members, nodes_of, plan, setup
 from tests.scheduler.test_planner_properties import clusters, workloads
@@ -194,16 +196,20 @@ def test_without_preferences_the_policies_place_as_before(data: st.DataObject) -
 
 
 # --- refused fields and pods the API placed -------------------------------------------------
-def test_a_member_with_a_dra_claim_is_refused_and_the_gang_waits() -> None:
+def test_a_member_whose_dra_claim_is_unknown_waits_and_the_gang_with_it() -> None:
     pods = members(2, cpu="1")
     pods[1]["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "a100"}]
     cache, gangs = setup([node_obj("n0")], pods)
     gang = gangs["default/g"]
-    assert not gang.ready
-    assert any("spec.resourceClaims" in problem.message for problem in gang.problems)
-    refused = plan_gang(build_profile(), gang, cache.snapshot())
-    assert isinstance(refused, Unschedulable)
-    assert "spec.resourceClaims" in refused.reasons["uid-default-g-1"]
+    assert gang.ready  # a claim is no spec problem: it is resolved when planned
+    waiting = plan_with_claims(
+        Planner(build_profile()), gang, cache.snapshot(), VolumeCache(), cache
+    )
+    assert isinstance(waiting, Unschedulable)
+    assert (
+        "waiting for ResourceClaim default/a100 to be created"
+        in (waiting.reasons["uid-default-g-1"])
+    )
 
 
 def test_a_pod_of_ours_with_a_node_name_is_counted_never_planned() -> None:

@@ -1,0 +1,221 @@
+"""DRA devices as a kind of member choice (member_choice.py): every claim of every
+member of a gang allocated in one plan, together with the node choice
+(docs/dra.md, "Whole-gang allocation").
+
+On the node the search picks, a member's claims get kube-scheduler's allocation
+(policies/dra/allocator.py, the first alternative) against the devices others hold
+and those earlier members of the same attempt took (`Tentative`); a claim an earlier
+member allocated is reused where its node selector allows, so a claim shared by
+several members is allocated once. When a member finds no devices on the nodes the
+search offers it, `revisit` searches again with the earlier members' choices open:
+each earlier member that could be in the way keeps its node and moves through its
+other allocations (other devices, later firstAvailable sub-requests), depth first in
+placement order, until the member fits too (kubernetes#138765, which pod-by-pod
+allocation fails). Bounded per planning call by MAX_REVISIT_ALTERNATIVES allocations
+and MAX_REVISIT_STEPS devices over every revisit; beyond that the member waits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterator, Mapping
+from functools import partial
+
+from cache.dra.claims import Allocation, Consumer
+from cache.dra.store import DraCache
+from cache.node import NodeInfo
+from cache.pod import PodInfo
+from policies.dra.allocator import ClaimAllocator, PodSearch, StepMeter
+from policies.dra.gang import GangMember, PodAllocation, Tentative
+from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
+from scheduler.planner.member_choice import Take
+from scheduler.planner.result import ClaimAllocation, Plan
+
+# Pod allocations and devices all revisits of one planning call may try together.
+MAX_REVISIT_ALTERNATIVES = 1_000
+MAX_REVISIT_STEPS = 100_000
+
+
+class DraChoiceKind:
+    """The gang's DRA claims for one planning call: member uid -> its claim keys, in
+    the pod's order, resolved (scheduler/planner/dra_claims.py)."""
+
+    __slots__ = ("allocator", "alternatives_left", "claims", "details", "pods", "revising")
+
+    def __init__(
+        self,
+        allocator: ClaimAllocator,
+        claims: Mapping[str, tuple[str, ...]],
+        pods: Mapping[str, PodInfo],
+        details: Mapping[str, str] | None = None,
+    ) -> None:
+        self.allocator = allocator
+        self.claims = claims
+        self.pods = pods
+        # uid -> the allocator's own words on why the member found nothing (last seen).
+        self.details: dict[str, str] = dict(details or {})
+        self.alternatives_left = MAX_REVISIT_ALTERNATIVES
+        # Revisits search through their own allocator, whose meter they all share.
+        self.revising = ClaimAllocator(
+            allocator.cache,
+            allocator.namespace_labels,
+            allocator.selectors,
+            allocator.max_steps,
+            StepMeter(MAX_REVISIT_STEPS),
+        )
+
+    @property
+    def cache(self) -> DraCache:
+        return self.allocator.cache
+
+    def concerns(self, uid: str) -> bool:
+        return uid in self.claims
+
+    def start(self) -> DraChoices:
+        return DraChoices(self)
+
+    def unmet(self, nodes: int, gang_key: str) -> str:
+        return (
+            f"0/{nodes} nodes are available: {nodes} {CANNOT_ALLOCATE} (the devices "
+            f"left were taken by other members of gang {gang_key})"
+        )
+
+    def detail(self, uid: str, reasons: Collection[str]) -> str:
+        if reasons and CANNOT_ALLOCATE not in reasons and NOT_AVAILABLE not in reasons:
+            return ""
+        return self.details.get(uid, "")
+
+    def spent(self) -> bool:
+        meter = self.revising.meter
+        return self.alternatives_left <= 0 or (meter is not None and meter.left <= 0)
+
+
+class DraChoices:
+    """One attempt's device choices: what each member took, in placement order."""
+
+    __slots__ = ("kind", "members", "tentative")
+
+    def __init__(self, kind: DraChoiceKind) -> None:
+        self.kind = kind
+        self.tentative = Tentative()
+        self.members: dict[str, GangMember] = {}  # uid -> the member on its node, in order
+
+    def _member(self, pod: PodInfo, node: NodeInfo) -> GangMember:
+        return GangMember(pod.uid, pod.namespace, self.kind.claims[pod.uid], node.name, node.labels)
+
+    def offer(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+        member = self._member(pod, node)
+        search = PodSearch(self.kind.allocator, member, self.tentative)
+        choice = next(iter(search), None)
+        if choice is None:
+            self.kind.details[pod.uid] = f"on node {node.name}: {search.reason}"
+            return None
+        return partial(self._take, ((member, choice),))
+
+    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+        """`pod`'s devices on `node` found by moving the earlier members that could be
+        in its way (on the same node, holding devices the node reaches, or having
+        allocated a claim it shares) to other allocations on their own nodes."""
+        kind = self.kind
+        if kind.spent():
+            return None
+        target = self._member(pod, node)
+        reached = {c.device_id for c in kind.cache.node_devices(node.name, node.labels).candidates}
+        wanted = set(target.claims)
+        held = self.tentative.by_pod()
+        relevant = [
+            member
+            for uid, member in self.members.items()
+            if uid in held
+            and (
+                member.node == node.name
+                or any(c.new and c.key in wanted for c in held[uid].claims)
+                or not reached.isdisjoint(held[uid].taken())
+            )
+        ]
+        if not relevant:
+            return None
+        saved = [(member.uid, held[member.uid]) for member in relevant]
+        for member in relevant:
+            self.tentative.release(member.uid)
+        try:
+            found = self._search([*relevant, target])
+        finally:
+            for uid, choice in saved:  # in placement order: a shared claim's first taker first
+                self.tentative.take(uid, choice)
+        if found is None:
+            return None
+        return partial(self._retake, relevant, found)
+
+    def _search(self, sequence: list[GangMember]) -> list[tuple[GangMember, PodAllocation]] | None:
+        """Every member of `sequence` an allocation on its node, depth first (the last
+        member's failure moves the one before it to its next allocation, and so on
+        back), within the kind's budget; the tentative state is left as found."""
+        kind = self.kind
+        streams: list[Iterator[PodAllocation]] = []
+        chosen: list[PodAllocation] = []
+        index = 0
+        while 0 <= index < len(sequence):
+            if len(streams) <= index:
+                streams.append(iter(PodSearch(kind.revising, sequence[index], self.tentative)))
+            choice = next(streams[index], None)
+            if choice is None:
+                streams.pop()
+                index -= 1
+                if index >= 0:
+                    self.tentative.release(sequence[index].uid)
+                    chosen.pop()
+                continue
+            if kind.spent():
+                break
+            kind.alternatives_left -= 1
+            self.tentative.take(sequence[index].uid, choice)
+            chosen.append(choice)
+            index += 1
+        complete = len(chosen) == len(sequence)
+        for member in reversed(sequence[: len(chosen)]):
+            self.tentative.release(member.uid)
+        return list(zip(sequence, chosen, strict=True)) if complete else None
+
+    def _take(self, chosen: tuple[tuple[GangMember, PodAllocation], ...]) -> None:
+        for member, choice in chosen:
+            self.tentative.take(member.uid, choice)
+            self.members[member.uid] = member  # a member already listed keeps its place
+
+    def _retake(
+        self, relevant: list[GangMember], found: list[tuple[GangMember, PodAllocation]]
+    ) -> None:
+        for member in relevant:
+            self.tentative.release(member.uid)
+        self._take(tuple(found))
+
+    def into_plan(self, plan: Plan, left_out: Collection[str]) -> Plan:
+        """The plan with every claim its placed members use, each once: the
+        allocation when this attempt made it, the placed members as consumers."""
+        placed = {p.pod_uid for p in plan.placements}
+        allocations: dict[str, Allocation | None] = {}
+        consumers: dict[str, list[Consumer]] = {}
+        for uid, choice in self.tentative.by_pod().items():
+            for claim in choice.claims:
+                if claim.new or claim.key not in allocations:
+                    allocations[claim.key] = claim.allocation if claim.new else None
+                users = consumers.setdefault(claim.key, [])
+                pod = self.kind.pods.get(uid)
+                if uid in placed and pod is not None:
+                    users.append(Consumer("pods", pod.name, pod.uid))
+        claims = []
+        for key, users in consumers.items():
+            record = self.kind.cache.claims.get(key)
+            if not users or record is None:
+                continue
+            claims.append(
+                ClaimAllocation(
+                    namespace=record.namespace,
+                    name=record.name,
+                    uid=record.uid,
+                    resource_version=record.resource_version,
+                    allocation=allocations[key],
+                    reserved_for=tuple(users),
+                )
+            )
+        return dataclasses.replace(plan, claims=tuple(claims))

@@ -1,0 +1,172 @@
+"""A gang's DRA claims resolved before the planner runs (docs/dra.md, "Whole-gang
+allocation"), as volume_claims.py resolves its PersistentVolumeClaims:
+
+1. Each member's `spec.resourceClaims` become claim keys: a `resourceClaimName` names
+   the claim; a `resourceClaimTemplateName` names it through the pod's
+   `status.resourceClaimStatuses` (the claim the resourceclaim controller made, which
+   must be controlled by the pod). A member whose claim is not there yet, is being
+   deleted, was not made for it, or asks for what this scheduler refuses (a request
+   with consumable capacity, a claim that cannot be read, an extended resource a
+   DeviceClass provides through DRA) carries the reason as a problem: the planner sets
+   it aside and its pods say why.
+2. Each member's `dra_reach`: the nodes where its claims can be allocated alone
+   (against the devices others hold), which the DynamicResources filter reads, so that
+   candidates, scores and kube-scheduler style counts see it as any other filter.
+3. The DRA member-choice kind (dra_choice.py) for the members with claims, which
+   allocates them across the gang.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Mapping, Sequence
+
+from cache.dra.store import DraCache
+from cache.pod import PodInfo
+from cache.snapshot import Snapshot
+from policies.dra.allocator import ClaimAllocator
+from policies.dra.gang import GangMember
+from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
+from scheduler.planner.dra_choice import DraChoiceKind
+
+
+def claim_keys(pod: PodInfo, dra: DraCache) -> tuple[str, ...] | str:
+    """The keys ("ns/name") of the ResourceClaims the pod uses, in its order, or why
+    the pod waits (or is refused)."""
+    keys: list[str] = []
+    for ref in pod.resource_claims:
+        name = ref.claim_name
+        if ref.template_name:
+            made = pod.claim_statuses.get(ref.name)
+            if made is None:
+                return (
+                    f"waiting for the ResourceClaim of template {ref.template_name} to be "
+                    f"created (pod claim {ref.name})"
+                )
+            if not made:
+                continue  # the controller decided no claim is needed
+            name = made
+        key = f"{pod.namespace}/{name}"
+        claim = dra.claims.get(key)
+        if claim is None:
+            if ref.template_name:
+                return f"waiting for ResourceClaim {key} of template {ref.template_name}"
+            return f"waiting for ResourceClaim {key} to be created"
+        if ref.template_name and claim.owner_uid != pod.uid:
+            return f"ResourceClaim {key} was not created for pod {pod.key} (pod is not owner)"
+        if claim.deleting:
+            return f"ResourceClaim {key} is being deleted"
+        if dra.allocation_of(key) is None:
+            if claim.problems:
+                return f"cannot allocate all claims: {claim.problems[0]}"
+            for request in claim.requests:
+                for exact in (request.exactly, *request.first_available):
+                    if exact is not None and exact.refusal:
+                        return f"cannot allocate all claims: claim {key}: {exact.refusal}"
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
+
+
+def extended_resource_refusal(pod: PodInfo, provided: Mapping[str, str]) -> str:
+    """Why the pod is refused when it asks for an extended resource a DeviceClass
+    provides through DRA (DRAExtendedResource, not supported here); "" otherwise."""
+    for resource in pod.requests:
+        device_class = provided.get(resource)
+        if device_class is not None:
+            return (
+                f"resource {resource} is provided through DRA by DeviceClass "
+                f"{device_class} (spec.extendedResourceName), which this scheduler does "
+                "not support; request the device with a ResourceClaim"
+            )
+    return ""
+
+
+def resolve_dra(
+    pending: Sequence[PodInfo],
+    dra: DraCache,
+    snapshot: Snapshot,
+    namespace_labels: Mapping[str, Mapping[str, str]],
+) -> tuple[list[PodInfo], DraChoiceKind | None]:
+    """The members with their DRA claims resolved (a problem, or `dra_reach`), and the
+    kind that allocates them across the gang (None when no member has claims)."""
+    provided = dra.extended_resources() if dra.classes else {}
+    if not provided and not any(pod.resource_claims for pod in pending):
+        return list(pending), None
+    allocator = ClaimAllocator(dra, namespace_labels)
+    members: list[PodInfo] = []
+    claims: dict[str, tuple[str, ...]] = {}
+    details: dict[str, str] = {}
+    reaches: dict[Hashable, tuple[tuple[frozenset[str], str], str]] = {}
+    for pod in pending:
+        if pod.problems:
+            members.append(pod)
+            continue
+        refusal = extended_resource_refusal(pod, provided) if provided else ""
+        if refusal:
+            members.append(dataclasses.replace(pod, problems=(refusal,)))
+            continue
+        if not pod.resource_claims:
+            members.append(pod)
+            continue
+        keys = claim_keys(pod, dra)
+        if isinstance(keys, str):
+            members.append(dataclasses.replace(pod, problems=(keys,)))
+            continue
+        if not keys:
+            members.append(pod)
+            continue
+        signature = _demand(pod, keys, dra)
+        if signature not in reaches:
+            reaches[signature] = _reach(pod, keys, allocator, snapshot)
+        reach, detail = reaches[signature]
+        members.append(dataclasses.replace(pod, dra_reach=reach))
+        claims[pod.uid] = keys
+        if detail:
+            details[pod.uid] = detail
+    if not claims:
+        return members, None
+    pods = {pod.uid: pod for pod in members if pod.uid in claims}
+    return members, DraChoiceKind(allocator, claims, pods, details)
+
+
+def _demand(pod: PodInfo, keys: tuple[str, ...], dra: DraCache) -> Hashable:
+    """What decides where the pod's claims can go alone: the specs of the claims to
+    allocate (members made from one template ask alike), the claims allocated already
+    by identity."""
+    parts: list[Hashable] = [pod.namespace]
+    for key in keys:
+        claim = dra.claims[key]
+        if dra.allocation_of(key) is None:
+            parts.append((claim.requests, claim.constraints))
+        else:
+            parts.append((key, pod.uid))
+    return tuple(parts)
+
+
+def _reach(
+    pod: PodInfo, keys: tuple[str, ...], allocator: ClaimAllocator, snapshot: Snapshot
+) -> tuple[tuple[frozenset[str], str], str]:
+    """The nodes where the claims can be allocated (or used) alone, the filter's
+    words for the others, and the allocator's words on the first node refused."""
+    dra = allocator.cache
+    allocating = any(dra.allocation_of(key) is None for key in keys)
+    nodes: list[str] = []
+    detail = ""
+    skipped = ""  # a node that reaches no device, asked only if no other was refused
+    for name, node in snapshot.nodes.items():
+        if allocating and not dra.may_reach_devices(name):
+            skipped = skipped or name
+            continue
+        found = allocator.allocate(GangMember(pod.uid, pod.namespace, keys, name, node.labels))
+        if isinstance(found, str):
+            detail = detail or f"on node {name}: {found}"
+        else:
+            nodes.append(name)
+    if not detail and skipped:
+        node = snapshot.nodes[skipped]
+        found = allocator.allocate(GangMember(pod.uid, pod.namespace, keys, skipped, node.labels))
+        if isinstance(found, str):
+            detail = f"on node {skipped}: {found}"
+    reason = CANNOT_ALLOCATE if allocating else NOT_AVAILABLE
+    return (frozenset(nodes), reason), detail
