@@ -361,6 +361,12 @@ class DraCache:
             return
         self._drop_hold(key)
 
+    def taken_back(self, key: str) -> None:
+        """This scheduler removed the allocation it had written (its gang broke): the
+        hold ends whatever its state. An event that still shows the allocation charges
+        its devices again until the event of its removal."""
+        self._drop_hold(key)
+
     def _drop_hold(self, key: str) -> None:
         held = self._assumed.pop(key, None)
         if held is None:

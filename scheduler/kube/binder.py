@@ -73,7 +73,8 @@ from cache.signing import NODE_SIGNATURE_ANNOTATION, SigningKeys
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.gang import Gang
 from scheduler.kube.client import ApiError, JsonObject, KubeClient
-from scheduler.kube.volumes import VolumePrebinder
+from scheduler.kube.dra_claims import ClaimUndo, ClaimWriter, ClaimWrites, settle_holds
+from scheduler.kube.volumes import PrebindResult, VolumePrebinder
 from scheduler.planner.result import Plan
 from scheduler.process.config import DEFAULT_PARTIAL_GRACE, BindFailurePolicy
 
@@ -577,6 +578,7 @@ async def bind_and_settle(
     clock: Callable[[], float] = time.monotonic,
     partial: PartialGangs | None = None,
     volumes: VolumePrebinder | None = None,
+    claims: ClaimWriter | None = None,
 ) -> tuple[GangBindResult, UndoResult | None]:
     """Bind a plan the core assumed and tell the core what became of each member:
     bound ones stay charged until the watch shows them (`bind_accepted`), unknown ones
@@ -598,8 +600,16 @@ async def bind_and_settle(
     volumes.py): every claim of every member before any pod is bound; a write that
     fails binds nobody, and a gang that breaks takes back the writes of the claims no
     kept member mounts.
+
+    With `claims`, the plan's DRA claims are written next (scheduler/kube/dra_claims.py,
+    `plan.claims`): allocation and reservedFor of every claim of every member, before
+    the first Binding. One that fails binds nobody: every claim write is taken back
+    (and the volume writes). A gang that breaks while binding takes back the
+    reservations of the members known unbound, and the allocations left with no
+    consumer; the cache hears what became of each hold (`settle_holds`).
     """
     prebound = None
+    written: ClaimWrites | None = None
     try:
         if volumes is not None and plan.volumes:
             prebound = await volumes.prebind(plan.volumes, core.volumes)
@@ -612,6 +622,13 @@ async def bind_and_settle(
                 # A refused or lost volume write says nothing about the cluster (a claim
                 # that moved, a 5xx), and the changes seen while in flight are not
                 # counted: retry after the gang's backoff rather than wait for a change.
+                core.bind_failed(plan.gang_key, plan.placements, clock(), reason, transient=True)
+                return _not_bound(gang, plan, reason), None
+        if claims is not None and plan.claims:
+            written = await claims.write(plan.claims)
+            settle_holds(claims.dra, written)
+            if not written.ok:
+                reason = await _claims_failed(core, claims, volumes, plan, written, prebound)
                 core.bind_failed(plan.gang_key, plan.placements, clock(), reason, transient=True)
                 return _not_bound(gang, plan, reason), None
         result, undo = await binder.bind_gang(gang, plan)
@@ -628,11 +645,41 @@ async def bind_and_settle(
             kept -= set(undo.deleted)
             still_used = _claims_of(gang, plan, kept)
             why += "; " + (await volumes.undo(prebound, still_used)).describe()
+        if claims is not None and written is not None:
+            # Only members known unbound give their reservations back: a bound member
+            # (kept, or being deleted) may run on its devices until its pod is gone, and
+            # an unknown one may be bound; the resourceclaim controller releases theirs.
+            unbound = {m.placement.pod_uid for m in result.failed}
+            claim_undo = await claims.undo(written, unbound)
+            settle_holds(claims.dra, ClaimWrites(), claim_undo)
+            why += "; " + claim_undo.describe()
         transient = bool(result.failed) and all(_transient(m) for m in result.failed)
         core.bind_failed(plan.gang_key, result.unbound_placements, now, why, transient=transient)
         if partial is not None and (result.unknown or undo.errors):
             partial.suspect(plan.gang_key, now)
     return result, undo
+
+
+async def _claims_failed(
+    core: SchedulingCore,
+    claims: ClaimWriter,
+    volumes: VolumePrebinder | None,
+    plan: Plan,
+    written: ClaimWrites,
+    prebound: PrebindResult | None,
+) -> str:
+    """A claim write failed: no member is bound. Every claim write that landed (or may
+    have) is taken back for every member, then the volume writes; the reason."""
+    members = {consumer.uid for claim in plan.claims for consumer in claim.reserved_for}
+    claim_undo: ClaimUndo = await claims.undo(written, members)
+    settle_holds(claims.dra, ClaimWrites(), claim_undo)
+    reason = (
+        f"binding gang {plan.gang_key} failed before any member was bound: "
+        f"writing its resource claims failed: {written.reason}; {claim_undo.describe()}"
+    )
+    if volumes is not None and prebound is not None:
+        reason += "; " + (await volumes.undo(prebound)).describe()
+    return reason
 
 
 def _transient(member: MemberOutcome) -> bool:

@@ -1,7 +1,8 @@
 """Informers: list, then watch, and feed every change to the scheduling core.
 
-One `Informer` per resource (pods of all namespaces, nodes, PodGroups, namespaces, and
-the claims, PVs, StorageClasses and CSINodes a pod's volumes need). Its loop:
+One `Informer` per resource (pods of all namespaces, nodes, PodGroups, namespaces, the
+claims, PVs, StorageClasses and CSINodes a pod's volumes need, and DRA's
+ResourceSlices, DeviceClasses and ResourceClaims). Its loop:
 
 1. LIST (paged) and hand each page to the core's reconciliation (`relist_*`) as it
    arrives: what the list lacks is gone at the end, reservations of pods that still
@@ -28,7 +29,8 @@ after hours relists at once, one broken a second after its list waits.
 
 PodGroups are optional: when their list answers 404 (the CRD is not installed) the
 informer logs it once, reconciles the core to no PodGroups, counts as synced, and lists
-again every `crd_recheck` seconds.
+again every `crd_recheck` seconds. So are the other CRDs' kinds, Kubernetes' own
+PodGroups and the DRA kinds (an API group that is off, or older than the version read).
 """
 
 from __future__ import annotations
@@ -118,6 +120,16 @@ VOLUME_KINDS = {
     "classes": ResourceKind("storageclasses", "/apis/storage.k8s.io/v1/storageclasses"),
     "csinodes": ResourceKind("csinodes", "/apis/storage.k8s.io/v1/csinodes"),
 }
+
+# DRA (docs/dra.md), applied by SchedulingCore.apply_dra_object under these names.
+# Optional: a cluster without resource.k8s.io/v1 (before Kubernetes 1.34, or with the
+# group off) answers 404, which the informer logs once and checks again later.
+DRA_API = "/apis/resource.k8s.io/v1"
+DRA_KINDS = (
+    ResourceKind("resourceslices", f"{DRA_API}/resourceslices", optional=True),
+    ResourceKind("deviceclasses", f"{DRA_API}/deviceclasses", optional=True),
+    ResourceKind("resourceclaims", f"{DRA_API}/resourceclaims", optional=True),
+)
 
 
 @dataclass(frozen=True)
@@ -416,13 +428,23 @@ class ClusterInformers:
             informer(kind, _volume_apply(core, store), partial(core.relist_volume_objects, store))
             for store, kind in VOLUME_KINDS.items()
         ]
+        # DRA: ResourceSlices, DeviceClasses, ResourceClaims (raw JSON, as every kind:
+        # the generated client's models are never built).
+        self.dra = [
+            informer(
+                kind,
+                partial(core.apply_dra_object, kind.name),
+                partial(core.relist_dra_objects, kind.name),
+            )
+            for kind in DRA_KINDS
+        ]
 
     @property
     def informers(self) -> list[Informer]:
         found = [self.nodes, self.pods, self.namespaces, self.quotas]
         if self.podgroups is not None:
             found.append(self.podgroups)
-        return found + self.gang_groups + self.volumes
+        return found + self.gang_groups + self.volumes + self.dra
 
     @property
     def synced(self) -> bool:

@@ -58,6 +58,7 @@ from scheduler.kube.binder import (
 from scheduler.kube.call_policy import CallPolicy
 from scheduler.kube.client import KubeClient, TokenBucket
 from scheduler.kube.connect import connect
+from scheduler.kube.dra_claims import ClaimWriter
 from scheduler.kube.events import FeedbackRecorder, WriteQueue
 from scheduler.kube.gpu_faults import GpuFaultNotifier
 from scheduler.kube.informer import ClusterInformers
@@ -239,6 +240,8 @@ class SchedulerRun:
             client, self._core, self.recorder, clock, self._wake.set, self._metrics
         )
         self.volumes = VolumePrebinder(client, timeout=config.timeouts.bind_timeout_seconds)
+        # DRA claims' allocation and reservedFor, written before a gang's Bindings.
+        self.claims = ClaimWriter(client, self._core.dra)
         self.elector: LeaderElector | None = None
         election = config.leader_election
         if election.enabled:
@@ -631,6 +634,7 @@ class SchedulerRun:
                 clock=self._clock,
                 partial=self.partial,
                 volumes=self.volumes,
+                claims=self.claims,
             )
         except Exception:
             # A bug, not an API failure (those are results): the reservations stay,

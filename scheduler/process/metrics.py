@@ -70,6 +70,9 @@ Resource = Literal[
     "elasticquotas",
     "volcano-podgroups",
     "native-podgroups",
+    "resourceslices",
+    "deviceclasses",
+    "resourceclaims",
 ]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 # evicted: every victim evicted; refused: a PodDisruptionBudget said 429; failed: any

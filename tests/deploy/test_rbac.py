@@ -6,7 +6,8 @@ ones the Deployment and the DaemonSet name). The scenarios take every path that 
 binds, a bind answered 500 (read back, retried), a gang broken by a 409 (its bound
 member deleted), FailedScheduling created then its count patched, PodScheduled
 conditions, PodGroup status, an event on a PodGroup (its uid read), volumes (a static PV's
-claimRef, a claim's selected node, both taken back from a broken gang), the Lease
+claimRef, a claim's selected node, both taken back from a broken gang), DRA claims (the
+finalizer, allocation and reservedFor written, then rolled back from a broken gang), the Lease
 created, read and renewed; the agent's get and patch of its Node, and its device plugin's list
 of the node's pods and the patch marking the one an Allocate served. Then:
 
@@ -46,15 +47,21 @@ from tests.agent.kubelet import FakeKubelet, PluginClient
 from tests.agent.plugin_running import handed
 from tests.cache.test_quota import quota_obj
 from tests.deploy.render import one, rendered, scheduler_config_text
+from tests.dra_objects import device_class_obj
+from tests.dra_objects import slice_obj as dra_slice_obj
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.integrations.controllers import native_gang_pod, native_podgroup_obj
+from tests.kube.test_dra_writes import stored_as_created
 from tests.kubeapi import (
+    DEVICE_CLASSES,
     ELASTIC_QUOTAS,
     LEASES,
     NATIVE_PODGROUPS,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODGROUPS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     SECRETS,
     STORAGE_CLASSES,
     KubeApiEmulator,
@@ -212,6 +219,25 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                     lambda: api.request_count("patch", "persistentvolumeclaims") >= 4,
                     "selected-node written and taken back",
                 )
+                # DRA: a gang of two with a claim each on n0's slice, its 2nd Binding
+                # refused: the claims' finalizer and status written (allocation,
+                # reservedFor: resourceclaims/binding too), the unbound member's claim
+                # read and rolled back; slices, classes and claims listed and watched.
+                api.put(DEVICE_CLASSES, device_class_obj())
+                api.put(RESOURCE_SLICES, dra_slice_obj("n0", gpus=2))
+                for i in range(2):
+                    api.put(RESOURCE_CLAIMS, stored_as_created(f"dra-{i}"))
+                api.fail_next_binds(1, status=409, after=1)
+                for i in range(2):
+                    member = pod_obj(f"dra-{i}", gang="dra", min_member=2)
+                    member["spec"]["resourceClaims"] = [
+                        {"name": "gpu", "resourceClaimName": f"dra-{i}"}
+                    ]
+                    api.put_pod(member)
+                await eventually(
+                    lambda: api.request_count("get", "resourceclaims") >= 1, "claims rolled back"
+                )
+                await eventually(lambda: bound(api, "dra-") == 2, "the DRA gang bound")
                 # A PodGroup that is wrong: a Warning on the PodGroup (its uid read).
                 api.put(PODGROUPS, podgroup_obj("bad", 0))
                 api.put_pod(pod_obj("bad-0", gang="bad"))

@@ -15,6 +15,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from tests.dra_objects import allocation, claim_obj, device_class_obj, pod_reference, slice_obj
 from tests.fuzz.hostile import (
     HOSTILE_GANGS,
     QUOTA_NAMESPACES,
@@ -59,6 +60,16 @@ def _hostile(
         return corrupted(template, draw(_corruptions([*META, *fields])))
 
     return build()
+
+
+def _allocated_claim(name: str, reserved: bool) -> dict[str, Any]:
+    """A claim of the well-formed gang's namespace, allocated on a node the gang may
+    use, reserved for a pod or not."""
+    claim = claim_obj(name, namespace="default")
+    claim["status"] = {"allocation": allocation("good-node-0")}
+    if reserved:
+        claim["status"]["reservedFor"] = [pod_reference()]
+    return claim
 
 
 def _namespace(name: str) -> dict[str, Any]:
@@ -183,6 +194,50 @@ HOSTILE_OBJECTS: dict[str, st.SearchStrategy[Any]] = {
             ("allowedTopologies",),
             ("allowedTopologies", 0, "matchLabelExpressions"),
             ("parameters",),
+        ],
+    ),
+    "resourceslices": _hostile(
+        st.builds(slice_obj, st.sampled_from(["good-node-0", "bad0"]), st.integers(1, 3)),
+        [
+            ("spec",),
+            ("spec", "driver"),
+            ("spec", "pool"),
+            ("spec", "pool", "generation"),
+            ("spec", "pool", "resourceSliceCount"),
+            ("spec", "nodeName"),
+            ("spec", "devices"),
+            ("spec", "devices", 0, "name"),
+            ("spec", "devices", 0, "attributes"),
+            ("spec", "devices", 0, "attributes", "model"),
+            ("spec", "devices", 0, "capacity", "memory", "value"),
+        ],
+    ),
+    "deviceclasses": _hostile(
+        st.sampled_from(["gpu.example.com", "other.example.com"]).map(device_class_obj),
+        [
+            ("spec",),
+            ("spec", "selectors"),
+            ("spec", "selectors", 0, "cel"),
+            ("spec", "selectors", 0, "cel", "expression"),
+            ("spec", "config"),
+        ],
+    ),
+    "resourceclaims": _hostile(
+        st.one_of(
+            st.builds(claim_obj, st.sampled_from(HOSTILE_CLAIMS), st.just("default")),
+            st.builds(_allocated_claim, st.sampled_from(HOSTILE_CLAIMS), st.booleans()),
+        ),
+        [
+            ("spec",),
+            ("spec", "devices", "requests"),
+            ("spec", "devices", "requests", 0, "name"),
+            ("spec", "devices", "requests", 0, "exactly", "count"),
+            ("spec", "devices", "requests", 0, "exactly", "deviceClassName"),
+            ("status",),
+            ("status", "allocation"),
+            ("status", "allocation", "devices", "results"),
+            ("status", "allocation", "nodeSelector"),
+            ("status", "reservedFor"),
         ],
     ),
     "csinodes": _hostile(
