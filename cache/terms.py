@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cache.limits import small_int
+
 SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 
@@ -366,3 +368,56 @@ def parse_spread_constraints(
             )
         )
     return tuple(result)
+
+
+# --- node selector requirements (component-helpers nodeaffinity) ---------------------
+NODE_NAME_FIELD = "metadata.name"
+# Go's strconv.ParseInt(s, 10, 64) range, which kube-scheduler uses for Gt/Lt.
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+
+def parse_label_int(text: str) -> int | None:
+    """The integer a label value spells (optional sign, ASCII digits, within int64), as
+    Go's ParseInt reads it; None otherwise. Stricter than int(), which would accept
+    spaces, underscores and non-ASCII digits."""
+    digits = text[1:] if text.startswith(("+", "-")) else text
+    # More than 19 digits is beyond int64 (and int() refuses 4,300+): no need to read it.
+    magnitude = small_int(digits, 19)
+    if magnitude is None:
+        return None
+    number = -magnitude if text.startswith("-") else magnitude
+    return number if _INT64_MIN <= number <= _INT64_MAX else None
+
+
+def requirement_holds(req: Requirement, node_name: str, labels: Mapping[str, str]) -> bool:
+    """Whether one matchExpressions (or matchFields) requirement holds on the node named
+    `node_name` with `labels`: Gt and Lt compare integers (a label that is not one never
+    satisfies them); matchFields support only `metadata.name`."""
+    value: str | None
+    if req.field:
+        if req.key != NODE_NAME_FIELD:
+            return False
+        value = node_name
+    else:
+        value = labels.get(req.key)
+    operator = req.operator
+    # `None in values` is False and `None not in values` True: an absent label is
+    # outside every In list and satisfies every NotIn, as in Kubernetes.
+    if operator == "In":
+        return value in req.values
+    if operator == "NotIn":
+        return value not in req.values
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    if operator in ("Gt", "Lt"):
+        if value is None or len(req.values) != 1:
+            return False
+        have = parse_label_int(value)
+        bound = parse_label_int(req.values[0])
+        if have is None or bound is None:
+            return False
+        return have > bound if operator == "Gt" else have < bound
+    return False

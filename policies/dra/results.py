@@ -8,9 +8,8 @@ from dataclasses import dataclass
 
 from cache.dra.claims import AllocatedConfig, Allocation, Claim, DeviceResult
 from cache.dra.classes import DeviceClass
-from cache.dra.nodes import NODE_NAME_FIELD
 from cache.dra.slices import NODE_NAME, NODE_SELECTOR, Device, Slice
-from cache.terms import Requirement, SelectorTerm
+from cache.terms import NODE_NAME_FIELD, Requirement, SelectorTerm
 
 FROM_CLASS = "FromClass"
 FROM_CLAIM = "FromClaim"

@@ -24,7 +24,7 @@ from cache.node import node_from_api
 from cache.pod import pod_from_api
 from cache.podgroup import podgroup_from_api
 from cache.quantity import QuantityError, parse_quantity, to_milli
-from policies.filters.node_affinity import parse_label_int
+from cache.terms import parse_label_int
 from scheduler.gangs.gang import parse_min_member
 from tests.factories import node_obj, pod_obj
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from cache.gpu import PRODUCT_LABEL, TOPOLOGY_ANNOTATION
 from cache.node import NodeInfo, node_from_api
 from cache.pod import pod_from_api
+from cache.terms import parse_label_int
 from policies.filters import (
     GpuFit,
     GpuType,
@@ -23,7 +24,7 @@ from policies.filters import (
     TaintToleration,
     default_filters,
 )
-from policies.filters.node_affinity import parse_label_int, requirement_matches, terms_match
+from policies.filters.node_affinity import requirement_matches, terms_match
 from tests.factories import dgx_links, make_node, make_pod, node_obj, pod_obj
 
 AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
