@@ -94,6 +94,9 @@ def test_default_filters_run_in_kube_scheduler_order() -> None:
         "GpuFit",
         "NodeVolumeLimits",
         "VolumeBinding",
+        # DRA claims last: the costliest test, asked only of nodes that passed the rest
+        # (docs/dra.md, "Whole-gang allocation").
+        "DynamicResources",
     ]
     names = [f.name for f in default_filters()]
     assert len(set(names)) == len(names)
