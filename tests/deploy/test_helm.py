@@ -41,8 +41,25 @@ def by_key(objects: Objects) -> dict[tuple[str, str], dict[str, Any]]:
     return keyed
 
 
+KEEP = {"helm.sh/resource-policy": "keep"}
+
+
+def with_helm_policies(kustomize: Objects) -> Objects:
+    """kustomize's objects as the chart means them: the CRDs kept by `helm uninstall`
+    (the one annotation the chart adds; tests/deploy/test_helm_install.py)."""
+    kept = []
+    for obj in kustomize:
+        obj = dict(obj)
+        if obj["kind"] == "CustomResourceDefinition":
+            meta = dict(obj["metadata"])
+            meta["annotations"] = {**meta.get("annotations", {}), **KEEP}
+            obj["metadata"] = meta
+        kept.append(obj)
+    return kept
+
+
 def assert_same_objects(chart: Objects, kustomize: Objects) -> None:
-    ours, theirs = by_key(chart), by_key(kustomize)
+    ours, theirs = by_key(chart), by_key(with_helm_policies(kustomize))
     assert sorted(ours) == sorted(theirs)
     for name, obj in theirs.items():
         assert ours[name] == obj, name
@@ -128,14 +145,34 @@ def test_values_reach_the_objects_and_stay_valid() -> None:
     }
     objects = render(
         {
-            "image": {"repository": "registry.example/gs", "tag": "9.9.9", "pullPolicy": "Always"},
+            "image": {
+                "repository": "registry.example/gs",
+                "tag": "9.9.9",
+                "pullPolicy": "Always",
+                "pullSecrets": [{"name": "registry"}],
+            },
             "scheduler": {
                 "replicas": 3,
                 "resources": resources,
                 "priorityClassName": "high",
                 "logLevel": "debug",
+                "logFormat": "json",
+                "nodeSelector": {"pool": "system"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                "affinity": None,
+                "podLabels": {"team": "ml", "app.kubernetes.io/name": "not-ours"},
+                "podAnnotations": {"example.com/owner": "ml-platform"},
             },
-            "nodeAgent": {"resources": {"requests": {"cpu": "20m"}}, "priorityClassName": "n"},
+            "nodeAgent": {
+                "resources": {"requests": {"cpu": "20m"}},
+                "priorityClassName": "n",
+                "vgpuUnit": 10,
+                "wholeGpus": "on",
+                "isolation": "envvar",
+                "nodeSelector": {"gpu": "a100"},
+                "affinity": None,
+                "podAnnotations": {"example.com/owner": "ml-platform"},
+            },
         }
     )
     deployment = one(objects, "Deployment", "gang-scheduler")
@@ -148,7 +185,25 @@ def test_values_reach_the_objects_and_stay_valid() -> None:
         "requests": {"cpu": "1", "memory": "2Gi"},
         "limits": {"memory": "2Gi"},
     }
-    assert scheduler["args"][-2:] == ["--log-level", "debug"]
+    assert scheduler["args"][-4:] == ["--log-level", "debug", "--log-format", "json"]
+    pod = deployment["spec"]["template"]
+    assert pod["spec"]["nodeSelector"] == {"pool": "system"}
+    assert pod["spec"]["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert "affinity" not in pod["spec"]  # null drops the base's anti-affinity
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+    # The chart's labels win: the Deployment's selector must still match its pods.
+    assert pod["metadata"]["labels"] == {
+        "team": "ml",
+        **deployment["spec"]["selector"]["matchLabels"],
+    }
+    assert pod["metadata"]["annotations"] == {"example.com/owner": "ml-platform"}
+    daemonset = one(objects, "DaemonSet")
+    agent_pod = daemonset["spec"]["template"]["spec"]
+    assert agent_pod["nodeSelector"] == {"gpu": "a100"} and "affinity" not in agent_pod
+    assert agent_pod["imagePullSecrets"] == [{"name": "registry"}]
+    agent_args = containers(objects, "DaemonSet")["args"]
+    for flag, value in (("--vgpu-unit", "10"), ("--whole-gpus", "on"), ("--isolation", "envvar")):
+        assert agent_args[agent_args.index(flag) + 1] == value
     agent = containers(objects, "DaemonSet")
     assert agent["image"] == "registry.example/gs:9.9.9"
     assert agent["resources"] == {
