@@ -700,7 +700,9 @@ class KubeApiEmulator:
             # EMULATOR GUESS: deletecollection is not emulated.
             raise errors.method_not_allowed()
         options: dict[str, Any] = {}
-        if request.can_read_body:
+        if request.content_type == protobuf.CONTENT_TYPE:
+            options = await self._body(request)
+        elif request.can_read_body:
             raw = await request.read()
             if raw.strip():
                 try:

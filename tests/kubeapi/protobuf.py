@@ -1,6 +1,6 @@
-"""Kubernetes' protobuf encoding, decoded for the one type a client sends in it here:
-core/v1 Secret (Helm's release storage writes its Secrets through client-go's typed
-client, which sends protobuf for built-in types).
+"""Kubernetes' protobuf encoding, decoded for the types a client sends in it here: core/v1
+Secret and the DeleteOptions of a delete (Helm's release storage writes and deletes its
+Secrets through client-go's typed client, which sends protobuf for built-in types).
 
 The envelope (k8s.io/apimachinery/pkg/runtime/serializer/protobuf): the magic bytes
 "k8s\\0", then a runtime.Unknown message: typeMeta (1: apiVersion 1, kind 2), raw (2:
@@ -8,7 +8,8 @@ the object's message), contentEncoding (3), contentType (4). Field numbers of Se
 ObjectMeta are those of k8s.io/api/core/v1/generated.proto and
 k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto. EMULATOR GUESS: only the fields
 a client sets on create and update are read (name, generateName, namespace,
-resourceVersion, labels, annotations, finalizers; data, type, stringData, immutable);
+resourceVersion, labels, annotations, finalizers; data, type, stringData, immutable;
+every field of DeleteOptions);
 any other field of ObjectMeta that is set is refused rather than dropped unseen.
 """
 
@@ -116,8 +117,28 @@ def _secret(data: bytes) -> dict[str, Any]:
     return secret
 
 
+def _delete_options(data: bytes) -> dict[str, Any]:
+    options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    for number, value in fields(data):
+        if number == 1 and isinstance(value, int):
+            options["gracePeriodSeconds"] = value - (1 << 64) if value >= 1 << 63 else value
+        elif number == 2 and isinstance(value, bytes):
+            names = {1: "uid", 2: "resourceVersion"}
+            options["preconditions"] = {names[n]: _text(v) for n, v in fields(value) if n in names}
+        elif number == 3:
+            options["orphanDependents"] = bool(value)
+        elif number == 4:
+            options["propagationPolicy"] = _text(value)
+        elif number == 5:
+            options.setdefault("dryRun", []).append(_text(value))
+        elif value not in (b"", 0):
+            raise ProtobufError(f"DeleteOptions field {number} is not decoded here")
+    return options
+
+
 def decode(body: bytes) -> dict[str, Any]:
-    """The JSON form of a protobuf-encoded Secret; ProtobufError for anything else."""
+    """The JSON form of a protobuf-encoded Secret or DeleteOptions; ProtobufError for
+    anything else."""
     if not body.startswith(MAGIC):
         raise ProtobufError("no protobuf magic")
     api_version = kind = ""
@@ -131,6 +152,8 @@ def decode(body: bytes) -> dict[str, Any]:
                     kind = _text(part)
         elif number == 2 and isinstance(value, bytes):
             raw = value
-    if (api_version, kind) != ("v1", "Secret"):
-        raise ProtobufError(f"{api_version} {kind} is not decoded from protobuf here")
-    return _secret(raw)
+    if (api_version, kind) == ("v1", "Secret"):
+        return _secret(raw)
+    if kind == "DeleteOptions":
+        return _delete_options(raw)
+    raise ProtobufError(f"{api_version} {kind} is not decoded from protobuf here")
