@@ -353,7 +353,7 @@ scheduler:
   resources: {flow(scheduler["resources"])}
   priorityClassName: {flow(pod_of(objects, SCHEDULER)["priorityClassName"])}
   logLevel: {flow(args[args.index("--log-level") + 1])}
-  # text, or json: one object per line (docs/operator-guide.md, "Logs").
+  # text, or json: one object per line (--log-format, docs/kubernetes.md).
   logFormat: {flow(args[args.index("--log-format") + 1])}
 {placement_text(pod_of(objects, SCHEDULER))}
 

@@ -135,6 +135,11 @@ async def test_install_upgrade_uninstall_through_helms_engine(
             ("CustomResourceDefinition", "", "elasticquotas.scheduling.x-k8s.io"),
         }
         assert releases(api) == {}
+
+        # Installing again adopts the kept CRDs (they still carry Helm's ownership).
+        again = await asyncio.to_thread(releases_of.install, CHART, RELEASE)
+        assert again["status"] == "deployed" and again["revision"] == 1
+        assert in_api(api) == keys(chart_objects)
     finally:
         releases_of.close()
 
