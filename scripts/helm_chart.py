@@ -201,6 +201,8 @@ def put_values(obj: dict[str, Any], markers: Markers) -> None:
     if obj["kind"] == "ConfigMap" and obj["metadata"]["name"].startswith(f"{CONFIG_MAP}-"):
         obj["metadata"]["name"] = markers.value(f"({CONFIG_MAP_NAME})")
         obj["data"][CONFIG_KEY] = markers.value(".Values.config")
+    if obj["kind"] == "Role":
+        put_key_secret_names(obj, markers)
     if kind_name == SCHEDULER:
         obj["spec"]["replicas"] = markers.value(".Values.scheduler.replicas")
         pod = obj["spec"]["template"]["spec"]
@@ -226,6 +228,33 @@ def put_values(obj: dict[str, Any], markers: Markers) -> None:
         args[args.index("--vgpu-unit") + 1] = markers.value("(toString .Values.nodeAgent.vgpuUnit)")
         args[args.index("--whole-gpus") + 1] = markers.value(".Values.nodeAgent.wholeGpus")
         put_placement(obj, "nodeAgent", markers)
+        at = args.index("--assignment-key-secret") + 1
+        if args[at] != f"{Markers.NAMESPACE}/{NODE_AGENT_KEY}":
+            raise SystemExit(f"helm_chart.py: the node agent reads {args[at]}")
+        args[at] = markers.value(
+            f'(printf "%s/%s" .Release.Namespace ({KEY_SECRETS[NODE_AGENT_KEY]}))'
+        )
+
+
+# The signing-key Secrets (docs/operator-guide.md, "The signing key"): their names are
+# config's assignmentSigning.secretName and nodeAgentSecretName, read by helpers in the
+# template, so that the Roles that name them and the node agent's --assignment-key-secret
+# follow the configuration (one place to set them).
+NODE_AGENT_KEY = "gang-scheduler-node-agent-key"
+KEY_SECRETS = {
+    "gang-scheduler-assignment-key": 'include "gang-scheduler.assignmentKeySecret" .',
+    NODE_AGENT_KEY: 'include "gang-scheduler.nodeAgentKeySecret" .',
+}
+
+
+def put_key_secret_names(role: dict[str, Any], markers: Markers) -> None:
+    for rule in role.get("rules", []):
+        names = rule.get("resourceNames")
+        if names and "secrets" in rule.get("resources", []):
+            rule["resourceNames"] = [
+                markers.value(f"({KEY_SECRETS[name]})") if name in KEY_SECRETS else name
+                for name in names
+            ]
 
 
 # Where the pods run and what they carry: the base's value is the default, an empty one

@@ -279,6 +279,30 @@ def test_everything_moves_to_the_release_namespace() -> None:
         assert {s["namespace"] for s in binding["subjects"]} == {"gpu-system"}
 
 
+def test_the_signing_key_secrets_follow_the_configuration() -> None:
+    """The Secrets the scheduler creates at start (docs/operator-guide.md, "The signing
+    key") are named in config: the Roles that grant them and the node agent's
+    --assignment-key-secret follow, so renaming them is one change."""
+    config = (DEPLOY / "config" / "config.yaml").read_text()
+    config = config.replace(
+        "secretName: gang-scheduler-assignment-key", "secretName: team-signing-key"
+    ).replace(
+        "nodeAgentSecretName: gang-scheduler-node-agent-key", "nodeAgentSecretName: team-agent-key"
+    )
+    assert parse_config(config).assignment_signing.secret_name == "team-signing-key"
+    objects = render({"config": config})
+    rules = one(objects, "Role", "gang-scheduler-signing-keys")["rules"]
+    assert [r.get("resourceNames") for r in rules] == [
+        None,  # create: cannot be limited by name
+        ["team-signing-key", "team-agent-key"],
+        ["team-agent-key"],
+    ]
+    (agent_rule,) = one(objects, "Role", "gang-scheduler-node-agent-key")["rules"]
+    assert agent_rule["resourceNames"] == ["team-agent-key"]
+    args = containers(objects, "DaemonSet")["args"]
+    assert args[args.index("--assignment-key-secret") + 1] == "kube-system/team-agent-key"
+
+
 def test_a_config_on_another_port_is_refused() -> None:
     config = (DEPLOY / "config" / "config.yaml").read_text().replace("port: 10269", "port: 9999")
     with pytest.raises(helm.HelmError, match=r"http\.port 9999"):
@@ -313,6 +337,10 @@ def test_every_template_says_it_is_generated() -> None:
         ({"config": {"policy": {"name": "spread"}}}, "config"),
         ({"image": {"tag": 1.2}}, "tag"),
         ({"schedular": {"replicas": 1}}, "schedular"),  # a typo is refused, not ignored
+        ({"nodeAgent": {"vgpuUnit": 7}}, "vgpuUnit"),  # not a divisor of 1000
+        ({"nodeAgent": {"wholeGpus": "yes"}}, "wholeGpus"),
+        ({"scheduler": {"logFormat": "xml"}}, "logFormat"),
+        ({"image": {"pullSecrets": ["registry"]}}, "pullSecrets"),
     ],
 )
 def test_values_of_the_wrong_shape_are_refused(values: dict[str, Any], field: str) -> None:
