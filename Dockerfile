@@ -6,13 +6,20 @@
 # nothing else: no source tree, no tests, no build tools. Runs as a numeric non-root user, so `runAsNonRoot` can verify it.
 #
 #   docker build -t ghcr.io/gang-scheduler/gang-scheduler:0.1.0 .
+#   scripts/build-image.sh     # no daemon: buildah, the base built from Debian packages
 #
-# Needs BuildKit (the default builder of current Docker) for the bind mount below.
+# Needs BuildKit (the default builder of current Docker) or buildah for the bind mount
+# below. The base is named by tag, NOT pinned by digest: no container registry is
+# reachable where this project is built and tested, so no digest of python:3.11-slim
+# could be verified here, and an unverified digest would be worse than none. Pin it
+# where you build: --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<the digest you
+# verified> (docs/operator-guide.md, "Building the image"). scripts/build-image.sh
+# passes a base it makes from Debian's packages instead (Python 3.11 and pip).
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS wheel
 WORKDIR /src
-COPY pyproject.toml README.md requirements.lock ./
+COPY pyproject.toml README.md LICENSE requirements.lock ./
 COPY cache/ cache/
 COPY policies/ policies/
 COPY scheduler/ scheduler/

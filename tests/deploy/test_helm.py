@@ -41,8 +41,25 @@ def by_key(objects: Objects) -> dict[tuple[str, str], dict[str, Any]]:
     return keyed
 
 
+KEEP = {"helm.sh/resource-policy": "keep"}
+
+
+def with_helm_policies(kustomize: Objects) -> Objects:
+    """kustomize's objects as the chart means them: the CRDs kept by `helm uninstall`
+    (the one annotation the chart adds; tests/deploy/test_helm_install.py)."""
+    kept = []
+    for obj in kustomize:
+        obj = dict(obj)
+        if obj["kind"] == "CustomResourceDefinition":
+            meta = dict(obj["metadata"])
+            meta["annotations"] = {**meta.get("annotations", {}), **KEEP}
+            obj["metadata"] = meta
+        kept.append(obj)
+    return kept
+
+
 def assert_same_objects(chart: Objects, kustomize: Objects) -> None:
-    ours, theirs = by_key(chart), by_key(kustomize)
+    ours, theirs = by_key(chart), by_key(with_helm_policies(kustomize))
     assert sorted(ours) == sorted(theirs)
     for name, obj in theirs.items():
         assert ours[name] == obj, name
@@ -128,14 +145,34 @@ def test_values_reach_the_objects_and_stay_valid() -> None:
     }
     objects = render(
         {
-            "image": {"repository": "registry.example/gs", "tag": "9.9.9", "pullPolicy": "Always"},
+            "image": {
+                "repository": "registry.example/gs",
+                "tag": "9.9.9",
+                "pullPolicy": "Always",
+                "pullSecrets": [{"name": "registry"}],
+            },
             "scheduler": {
                 "replicas": 3,
                 "resources": resources,
                 "priorityClassName": "high",
                 "logLevel": "debug",
+                "logFormat": "json",
+                "nodeSelector": {"pool": "system"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                "affinity": None,
+                "podLabels": {"team": "ml", "app.kubernetes.io/name": "not-ours"},
+                "podAnnotations": {"example.com/owner": "ml-platform"},
             },
-            "nodeAgent": {"resources": {"requests": {"cpu": "20m"}}, "priorityClassName": "n"},
+            "nodeAgent": {
+                "resources": {"requests": {"cpu": "20m"}},
+                "priorityClassName": "n",
+                "vgpuUnit": 10,
+                "wholeGpus": "on",
+                "isolation": "envvar",
+                "nodeSelector": {"gpu": "a100"},
+                "affinity": None,
+                "podAnnotations": {"example.com/owner": "ml-platform"},
+            },
         }
     )
     deployment = one(objects, "Deployment", "gang-scheduler")
@@ -148,7 +185,25 @@ def test_values_reach_the_objects_and_stay_valid() -> None:
         "requests": {"cpu": "1", "memory": "2Gi"},
         "limits": {"memory": "2Gi"},
     }
-    assert scheduler["args"][-2:] == ["--log-level", "debug"]
+    assert scheduler["args"][-4:] == ["--log-level", "debug", "--log-format", "json"]
+    pod = deployment["spec"]["template"]
+    assert pod["spec"]["nodeSelector"] == {"pool": "system"}
+    assert pod["spec"]["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert "affinity" not in pod["spec"]  # null drops the base's anti-affinity
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "registry"}]
+    # The chart's labels win: the Deployment's selector must still match its pods.
+    assert pod["metadata"]["labels"] == {
+        "team": "ml",
+        **deployment["spec"]["selector"]["matchLabels"],
+    }
+    assert pod["metadata"]["annotations"] == {"example.com/owner": "ml-platform"}
+    daemonset = one(objects, "DaemonSet")
+    agent_pod = daemonset["spec"]["template"]["spec"]
+    assert agent_pod["nodeSelector"] == {"gpu": "a100"} and "affinity" not in agent_pod
+    assert agent_pod["imagePullSecrets"] == [{"name": "registry"}]
+    agent_args = containers(objects, "DaemonSet")["args"]
+    for flag, value in (("--vgpu-unit", "10"), ("--whole-gpus", "on"), ("--isolation", "envvar")):
+        assert agent_args[agent_args.index(flag) + 1] == value
     agent = containers(objects, "DaemonSet")
     assert agent["image"] == "registry.example/gs:9.9.9"
     assert agent["resources"] == {
@@ -224,6 +279,30 @@ def test_everything_moves_to_the_release_namespace() -> None:
         assert {s["namespace"] for s in binding["subjects"]} == {"gpu-system"}
 
 
+def test_the_signing_key_secrets_follow_the_configuration() -> None:
+    """The Secrets the scheduler creates at start (docs/operator-guide.md, "The signing
+    key") are named in config: the Roles that grant them and the node agent's
+    --assignment-key-secret follow, so renaming them is one change."""
+    config = (DEPLOY / "config" / "config.yaml").read_text()
+    config = config.replace(
+        "secretName: gang-scheduler-assignment-key", "secretName: team-signing-key"
+    ).replace(
+        "nodeAgentSecretName: gang-scheduler-node-agent-key", "nodeAgentSecretName: team-agent-key"
+    )
+    assert parse_config(config).assignment_signing.secret_name == "team-signing-key"
+    objects = render({"config": config})
+    rules = one(objects, "Role", "gang-scheduler-signing-keys")["rules"]
+    assert [r.get("resourceNames") for r in rules] == [
+        None,  # create: cannot be limited by name
+        ["team-signing-key", "team-agent-key"],
+        ["team-agent-key"],
+    ]
+    (agent_rule,) = one(objects, "Role", "gang-scheduler-node-agent-key")["rules"]
+    assert agent_rule["resourceNames"] == ["team-agent-key"]
+    args = containers(objects, "DaemonSet")["args"]
+    assert args[args.index("--assignment-key-secret") + 1] == "kube-system/team-agent-key"
+
+
 def test_a_config_on_another_port_is_refused() -> None:
     config = (DEPLOY / "config" / "config.yaml").read_text().replace("port: 10269", "port: 9999")
     with pytest.raises(helm.HelmError, match=r"http\.port 9999"):
@@ -258,6 +337,10 @@ def test_every_template_says_it_is_generated() -> None:
         ({"config": {"policy": {"name": "spread"}}}, "config"),
         ({"image": {"tag": 1.2}}, "tag"),
         ({"schedular": {"replicas": 1}}, "schedular"),  # a typo is refused, not ignored
+        ({"nodeAgent": {"vgpuUnit": 7}}, "vgpuUnit"),  # not a divisor of 1000
+        ({"nodeAgent": {"wholeGpus": "yes"}}, "wholeGpus"),
+        ({"scheduler": {"logFormat": "xml"}}, "logFormat"),
+        ({"image": {"pullSecrets": ["registry"]}}, "pullSecrets"),
     ],
 )
 def test_values_of_the_wrong_shape_are_refused(values: dict[str, Any], field: str) -> None:

@@ -120,24 +120,6 @@ def api_resource_list(group_version: str, types: list[ResourceType]) -> dict[str
     }
 
 
-def crd_resource_list() -> dict[str, Any]:
-    return {
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": f"{CRD_GROUP}/v1",
-        "resources": [
-            {
-                "name": "customresourcedefinitions",
-                "singularName": "customresourcedefinition",
-                "namespaced": False,
-                "kind": "CustomResourceDefinition",
-                "verbs": ["get"],
-                "shortNames": ["crd", "crds"],
-            }
-        ],
-    }
-
-
 def podgroup_crd(created: str) -> dict[str, Any]:
     """The CustomResourceDefinition of PodGroup, as GET would show it (trimmed)."""
     names = {

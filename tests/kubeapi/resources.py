@@ -329,6 +329,93 @@ RESOURCE_CLAIM_TEMPLATES = ResourceType(
 )
 DRA_TYPES = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
 
+# What a Helm release of the chart holds (tests/deploy/test_helm_install.py), stored as
+# they are: EMULATOR GUESS, no schema validation past metadata (the real server checks
+# each field), no controllers (a Deployment gets no ReplicaSet, a CRD serves no new API).
+# Registry strategies (pkg/registry/{core,apps,rbac,admissionregistration}/*,
+# apiextensions-apiserver): no create-on-update; unconditional update allowed except
+# for CRDs (customResourceDefinitionStrategy.AllowUnconditionalUpdate is false).
+SERVICE_ACCOUNTS = ResourceType(
+    CORE, "v1", "serviceaccounts", "ServiceAccount", namespaced=True, short_names=("sa",)
+)
+CONFIG_MAPS = ResourceType(
+    CORE, "v1", "configmaps", "ConfigMap", namespaced=True, short_names=("cm",)
+)
+SERVICES = ResourceType(
+    CORE,
+    "v1",
+    "services",
+    "Service",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    short_names=("svc",),
+)
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ROLES = ResourceType(RBAC_GROUP, "v1", "roles", "Role", namespaced=True)
+ROLE_BINDINGS = ResourceType(RBAC_GROUP, "v1", "rolebindings", "RoleBinding", namespaced=True)
+CLUSTER_ROLES = ResourceType(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = ResourceType(
+    RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+DEPLOYMENTS = ResourceType(
+    "apps",
+    "v1",
+    "deployments",
+    "Deployment",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    short_names=("deploy",),
+)
+DAEMON_SETS = ResourceType(
+    "apps",
+    "v1",
+    "daemonsets",
+    "DaemonSet",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    short_names=("ds",),
+)
+ADMISSION_GROUP = "admissionregistration.k8s.io"
+ADMISSION_POLICIES = ResourceType(
+    ADMISSION_GROUP,
+    "v1",
+    "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicy",
+    namespaced=False,
+    subresources=frozenset({"status"}),
+)
+ADMISSION_POLICY_BINDINGS = ResourceType(
+    ADMISSION_GROUP,
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    namespaced=False,
+)
+CUSTOM_RESOURCE_DEFINITIONS = ResourceType(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    "CustomResourceDefinition",
+    namespaced=False,
+    subresources=frozenset({"status"}),
+    allow_unconditional_update=False,
+    short_names=("crd", "crds"),
+)
+RELEASE_TYPES = (
+    SERVICE_ACCOUNTS,
+    CONFIG_MAPS,
+    SERVICES,
+    ROLES,
+    ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    CLUSTER_ROLE_BINDINGS,
+    DEPLOYMENTS,
+    DAEMON_SETS,
+    ADMISSION_POLICIES,
+    ADMISSION_POLICY_BINDINGS,
+    CUSTOM_RESOURCE_DEFINITIONS,
+)
+
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -344,6 +431,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     POD_DISRUPTION_BUDGETS,
     SECRETS,
     *DRA_TYPES,
+    *RELEASE_TYPES,
 )
 
 

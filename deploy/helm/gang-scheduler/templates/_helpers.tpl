@@ -40,3 +40,16 @@ its probes, containerPort and Service use.
 {{- fail (printf "values: config sets http.port %d; the chart's probes, containerPort and Service use 10269" $port) -}}
 {{- end -}}
 {{- end }}
+
+{{- /*
+The signing-key Secrets' names, as the scheduler reads them from its configuration
+(assignmentSigning.secretName and nodeAgentSecretName; empty or absent: the defaults,
+which are also the names the Roles grant when the scheduler keeps its key in-process).
+*/}}
+{{- define "gang-scheduler.assignmentKeySecret" -}}
+{{- dig "assignmentSigning" "secretName" "" (.Values.config | fromYaml) | default "gang-scheduler-assignment-key" -}}
+{{- end }}
+
+{{- define "gang-scheduler.nodeAgentKeySecret" -}}
+{{- dig "assignmentSigning" "nodeAgentSecretName" "" (.Values.config | fromYaml) | default "gang-scheduler-node-agent-key" -}}
+{{- end }}
