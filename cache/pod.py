@@ -35,6 +35,7 @@ from cache.terms import (
     parse_tolerations,
 )
 from cache.volumes import PodClaim, VolumeNeed, pod_claims
+from cache.workload_labels import infer_gang
 
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -67,6 +68,14 @@ class GangKeys:
     min_role_members_annotation: str = MIN_ROLE_MEMBERS_ANNOTATION
     kueue_label: str = KUEUE_GROUP_LABEL
     kueue_count_annotation: str = KUEUE_TOTAL_COUNT_ANNOTATION
+    # Namespaces whose pods get a gang from their controller's labels when they name
+    # none ("*": all; cache/workload_labels.py). Empty: no inference (the default).
+    infer_namespaces: frozenset[str] = frozenset()
+
+    def infers(self, namespace: str) -> bool:
+        return bool(self.infer_namespaces) and (
+            namespace in self.infer_namespaces or "*" in self.infer_namespaces
+        )
 
 
 DEFAULT_GANG_KEYS = GangKeys()
@@ -381,9 +390,16 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         gang_name = labels.get(keys.kueue_label) or None
     if gang_name is None:
         gang_name = _scheduling_group(spec, problems)
+    inferred = None
+    if gang_name is None and keys.infers(namespace):
+        inferred = infer_gang(labels, mapping(annotations), meta.get("ownerReferences"))
+        gang_name = inferred.name if inferred is not None else None
     problems.extend(unsupported.unsupported_fields(spec, in_gang=gang_name is not None))
     min_member = annotations.get(keys.min_member_annotation)
     min_member_key = None
+    if min_member is None and inferred is not None and inferred.size_text is not None:
+        # The size the controller wrote on the pod (LeaderWorkerSet's group size).
+        min_member, min_member_key = inferred.size_text, inferred.size_key
     if min_member is None and annotations.get(keys.kueue_count_annotation) is not None:
         min_member = annotations[keys.kueue_count_annotation]
         min_member_key = keys.kueue_count_annotation

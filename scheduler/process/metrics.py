@@ -73,6 +73,11 @@ Resource = Literal[
     "resourceslices",
     "deviceclasses",
     "resourceclaims",
+    "jobs",
+    "jobsets",
+    "pytorchjobs",
+    "mpijobs",
+    "rayclusters",
 ]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 # evicted: every victim evicted; refused: a PodDisruptionBudget said 429; failed: any

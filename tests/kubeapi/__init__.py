@@ -30,6 +30,7 @@ from tests.kubeapi.resources import (
     SECRETS,
     STORAGE_CLASSES,
     VOLCANO_PODGROUPS,
+    WORKLOAD_TYPES,
 )
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "SECRETS",
     "STORAGE_CLASSES",
     "VOLCANO_PODGROUPS",
+    "WORKLOAD_TYPES",
     "BindRecord",
     "KubeApiEmulator",
     "RequestRecord",

@@ -329,6 +329,35 @@ RESOURCE_CLAIM_TEMPLATES = ResourceType(
 )
 DRA_TYPES = (RESOURCE_SLICES, DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
 
+# The workloads whose gangs the scheduler infers (cache/workloads.py): batch/v1 Jobs (a
+# built-in type with a status subresource) and the controllers' CRDs, each with a status
+# subresource as their CRD manifests declare. EMULATOR GUESS: objects are put directly
+# by tests (as the controllers would have created them); no schema is enforced.
+JOBS = ResourceType(
+    "batch", "v1", "jobs", "Job", namespaced=True, subresources=frozenset({"status"})
+)
+
+
+def _workload_crd(group: str, version: str, plural: str, kind: str) -> ResourceType:
+    return ResourceType(
+        group,
+        version,
+        plural,
+        kind,
+        namespaced=True,
+        subresources=frozenset({"status"}),
+        allow_unconditional_update=False,
+        strategic_merge=False,
+        custom=True,
+    )
+
+
+JOBSETS = _workload_crd("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+PYTORCHJOBS = _workload_crd("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+MPIJOBS = _workload_crd("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+RAYCLUSTERS = _workload_crd("ray.io", "v1", "rayclusters", "RayCluster")
+WORKLOAD_TYPES = (JOBS, JOBSETS, PYTORCHJOBS, MPIJOBS, RAYCLUSTERS)
+
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -344,6 +373,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     POD_DISRUPTION_BUDGETS,
     SECRETS,
     *DRA_TYPES,
+    *WORKLOAD_TYPES,
 )
 
 
