@@ -225,7 +225,12 @@ class GangSet:
 # PodGroup before both, as GangIndex.podgroup says).
 # Inferred gangs' owners (cache/workloads.py) come last: their names never clash with
 # the others' (a ':' in the name).
-GROUP_PRECEDENCE = ("scheduling.volcano.sh", "scheduling.k8s.io", *WORKLOAD_APIS)
+GROUP_PRECEDENCE = (
+    "scheduling.volcano.sh",
+    "scheduling.k8s.io",
+    "scheduling.run.ai",
+    *WORKLOAD_APIS,
+)
 
 
 def resolve_podgroup(

@@ -49,6 +49,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from cache.gang_groups import GroupParser
 from cache.jsonobj import metadata
+from cache.kai import KAI_GROUP, KAI_PLURAL, KAI_VERSION, kai_podgroup_from_api
 from cache.native_gang import NATIVE_GROUP, NATIVE_PLURAL, NATIVE_VERSION, native_podgroup_from_api
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.quota import QUOTA_GROUP, QUOTA_PLURAL, QUOTA_VERSION
@@ -110,9 +111,14 @@ VOLCANO_PODGROUPS = ResourceKind(
 NATIVE_PODGROUPS = ResourceKind(
     "native-podgroups", f"/apis/{NATIVE_GROUP}/{NATIVE_VERSION}/{NATIVE_PLURAL}", optional=True
 )
+# KAI-Scheduler's PodGroups (docs/migration.md): a 404 where KAI's CRD is not installed.
+KAI_PODGROUPS = ResourceKind(
+    "kai-podgroups", f"/apis/{KAI_GROUP}/{KAI_VERSION}/{KAI_PLURAL}", optional=True
+)
 GANG_GROUP_KINDS: tuple[tuple[ResourceKind, GroupParser], ...] = (
     (VOLCANO_PODGROUPS, volcano_podgroup_from_api),
     (NATIVE_PODGROUPS, native_podgroup_from_api),
+    (KAI_PODGROUPS, kai_podgroup_from_api),
 )
 # The workloads whose gangs are inferred (cache/workloads.py), each optional like
 # PodGroups, read only where gangInference.namespaces lists any: (kind, owner kind).

@@ -73,6 +73,7 @@ Resource = Literal[
     "resourceslices",
     "deviceclasses",
     "resourceclaims",
+    "kai-podgroups",
     "jobs",
     "jobsets",
     "pytorchjobs",

@@ -178,3 +178,16 @@ def test_no_pod_labels_raise_and_inferred_names_never_clash_with_written_ones(
     obj["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/size"] = size
     pod = pod_from_api(obj, keys=INFER)
     assert pod.gang_name is None or ":" in pod.gang_name
+
+
+@pytest.mark.parametrize(
+    ("value", "asked"),
+    [("0.5", "nvidia.com/vgpu: 500 (1000 = one GPU)"), ("abc", "nvidia.com/vgpu: <milli-GPUs>")],
+)
+def test_kai_gpu_fraction_is_refused_naming_the_request_to_write(value: str, asked: str) -> None:
+    """KAI's gpu-fraction would be booked here but never granted by the kubelet: the pod
+    is refused, told the nvidia.com/vgpu request that stands for it."""
+    obj = w.controlled_pod("notebook", {}, {}, annotations={"gpu-fraction": value}, gpus=0)
+    (problem,) = pod_from_api(obj).problems
+    assert problem.startswith(f"annotation gpu-fraction='{value}' (KAI-Scheduler's GPU sharing)")
+    assert asked in problem

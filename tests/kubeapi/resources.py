@@ -233,6 +233,20 @@ VOLCANO_PODGROUPS = ResourceType(
     custom=True,
     short_names=("podgroup-v1beta1",),
 )
+# KAI-Scheduler's PodGroup CRD (scheduling.run.ai/v2alpha2), a custom resource with a
+# status subresource, as Volcano's.
+KAI_PODGROUPS = ResourceType(
+    "scheduling.run.ai",
+    "v2alpha2",
+    "podgroups",
+    "PodGroup",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    allow_unconditional_update=False,
+    strategic_merge=False,
+    custom=True,
+    short_names=("pg-kai",),
+)
 # Kubernetes' own PodGroup (scheduling.k8s.io/v1alpha2, 1.36, GenericWorkload gate):
 # a built-in type, so strategic merge patch works (its status conditions merge by
 # type); status subresource (+k8s:supportsSubresource="/status" in types.go).
@@ -370,6 +384,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     ELASTIC_QUOTAS,
     VOLCANO_PODGROUPS,
     NATIVE_PODGROUPS,
+    KAI_PODGROUPS,
     POD_DISRUPTION_BUDGETS,
     SECRETS,
     *DRA_TYPES,
