@@ -572,9 +572,6 @@ class SchedulerConfig:
         default=DEFAULT_SCHEDULER_NAME, metadata=_leaf("schedulerName", _text)
     )
     gang: GangKeysConfig = field(default_factory=GangKeysConfig, metadata=_nested("gang"))
-    gang_inference: GangInferenceConfig = field(
-        default_factory=GangInferenceConfig, metadata=_nested("gangInference")
-    )
     policy: PolicyConfig = field(default_factory=PolicyConfig, metadata=_nested("policy"))
     topology: TopologyConfig = field(default_factory=TopologyConfig, metadata=_nested("topology"))
     timeouts: Timeouts = field(default_factory=Timeouts, metadata=_nested("timeouts"))
@@ -604,6 +601,9 @@ class SchedulerConfig:
         default_factory=StarvationConfig, metadata=_nested("starvation")
     )
     metrics: MetricsConfig = field(default_factory=MetricsConfig, metadata=_nested("metrics"))
+    gang_inference: GangInferenceConfig = field(
+        default_factory=GangInferenceConfig, metadata=_nested("gangInference")
+    )
 
 
 # --- reading ---------------------------------------------------------------------------------
