@@ -134,7 +134,8 @@ def _raycluster_size(spec: Mapping[str, Any]) -> int:
         where = f"spec.workerGroupSpecs[{i}]"
         item = mapping(group)
         field = "minReplicas" if autoscaling else "replicas"
-        replicas = _count(item.get(field), f"{where}.{field}", 0 if autoscaling else 1)
+        # KubeRay's CRD defaults both to 0 (ray-operator/apis/ray/v1 WorkerGroupSpec).
+        replicas = _count(item.get(field), f"{where}.{field}", 0)
         hosts = _count(item.get("numOfHosts"), f"{where}.numOfHosts", 1)
         total += replicas * hosts
     return _bounded(total, "the head plus spec.workerGroupSpecs")
