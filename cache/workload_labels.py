@@ -14,6 +14,8 @@ from cache.jsonobj import mapping
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 KUBEFLOW_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+# mpi-operator v2 marks its pods' role here (launcher, worker).
+KUBEFLOW_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 RAY_CLUSTER_LABEL = "ray.io/cluster"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
@@ -58,6 +60,15 @@ class InferredGang:
     size_key: str | None = None
 
 
+def _is_mpi_launcher(labels: Mapping[str, str]) -> bool:
+    """An MPIJob's launcher: run as a batch Job by mpi-operator v2, so its owner is that
+    Job, not the MPIJob; its labels say whose launcher it is."""
+    return "launcher" in (
+        labels.get(KUBEFLOW_JOB_ROLE_LABEL),
+        labels.get(KUBEFLOW_REPLICA_TYPE_LABEL),
+    )
+
+
 def _controller_kinds(owners: object) -> frozenset[str]:
     """The kinds of the pod's owner references (its controller's among them)."""
     if not isinstance(owners, list):
@@ -77,9 +88,7 @@ def infer_gang(
     if jobset:
         return InferredGang(JOBSET_PREFIX + jobset)
     kubeflow = labels.get(KUBEFLOW_JOB_NAME_LABEL)
-    if kubeflow and (
-        kinds & _KUBEFLOW_OWNERS or labels.get(KUBEFLOW_REPLICA_TYPE_LABEL) == "launcher"
-    ):
+    if kubeflow and (kinds & _KUBEFLOW_OWNERS or _is_mpi_launcher(labels)):
         return InferredGang(KUBEFLOW_PREFIX + kubeflow)
     ray = labels.get(RAY_CLUSTER_LABEL)
     if ray and "RayCluster" in kinds:

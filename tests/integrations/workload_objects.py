@@ -1,8 +1,9 @@
 """Owner objects and their pods as the real controllers create them (labels, owner
-references, the spec fields the scheduler reads): Indexed Job (kubernetes'
-job controller), JobSet (kubernetes-sigs/jobset), PyTorchJob (kubeflow training-operator),
-MPIJob v2beta1 (kubeflow mpi-operator, launcher as a Job), RayCluster (KubeRay),
-LeaderWorkerSet (kubernetes-sigs/lws, pods of StatefulSets)."""
+references, the spec fields the scheduler reads): Indexed Job (kubernetes' job
+controller), JobSet (kubernetes-sigs/jobset), PyTorchJob (kubeflow training-operator),
+MPIJob v2beta1 (kubeflow mpi-operator: the launcher run as a Job, its pods labelled with
+operator-name, job-name and job-role), RayCluster (KubeRay), LeaderWorkerSet
+(kubernetes-sigs/lws, pods of StatefulSets)."""
 
 from __future__ import annotations
 
@@ -170,9 +171,9 @@ def mpijob_worker(job: str, index: int, namespace: str = "team") -> dict[str, An
         f"{job}-worker-{index}",
         _owner("kubeflow.org/v2beta1", "MPIJob", job),
         {
+            "training.kubeflow.org/operator-name": "mpi-operator",
             "training.kubeflow.org/job-name": job,
             "training.kubeflow.org/job-role": "worker",
-            "training.kubeflow.org/replica-type": "worker",
             "training.kubeflow.org/replica-index": str(index),
         },
         namespace=namespace,
@@ -186,9 +187,9 @@ def mpijob_launcher(job: str, namespace: str = "team") -> dict[str, Any]:
         f"{job}-launcher-abcde",
         _owner("batch/v1", "Job", f"{job}-launcher"),
         {
+            "training.kubeflow.org/operator-name": "mpi-operator",
             "training.kubeflow.org/job-name": job,
             "training.kubeflow.org/job-role": "launcher",
-            "training.kubeflow.org/replica-type": "launcher",
             "batch.kubernetes.io/job-name": f"{job}-launcher",
         },
         namespace=namespace,
