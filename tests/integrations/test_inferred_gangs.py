@@ -162,3 +162,32 @@ async def test_a_namespace_not_opted_in_is_scheduled_pod_by_pod(tmp_path: Path) 
                 await eventually(lambda: len(bound(api)) == 1, "the lone pod bound")
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+async def test_an_inferred_gang_that_does_not_fit_says_so_under_its_name(tmp_path: Path) -> None:
+    """A JobSet of three 4-GPU pods on one 8-GPU node: nothing bound, and each pod's
+    condition names the inferred gang and how many of its members fit."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            api.put(JOBSETS, w.jobset("llm", [("workers", 3, 1)]))
+            for j in range(3):
+                pod = w.jobset_pod("llm", "workers", j, 0)
+                requests = pod["spec"]["containers"][0]["resources"]["requests"]
+                requests["nvidia.com/gpu"] = "4"
+                api.put_pod(pod)
+            async with running_with(api, tmp_path, inferring(free_port(), ["team"])):
+                names = [f"llm-workers-{j}-0-p" for j in range(3)]
+                await eventually(
+                    lambda: all(
+                        "gang team/jobset:llm: 2/3 members placeable" in condition(api, name)
+                        for name in names
+                    ),
+                    "the shortfall told under the gang's name",
+                )
+                told = [condition(api, name) for name in names]
+                assert any("Insufficient nvidia.com/gpu" in message for message in told), told
+                assert bound(api) == {}
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
