@@ -35,9 +35,12 @@ from cache.terms import (
     parse_tolerations,
 )
 from cache.volumes import PodClaim, VolumeNeed, pod_claims
+from cache.workload_labels import infer_gang
 
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GANG_ANNOTATION = "scheduling.k8s.io/group-name"
+# KAI-Scheduler's pod-grouper names the pod's PodGroup (scheduling.run.ai) here.
+KAI_GANG_ANNOTATION = "pod-group-name"
 MIN_MEMBER_ANNOTATION = "gang-scheduler.io/min-member"
 # A member's role (parameter server, worker, launcher): the Kubeflow training operator's
 # replica-type label by default; the least members per role come from this annotation.
@@ -67,6 +70,14 @@ class GangKeys:
     min_role_members_annotation: str = MIN_ROLE_MEMBERS_ANNOTATION
     kueue_label: str = KUEUE_GROUP_LABEL
     kueue_count_annotation: str = KUEUE_TOTAL_COUNT_ANNOTATION
+    # Namespaces whose pods get a gang from their controller's labels when they name
+    # none ("*": all; cache/workload_labels.py). Empty: no inference (the default).
+    infer_namespaces: frozenset[str] = frozenset()
+
+    def infers(self, namespace: str) -> bool:
+        return bool(self.infer_namespaces) and (
+            namespace in self.infer_namespaces or "*" in self.infer_namespaces
+        )
 
 
 DEFAULT_GANG_KEYS = GangKeys()
@@ -381,9 +392,20 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         gang_name = labels.get(keys.kueue_label) or None
     if gang_name is None:
         gang_name = _scheduling_group(spec, problems)
+    if gang_name is None and annotations.get(KAI_GANG_ANNOTATION) is not None:
+        gang_name = _kai_group(annotations[KAI_GANG_ANNOTATION], problems)
+    inferred = None
+    if gang_name is None and keys.infers(namespace):
+        inferred = infer_gang(labels, mapping(annotations), meta.get("ownerReferences"))
+        gang_name = inferred.name if inferred is not None else None
     problems.extend(unsupported.unsupported_fields(spec, in_gang=gang_name is not None))
+    if annotations:
+        problems.extend(unsupported.unsupported_annotations(mapping(annotations)))
     min_member = annotations.get(keys.min_member_annotation)
     min_member_key = None
+    if min_member is None and inferred is not None and inferred.size_text is not None:
+        # The size the controller wrote on the pod (LeaderWorkerSet's group size).
+        min_member, min_member_key = inferred.size_text, inferred.size_key
     if min_member is None and annotations.get(keys.kueue_count_annotation) is not None:
         min_member = annotations[keys.kueue_count_annotation]
         min_member_key = keys.kueue_count_annotation
@@ -442,6 +464,18 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         resource_claims=resource_claims,
         claim_statuses=statuses,
     )
+
+
+def _kai_group(name: object, problems: list[str]) -> str | None:
+    """The KAI PodGroup the pod names (an object name: no "/" or ":" that could collide
+    with another gang's key)."""
+    if isinstance(name, str) and _OBJECT_NAME.match(name):
+        return name
+    problems.append(
+        f"annotation {KAI_GANG_ANNOTATION}: {shown(name)} is not a valid PodGroup name "
+        "(a DNS subdomain: lower-case letters, digits, '-' and '.')"
+    )
+    return None
 
 
 def _scheduling_group(spec: Mapping[str, Any], problems: list[str]) -> str | None:

@@ -35,6 +35,9 @@ class PodGroupInfo:
     role_key: str = ""
     # Volcano's spec.queue: read and shown, not enforced (docs/integrations.md).
     queue: str = ""
+    # What problems call the object where it is no PodGroup ("JobSet ns/train",
+    # cache/workloads.py); "" names it as a PodGroup.
+    described: str = ""
 
     @property
     def key(self) -> str:

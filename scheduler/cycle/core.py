@@ -332,8 +332,9 @@ class SchedulingCore:
     def relist_gang_groups(self, parse: GroupParser, api: str) -> Reconciliation:
         def apply(obj: Mapping[str, Any], now: float) -> str:
             self.apply_gang_group(parse, EventType.MODIFIED, obj, now)
-            meta = metadata(obj)
-            return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+            # The key the record is held under: an inferred gang's owner is held under
+            # the gang's name ("ns/job:train"), not the object's (cache/workloads.py).
+            return parse(obj).key
 
         def remove_missing(listed: set[str], now: float) -> None:
             for key in [k for k in self.gang_groups.of(api) if k not in listed]:

@@ -52,6 +52,7 @@ from typing import Literal
 from cache.limits import INT32_DIGITS, shown, small_int
 from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
 from cache.podgroup import PODGROUP_GROUP, PodGroupInfo
+from cache.workload_labels import WORKLOAD_APIS, is_inferred_gang
 from scheduler.gangs import roles
 from scheduler.gangs.isolation import FATAL, describe
 
@@ -222,7 +223,14 @@ class GangSet:
 
 # When two APIs define a gang of the same name, the first here wins (scheduler-plugins'
 # PodGroup before both, as GangIndex.podgroup says).
-GROUP_PRECEDENCE = ("scheduling.volcano.sh", "scheduling.k8s.io")
+# Inferred gangs' owners (cache/workloads.py) come last: their names never clash with
+# the others' (a ':' in the name).
+GROUP_PRECEDENCE = (
+    "scheduling.volcano.sh",
+    "scheduling.k8s.io",
+    "scheduling.run.ai",
+    *WORKLOAD_APIS,
+)
 
 
 def resolve_podgroup(
@@ -542,18 +550,9 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> Non
     else:
         gang.min_member = max(1, gang.existing)
         gang.size_source = "default"
-        gang_problems.append(
-            (
-                "GangSizeUnknown",
-                f"gang {gang.key} has no size: no PodGroup {gang.key} with a valid "
-                f"spec.minMember and no valid {keys.min_member_annotation} annotation on its "
-                "pods, so the members that exist when it is scheduled are taken as the "
-                "whole gang; create the PodGroup or set the annotation so that it waits "
-                "for all its members",
-            )
-        )
+        gang_problems.append(("GangSizeUnknown", _size_unknown_message(gang, podgroup, keys)))
 
-    instead = _size_explanation(gang)
+    instead = _size_explanation(gang, podgroup)
     if podgroup is not None:
         gang.timeout_seconds = podgroup.schedule_timeout_seconds
         gang.created = min(gang.created, podgroup.created)
@@ -573,7 +572,8 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> Non
             else:
                 # Events go on objects of scheduler-plugins' PodGroup kind only (the
                 # adapter's references); another API's PodGroup is named on its pods.
-                message = f"PodGroup {podgroup.key} ({podgroup.api}): {text}; {instead}"
+                named = podgroup.described or f"PodGroup {podgroup.key} ({podgroup.api})"
+                message = f"{named}: {text}; {instead}"
                 gang.problems.extend(
                     Problem("Pod", pod.key, "InvalidPodGroup", message) for pod in gang.pending
                 )
@@ -605,10 +605,30 @@ def _size_roles(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> No
             gang.problems.extend(Problem("Pod", pod.key, reason, text) for pod in gang.pending)
 
 
-def _size_explanation(gang: Gang) -> str:
+def _size_unknown_message(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> str:
+    if is_inferred_gang(gang.name):
+        owner = podgroup.described if podgroup is not None else "its owner"
+        return (
+            f"gang {gang.key} is inferred from its pods' controller labels, but "
+            f"{owner} gives no valid size (the object is not seen, its API is not served, "
+            "or its spec cannot be read), so the members that exist when it is scheduled "
+            f"are taken as the whole gang; set {keys.min_member_annotation} on the pod "
+            "template or name a PodGroup so that it waits for all its members"
+        )
+    return (
+        f"gang {gang.key} has no size: no PodGroup {gang.key} with a valid "
+        f"spec.minMember and no valid {keys.min_member_annotation} annotation on its "
+        "pods, so the members that exist when it is scheduled are taken as the "
+        "whole gang; create the PodGroup or set the annotation so that it waits "
+        "for all its members"
+    )
+
+
+def _size_explanation(gang: Gang, podgroup: PodGroupInfo | None = None) -> str:
     """Where the gang's size came from, as the end of a problem's sentence."""
     if gang.size_source == "podgroup":
-        return f"the gang's size is {gang.min_member}, from PodGroup {gang.key}"
+        source = podgroup.described if podgroup is not None and podgroup.described else ""
+        return f"the gang's size is {gang.min_member}, from {source or f'PodGroup {gang.key}'}"
     if gang.size_source == "annotation":
         return f"the gang's size is {gang.min_member}, from its members' annotations"
     return "the members that exist are taken as the whole gang"

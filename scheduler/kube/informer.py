@@ -49,10 +49,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from cache.gang_groups import GroupParser
 from cache.jsonobj import metadata
+from cache.kai import KAI_GROUP, KAI_PLURAL, KAI_VERSION, kai_podgroup_from_api
 from cache.native_gang import NATIVE_GROUP, NATIVE_PLURAL, NATIVE_VERSION, native_podgroup_from_api
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.quota import QUOTA_GROUP, QUOTA_PLURAL, QUOTA_VERSION
 from cache.volcano import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, volcano_podgroup_from_api
+from cache.workloads import JOB, JOBSET, MPIJOB, PYTORCHJOB, RAYCLUSTER, OwnerKind
 from scheduler.cycle.core import Reconciliation, SchedulingCore
 from scheduler.gangs.isolation import FATAL
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, WatchBroken
@@ -109,9 +111,23 @@ VOLCANO_PODGROUPS = ResourceKind(
 NATIVE_PODGROUPS = ResourceKind(
     "native-podgroups", f"/apis/{NATIVE_GROUP}/{NATIVE_VERSION}/{NATIVE_PLURAL}", optional=True
 )
+# KAI-Scheduler's PodGroups (docs/migration.md): a 404 where KAI's CRD is not installed.
+KAI_PODGROUPS = ResourceKind(
+    "kai-podgroups", f"/apis/{KAI_GROUP}/{KAI_VERSION}/{KAI_PLURAL}", optional=True
+)
 GANG_GROUP_KINDS: tuple[tuple[ResourceKind, GroupParser], ...] = (
     (VOLCANO_PODGROUPS, volcano_podgroup_from_api),
     (NATIVE_PODGROUPS, native_podgroup_from_api),
+    (KAI_PODGROUPS, kai_podgroup_from_api),
+)
+# The workloads whose gangs are inferred (cache/workloads.py), each optional like
+# PodGroups, read only where gangInference.namespaces lists any: (kind, owner kind).
+WORKLOAD_KINDS: tuple[tuple[ResourceKind, OwnerKind], ...] = (
+    (ResourceKind("jobs", "/apis/batch/v1/jobs", optional=True), JOB),
+    (ResourceKind("jobsets", "/apis/jobset.x-k8s.io/v1alpha2/jobsets", optional=True), JOBSET),
+    (ResourceKind("pytorchjobs", "/apis/kubeflow.org/v1/pytorchjobs", optional=True), PYTORCHJOB),
+    (ResourceKind("mpijobs", "/apis/kubeflow.org/v2beta1/mpijobs", optional=True), MPIJOB),
+    (ResourceKind("rayclusters", "/apis/ray.io/v1/rayclusters", optional=True), RAYCLUSTER),
 )
 # What a pod's volumes need (policies/filters/volume_binding.py), by VolumeCache store.
 VOLUME_KINDS = {
@@ -423,6 +439,16 @@ class ClusterInformers:
                 partial(core.relist_gang_groups, parse, _api_group(kind)),
             )
             for kind, parse in (GANG_GROUP_KINDS if podgroups else ())
+        ]
+        # Owners of inferred gangs: only where some namespace is opted in.
+        inferring = bool(core.cache.gang_keys.infer_namespaces)
+        self.gang_groups += [
+            informer(
+                kind,
+                partial(core.apply_gang_group, owner.parse),
+                partial(core.relist_gang_groups, owner.parse, owner.api),
+            )
+            for kind, owner in (WORKLOAD_KINDS if inferring else ())
         ]
         self.volumes = [
             informer(kind, _volume_apply(core, store), partial(core.relist_volume_objects, store))

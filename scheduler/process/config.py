@@ -287,14 +287,43 @@ class GangKeysConfig:
         default=MIN_ROLE_MEMBERS_ANNOTATION, metadata=_leaf("minRoleMembersAnnotation", _text)
     )
 
-    def keys(self) -> GangKeys:
+    def keys(self, infer_namespaces: frozenset[str] = frozenset()) -> GangKeys:
         return GangKeys(
             self.label,
             self.volcano_annotation,
             self.min_member_annotation,
             self.role_label,
             self.min_role_members_annotation,
+            infer_namespaces=infer_namespaces,
         )
+
+
+def _namespace_names(value: object, path: str) -> frozenset[str]:
+    """Namespace names (DNS labels), or "*" for all."""
+    if not isinstance(value, list):
+        raise ConfigError(path, f"must be a list of namespace names, got {shown(value)}")
+    names: list[str] = []
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        if not isinstance(item, str) or not (item == "*" or _NAMESPACE_NAME.fullmatch(item)):
+            raise ConfigError(where, f"must be a namespace name or '*', got {shown(item)}")
+        if item in names:
+            raise ConfigError(where, f"{shown(item)} is listed twice")
+        names.append(item)
+    return frozenset(names)
+
+
+_NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class GangInferenceConfig:
+    """Gangs inferred from the workloads' own labels and owners (docs/migration.md):
+    only in the namespaces listed; none by default."""
+
+    namespaces: frozenset[str] = field(
+        default=frozenset(), metadata=_leaf("namespaces", _namespace_names)
+    )
 
 
 @dataclass(frozen=True)
@@ -572,6 +601,9 @@ class SchedulerConfig:
         default_factory=StarvationConfig, metadata=_nested("starvation")
     )
     metrics: MetricsConfig = field(default_factory=MetricsConfig, metadata=_nested("metrics"))
+    gang_inference: GangInferenceConfig = field(
+        default_factory=GangInferenceConfig, metadata=_nested("gangInference")
+    )
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -723,7 +755,7 @@ def build_core_from(config: SchedulerConfig, keys: SigningKeys | None = None) ->
         scheduler_name=config.scheduler_name,
         cache=ClusterCache(
             share_milli=MILLI_PER_GPU // config.fractional_gpu.units_per_gpu,
-            gang_keys=config.gang.keys(),
+            gang_keys=config.gang.keys(config.gang_inference.namespaces),
             assignment_key=keys if keys is not None else local_keys(config),
         ),
         queue=GangQueue(

@@ -73,6 +73,12 @@ Resource = Literal[
     "resourceslices",
     "deviceclasses",
     "resourceclaims",
+    "kai-podgroups",
+    "jobs",
+    "jobsets",
+    "pytorchjobs",
+    "mpijobs",
+    "rayclusters",
 ]
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = get_args(AttemptResult)
 # evicted: every victim evicted; refused: a PodDisruptionBudget said 429; failed: any

@@ -124,6 +124,8 @@ def deployed_config_with_fast_timings(port: int) -> dict[str, Any]:
     )
     config["events"]["aggregationWindowSeconds"] = 0.4
     config["client"] = {"qps": 1000, "burst": 1000}
+    # Gang inference on (off as deployed): its owner informers use their grants too.
+    config["gangInference"] = {"namespaces": ["default"]}
     assert isinstance(config, dict)
     return config
 

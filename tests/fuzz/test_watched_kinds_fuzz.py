@@ -16,7 +16,8 @@ from typing import Any, cast
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cache.cluster import EventType
+from cache.cluster import ClusterCache, EventType
+from cache.pod import GangKeys
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.queue import ClusterChange
@@ -38,8 +39,15 @@ def informers_of(core: SchedulingCore) -> dict[str, Informer]:
     return {informer.kind.name: informer for informer in informers.informers}
 
 
+def fuzz_core() -> SchedulingCore:
+    """A core with gang inference on everywhere, so the informers of the workloads'
+    owners (cache/workloads.py) are watched, and fuzzed, too."""
+    keys = GangKeys(infer_namespaces=frozenset({"*"}))
+    return SchedulingCore(build_profile(), cache=ClusterCache(gang_keys=keys))
+
+
 def test_every_watched_kind_is_fuzzed() -> None:
-    watched = set(informers_of(SchedulingCore(build_profile())))
+    watched = set(informers_of(fuzz_core()))
     missing = watched - set(HOSTILE_OBJECTS)
     assert not missing, f"watched kinds with no hostile objects in tests/fuzz/watched.py: {missing}"
     assert set(HOSTILE_OBJECTS) <= watched, set(HOSTILE_OBJECTS) - watched
@@ -64,7 +72,7 @@ OPERATIONS = st.one_of(
 
 @dataclass
 class Run:
-    core: SchedulingCore = field(default_factory=lambda: SchedulingCore(build_profile()))
+    core: SchedulingCore = field(default_factory=lambda: fuzz_core())
     now: float = 0.0
 
     def __post_init__(self) -> None:

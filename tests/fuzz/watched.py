@@ -26,6 +26,7 @@ from tests.fuzz.hostile import (
     hostile_podgroup,
     hostile_quota,
 )
+from tests.integrations import workload_objects as workloads
 from tests.volume_objects import csinode_obj, pv_obj, pvc_obj, storage_class_obj
 
 HOSTILE_CLAIMS = ["hc0", "hc1"]
@@ -107,6 +108,15 @@ def _native(name: str) -> dict[str, Any]:
     }
 
 
+def _kai(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-kai-{name}"},
+        "spec": {"minMember": 2, "queue": "default-queue"},
+    }
+
+
 GANG_NAMES = st.sampled_from(HOSTILE_GANGS)
 
 # The one table: informer kind name -> hostile objects of that kind.
@@ -141,6 +151,55 @@ HOSTILE_OBJECTS: dict[str, st.SearchStrategy[Any]] = {
             ("spec", "schedulingConstraints"),
             ("spec", "schedulingConstraints", "topology"),
             ("spec", "schedulingConstraints", "topology", 0, "key"),
+        ],
+    ),
+    "kai-podgroups": _hostile(
+        GANG_NAMES.map(_kai),
+        [("spec",), ("spec", "minMember"), ("spec", "queue"), ("status",)],
+    ),
+    # The owners of inferred gangs, named as the gangs their hostile pods may infer.
+    "jobs": _hostile(
+        GANG_NAMES.map(lambda name: workloads.indexed_job(name, 2, 2, "default")),
+        [("spec",), ("spec", "parallelism"), ("spec", "completions"), ("spec", "completionMode")],
+    ),
+    "jobsets": _hostile(
+        GANG_NAMES.map(lambda name: workloads.jobset(name, [("w", 2, 1)], "default")),
+        [
+            ("spec",),
+            ("spec", "replicatedJobs"),
+            ("spec", "replicatedJobs", 0),
+            ("spec", "replicatedJobs", 0, "replicas"),
+            ("spec", "replicatedJobs", 0, "template", "spec"),
+            ("spec", "replicatedJobs", 0, "template", "spec", "parallelism"),
+        ],
+    ),
+    "pytorchjobs": _hostile(
+        GANG_NAMES.map(lambda name: workloads.pytorchjob(name, 1, 1, "default")),
+        [
+            ("spec",),
+            ("spec", "pytorchReplicaSpecs"),
+            ("spec", "pytorchReplicaSpecs", "Worker"),
+            ("spec", "pytorchReplicaSpecs", "Worker", "replicas"),
+            ("spec", "runPolicy"),
+        ],
+    ),
+    "mpijobs": _hostile(
+        GANG_NAMES.map(lambda name: workloads.mpijob(name, 1, "default")),
+        [("spec",), ("spec", "mpiReplicaSpecs"), ("spec", "mpiReplicaSpecs", "Worker", "replicas")],
+    ),
+    "rayclusters": _hostile(
+        GANG_NAMES.map(
+            lambda name: workloads.raycluster(
+                name, [{"replicas": 1, "numOfHosts": 1}], True, "default"
+            )
+        ),
+        [
+            ("spec",),
+            ("spec", "enableInTreeAutoscaling"),
+            ("spec", "workerGroupSpecs"),
+            ("spec", "workerGroupSpecs", 0),
+            ("spec", "workerGroupSpecs", 0, "minReplicas"),
+            ("spec", "workerGroupSpecs", 0, "numOfHosts"),
         ],
     ),
     "persistentvolumeclaims": _hostile(

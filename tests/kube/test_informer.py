@@ -92,6 +92,10 @@ ONE_LIST_EACH = Counter(
         "elasticquotas": 1,
         "volcano-podgroups": 1,
         "native-podgroups": 1,
+        "kai-podgroups": 1,
+        "resourceslices": 1,
+        "deviceclasses": 1,
+        "resourceclaims": 1,
     }
 )
 

@@ -16,6 +16,7 @@ from tests.kubeapi.resources import (
     ELASTIC_QUOTAS,
     EVENTS,
     EVENTS_V1,
+    KAI_PODGROUPS,
     LEASES,
     NAMESPACES,
     NATIVE_PODGROUPS,
@@ -30,6 +31,7 @@ from tests.kubeapi.resources import (
     SECRETS,
     STORAGE_CLASSES,
     VOLCANO_PODGROUPS,
+    WORKLOAD_TYPES,
 )
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "ELASTIC_QUOTAS",
     "EVENTS",
     "EVENTS_V1",
+    "KAI_PODGROUPS",
     "LEASES",
     "NAMESPACES",
     "NATIVE_PODGROUPS",
@@ -52,6 +55,7 @@ __all__ = [
     "SECRETS",
     "STORAGE_CLASSES",
     "VOLCANO_PODGROUPS",
+    "WORKLOAD_TYPES",
     "BindRecord",
     "KubeApiEmulator",
     "RequestRecord",

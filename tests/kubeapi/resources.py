@@ -233,6 +233,20 @@ VOLCANO_PODGROUPS = ResourceType(
     custom=True,
     short_names=("podgroup-v1beta1",),
 )
+# KAI-Scheduler's PodGroup CRD (scheduling.run.ai/v2alpha2), a custom resource with a
+# status subresource, as Volcano's.
+KAI_PODGROUPS = ResourceType(
+    "scheduling.run.ai",
+    "v2alpha2",
+    "podgroups",
+    "PodGroup",
+    namespaced=True,
+    subresources=frozenset({"status"}),
+    allow_unconditional_update=False,
+    strategic_merge=False,
+    custom=True,
+    short_names=("pg-kai",),
+)
 # Kubernetes' own PodGroup (scheduling.k8s.io/v1alpha2, 1.36, GenericWorkload gate):
 # a built-in type, so strategic merge patch works (its status conditions merge by
 # type); status subresource (+k8s:supportsSubresource="/status" in types.go).
@@ -416,6 +430,35 @@ RELEASE_TYPES = (
     CUSTOM_RESOURCE_DEFINITIONS,
 )
 
+# The workloads whose gangs the scheduler infers (cache/workloads.py): batch/v1 Jobs (a
+# built-in type with a status subresource) and the controllers' CRDs, each with a status
+# subresource as their CRD manifests declare. EMULATOR GUESS: objects are put directly
+# by tests (as the controllers would have created them); no schema is enforced.
+JOBS = ResourceType(
+    "batch", "v1", "jobs", "Job", namespaced=True, subresources=frozenset({"status"})
+)
+
+
+def _workload_crd(group: str, version: str, plural: str, kind: str) -> ResourceType:
+    return ResourceType(
+        group,
+        version,
+        plural,
+        kind,
+        namespaced=True,
+        subresources=frozenset({"status"}),
+        allow_unconditional_update=False,
+        strategic_merge=False,
+        custom=True,
+    )
+
+
+JOBSETS = _workload_crd("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+PYTORCHJOBS = _workload_crd("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+MPIJOBS = _workload_crd("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+RAYCLUSTERS = _workload_crd("ray.io", "v1", "rayclusters", "RayCluster")
+WORKLOAD_TYPES = (JOBS, JOBSETS, PYTORCHJOBS, MPIJOBS, RAYCLUSTERS)
+
 ALL_TYPES: tuple[ResourceType, ...] = (
     PODS,
     NODES,
@@ -428,10 +471,12 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     ELASTIC_QUOTAS,
     VOLCANO_PODGROUPS,
     NATIVE_PODGROUPS,
+    KAI_PODGROUPS,
     POD_DISRUPTION_BUDGETS,
     SECRETS,
     *DRA_TYPES,
     *RELEASE_TYPES,
+    *WORKLOAD_TYPES,
 )
 
 
