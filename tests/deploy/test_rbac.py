@@ -99,6 +99,10 @@ def deployed_plugin_config() -> DevicePluginConfig:
     return config
 
 
+def pods_named(api: KubeApiEmulator, prefix: str) -> list[str]:
+    return [p["metadata"]["name"] for p in api.pods() if p["metadata"]["name"].startswith(prefix)]
+
+
 def bound(api: KubeApiEmulator, prefix: str) -> int:
     return sum(
         1
@@ -239,6 +243,18 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                 await eventually(
                     lambda: api.request_count("get", "resourceclaims") >= 1, "claims rolled back"
                 )
+                # onBindFailure: delete took the bound member away: its controller (this
+                # test) creates it again, a new pod (new uid) naming the same claim, and
+                # the gang binds on the retry.
+                await eventually(lambda: len(pods_named(api, "dra-")) == 1, "member deleted")
+                for i in range(2):
+                    if not api.get_pod("default", f"dra-{i}"):
+                        member = pod_obj(f"dra-{i}", gang="dra", min_member=2)
+                        member["metadata"]["uid"] = f"recreated-dra-{i}"
+                        member["spec"]["resourceClaims"] = [
+                            {"name": "gpu", "resourceClaimName": f"dra-{i}"}
+                        ]
+                        api.put_pod(member)
                 await eventually(lambda: bound(api, "dra-") == 2, "the DRA gang bound")
                 # A PodGroup that is wrong: a Warning on the PodGroup (its uid read).
                 api.put(PODGROUPS, podgroup_obj("bad", 0))
