@@ -811,6 +811,20 @@ class SchedulingCore:
                 now, ClusterChange.DEVICE_CHANGED, could_help=self._dra_gangs.__contains__
             )
 
+    def claims_taken_back(self, plan: Plan, keys: Iterable[str], now: float = 0.0) -> None:
+        """A rollback removed these allocations this scheduler had written (its gang
+        broke): their holds end whatever their state, and gangs waiting for a device
+        hear of it (the claim's event may come late, or show nothing new)."""
+        released = False
+        for key in self._allocated_keys(plan, keys):
+            if self.dra.is_assumed(key):
+                self.dra.taken_back(key)
+                released = True
+        if released and self._dra_gangs:
+            self.queue.cluster_changed(
+                now, ClusterChange.DEVICE_CHANGED, could_help=self._dra_gangs.__contains__
+            )
+
     @staticmethod
     def _allocated_keys(plan: Plan, keys: Iterable[str] | None) -> list[str]:
         wanted = None if keys is None else set(keys)

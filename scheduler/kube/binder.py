@@ -626,9 +626,11 @@ async def bind_and_settle(
                 return _not_bound(gang, plan, reason), None
         if claims is not None and plan.claims:
             written = await claims.write(plan.claims)
-            settle_holds(claims.dra, written)
+            settle_holds(core, plan, written, now=clock())
             if not written.ok:
-                reason = await _claims_failed(core, claims, volumes, plan, written, prebound)
+                reason = await _claims_failed(
+                    core, claims, volumes, plan, written, prebound, clock()
+                )
                 core.bind_failed(plan.gang_key, plan.placements, clock(), reason, transient=True)
                 return _not_bound(gang, plan, reason), None
         result, undo = await binder.bind_gang(gang, plan)
@@ -651,7 +653,7 @@ async def bind_and_settle(
             # an unknown one may be bound; the resourceclaim controller releases theirs.
             unbound = {m.placement.pod_uid for m in result.failed}
             claim_undo = await claims.undo(written, unbound)
-            settle_holds(claims.dra, ClaimWrites(), claim_undo)
+            settle_holds(core, plan, ClaimWrites(), claim_undo, now)
             why += "; " + claim_undo.describe()
         transient = bool(result.failed) and all(_transient(m) for m in result.failed)
         core.bind_failed(plan.gang_key, result.unbound_placements, now, why, transient=transient)
@@ -667,12 +669,13 @@ async def _claims_failed(
     plan: Plan,
     written: ClaimWrites,
     prebound: PrebindResult | None,
+    now: float,
 ) -> str:
     """A claim write failed: no member is bound. Every claim write that landed (or may
     have) is taken back for every member, then the volume writes; the reason."""
     members = {consumer.uid for claim in plan.claims for consumer in claim.reserved_for}
     claim_undo: ClaimUndo = await claims.undo(written, members)
-    settle_holds(claims.dra, ClaimWrites(), claim_undo)
+    settle_holds(core, plan, ClaimWrites(), claim_undo, now)
     reason = (
         f"binding gang {plan.gang_key} failed before any member was bound: "
         f"writing its resource claims failed: {written.reason}; {claim_undo.describe()}"

@@ -45,8 +45,9 @@ import aiohttp
 
 from cache.dra.claims import Allocation, Claim, Consumer
 from cache.dra.store import DraCache
+from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, transient
-from scheduler.planner.result import ClaimAllocation
+from scheduler.planner.result import ClaimAllocation, Plan
 
 DRA_API = "/apis/resource.k8s.io/v1"
 # The finalizer kube-scheduler puts on every claim it allocates; the resourceclaim
@@ -411,26 +412,28 @@ class ClaimWriter:
         return "", error
 
 
-def settle_holds(dra: DraCache, writes: ClaimWrites, undo: ClaimUndo | None = None) -> None:
-    """Tell the cache what became of the allocations it holds for these writes
-    (cache/dra/store.py): a write the API accepted is `mark_written` (the claim's event
-    then replaces the hold), one refused is forgotten, one whose answer was lost is
-    `mark_unknown` (held until the claim shows it). After a rollback: an allocation
-    this scheduler removed again is `taken_back`, and a write found not to have landed
-    is forgotten."""
+def settle_holds(
+    core: SchedulingCore,
+    plan: Plan,
+    writes: ClaimWrites,
+    undo: ClaimUndo | None = None,
+    now: float = 0.0,
+) -> None:
+    """Tell the core what became of the allocations it holds for these writes
+    (cache/dra/store.py), through its entry points so that a device freed wakes the
+    gangs waiting for one: a write the API accepted is `claims_written` (the claim's
+    event then replaces the hold), one refused `claims_failed` (forgotten), one whose
+    answer was lost `claims_unknown` (held until the claim shows it). After a rollback:
+    an allocation this scheduler removed again is `claims_taken_back`, and a write
+    found not to have landed is forgotten (`claims_failed`)."""
+    fates: dict[WriteFate, list[str]] = {"landed": [], "refused": [], "open": []}
     for write in writes.writes:
-        if write.claim.allocation is None:
-            continue  # nothing held: the claim was allocated already
-        key = write.claim.key
-        if write.fate == "landed":
-            dra.mark_written(key)
-        elif write.fate == "refused":
-            dra.forget(key)
-        else:
-            dra.mark_unknown(key)
+        fates[write.fate].append(write.claim.key)
+    core.claims_written(plan, fates["landed"])
+    core.claims_unknown(plan, fates["open"])
+    core.claims_failed(plan, fates["refused"], now)
     if undo is None:
         return
-    for key in undo.deallocated:
-        dra.taken_back(key)
-    for key in undo.clean:
-        dra.forget(key)  # never releases a hold whose write the API accepted
+    core.claims_taken_back(plan, undo.deallocated, now)
+    # A write the API accepted is never forgotten (DraCache.forget).
+    core.claims_failed(plan, undo.clean, now)

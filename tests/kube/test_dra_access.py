@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 
 from cache.dra.claims import Consumer
-from cache.dra.store import DraCache
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.binder import GangBinder, bind_and_settle
@@ -90,8 +89,8 @@ async def broken_gang(api: KubeApiEmulator, client: KubeClient) -> Any:
     """A gang of 2 with a claim each whose 2nd Binding is refused: claims written, one
     bound member deleted, the other's claim read and rolled back."""
     seed_gang(api, size=2, gpus=1)
-    dra = seed_claims(api, ["train-0-gpu", "train-1-gpu"])
     core = core_from(api)
+    dra = seed_claims(api, ["train-0-gpu", "train-1-gpu"], core.dra)
     gang, plan = plan_next(core)
     plan = with_claims(plan, gang, dra)
     api.fail_next_binds(1, status=409, after=1)
@@ -211,11 +210,11 @@ async def test_the_template_flow_from_claim_creation_to_deallocation(tmp_path: P
         await controller.sync()  # a second pass creates nothing more
         assert controller.created == [created]
         # The scheduler allocates and reserves it, then binds.
-        dra = DraCache()
-        dra.apply_claim("ADDED", claim)
-        # The planner of this branch does not take pods with claims yet (dra-plan):
-        # its core is fed the pod without them, and the plan's claim is built by hand.
+        # The core is fed the pod without its claims, and the plan's claim is built by
+        # hand (the device chosen by the test); the claim is in the core's DraCache.
         core = SchedulingCore(build_profile())
+        dra = core.dra
+        dra.apply_claim("ADDED", claim)
         core.replace_nodes(api.nodes(), 0.0)
         plain = copy.deepcopy(api.pods())
         for member in plain:

@@ -55,8 +55,8 @@ async def _scenario(size: int, touched: list[int], faults: list[Any]) -> None:
     async with KubeApiEmulator() as api, KubeClient(await api_client(api.base_url)) as client:
         client.policy = FAST
         seed_gang(api, size=size, gpus=1)
-        dra = seed_claims(api, [f"train-{i}-gpu" for i in range(size)])
         core = core_from(api)
+        dra = seed_claims(api, [f"train-{i}-gpu" for i in range(size)], core.dra)
         gang, plan = plan_next(core)
         plan = with_claims(plan, gang, dra)
         for index in touched:

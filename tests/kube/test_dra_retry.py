@@ -17,9 +17,13 @@ from typing import Any
 
 import pytest
 
+from scheduler.kube.binder import GangBinder, bind_and_settle
 from scheduler.kube.client import KubeClient
+from scheduler.kube.dra_claims import ClaimWriter
+from scheduler.planner.result import Plan, Unschedulable
 from tests.dra_objects import device_class_obj, slice_obj
 from tests.factories import node_obj, pod_obj
+from tests.kube.test_binder import core_from, plan_next
 from tests.kube.test_dra_writes import stored_as_created
 from tests.kube.test_runner import TEST_TIMEOUT, bound, running
 from tests.kubeapi import (
@@ -110,3 +114,46 @@ async def test_a_dra_gang_broken_by_a_binding_binds_on_the_retry(
             assert api.request_count("create", "pods", "binding") == 4
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+async def test_a_refused_claim_write_wakes_the_dra_gang_waiting_for_its_device(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """Pod a is planned onto the only device; pod b then waits for a device to change.
+    a's claim status write is refused (403: nothing of ours lands, so no claim event
+    will follow): the device a held is free again, and b, waiting for exactly that, is
+    planned at once rather than after maxUnschedulableSeconds."""
+    api.put_node(node_obj("n0", gpus=0))
+    api.put(DEVICE_CLASSES, device_class_obj())
+    api.put(RESOURCE_SLICES, slice_obj("n0", gpus=1))
+    for name in ("a", "b"):
+        api.put(RESOURCE_CLAIMS, stored_as_created(name))
+        pod = pod_obj(name, created=f"2026-01-01T00:00:0{ord(name) - ord('a')}Z")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+        api.put_pod(pod)
+    core = core_from(api)
+    for kind, rtype in (
+        ("deviceclasses", DEVICE_CLASSES),
+        ("resourceslices", RESOURCE_SLICES),
+        ("resourceclaims", RESOURCE_CLAIMS),
+    ):
+        for obj in api.objects(rtype):
+            core.apply_dra_object(kind, "ADDED", obj, 0.0)
+    gang, plan = plan_next(core)
+    assert [p.name for p in gang.pending] == ["a"]
+    waiting = core.schedule_next(0.0)
+    assert waiting is not None and isinstance(waiting.result, Unschedulable)
+    assert core.schedule_next(0.0) is None  # b waits for a change
+    api.fail_requests("patch", "resourceclaims", "status", count=1, status=403)
+    result, _ = await bind_and_settle(
+        core,
+        GangBinder(client),
+        gang,
+        plan,
+        clock=lambda: 1.0,
+        claims=ClaimWriter(client, core.dra),
+    )
+    assert not result.ok and not core.dra.is_assumed("default/a")
+    attempt = core.schedule_next(1.0)  # a is backing off; b was woken
+    assert attempt is not None and isinstance(attempt.result, Plan), attempt
+    assert [p.name for p in attempt.gang.pending] == ["b"]

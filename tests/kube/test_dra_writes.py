@@ -4,8 +4,8 @@ allocation and reservedFor before the first Binding, all or nothing, and the rol
 when a claim write or a Binding fails (scheduler/kube/dra_claims.py, docs/dra.md
 "Writes and rollback").
 
-Plans are built by hand (`with_claims`): the core's planner does not fill
-`Plan.claims` yet (branch dra-plan); the binder's side of the contract is tested here.
+Plans are built by hand (`with_claims`, the devices chosen by the test); the claims are
+held in the core's own DraCache, which the binder settles through the core.
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ def stored_as_created(name: str) -> dict[str, Any]:
     return claim
 
 
-def seed_claims(api: KubeApiEmulator, names: list[str]) -> DraCache:
-    """Claims on the server, and the DRA cache a plan is made from (what a watch gave)."""
-    dra = DraCache()
+def seed_claims(api: KubeApiEmulator, names: list[str], dra: DraCache | None = None) -> DraCache:
+    """Claims on the server, and the DRA cache a plan is made from (what a watch gave):
+    `dra` (the core's) when given."""
+    dra = DraCache() if dra is None else dra
     for name in names:
         dra.apply_claim("ADDED", api.put(RESOURCE_CLAIMS, stored_as_created(name)))
     return dra
@@ -124,8 +125,8 @@ async def gang_with_claims(
 ) -> tuple[SchedulingCore, Gang, Plan, DraCache]:
     seed_gang(api, size=size, gpus=1)
     names = ["shared"] if shared else [f"train-{i}-gpu" for i in range(size)]
-    dra = seed_claims(api, names)
     core = core_from(api)
+    dra = seed_claims(api, names, core.dra)
     gang, plan = plan_next(core)
     return core, gang, with_claims(plan, gang, dra, "shared" if shared else ""), dra
 
@@ -311,9 +312,9 @@ async def test_a_claim_allocated_before_gets_only_reservations_and_keeps_its_all
         "allocation": allocation("n0", ("gpu-0",)),
         "reservedFor": [{"resource": "pods", "name": "other", "uid": "other-uid"}],
     }
-    dra = DraCache()
-    dra.apply_claim("ADDED", api.put(RESOURCE_CLAIMS, existing))
     core = core_from(api)
+    dra = core.dra
+    dra.apply_claim("ADDED", api.put(RESOURCE_CLAIMS, existing))
     gang, plan = plan_next(core)
     known = dra.claims["default/shared"]
     pods = {p.uid: p for p in gang.pending}
