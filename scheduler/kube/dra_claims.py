@@ -21,7 +21,8 @@ than overwritten. A failure that may be transient (no answer, a dropped connecti
 because of the precondition; a 409 is never tried again: it means the claim changed
 and the gang breaks. The one exception is a 409 after an earlier try whose answer was
 lost: the first write may have landed and moved the version, so the claim is read and
-the write counts as landed when the claim carries it.
+the write counts as landed when the claim carries it (and as open, for the rollback to
+look at, when the claim cannot be read back).
 
 Rollback (a claim write failed, or a Binding did): for every claim whose write landed
 or may have landed, the claim is read and the `reservedFor` entries of the members
@@ -316,7 +317,13 @@ class ClaimWriter:
         except ApiError as err:
             if err.status == 409 and lost:
                 found = await self._read(path.removesuffix("/status"))
-                if found is not None and carries(found):
+                if found is None:
+                    # Not read back: the earlier try may have landed, so the write is
+                    # not refused but open (the rollback reads the claim again).
+                    raise _Outcome(
+                        "open", f"{_describe(err)}; the claim could not be read back", 409
+                    ) from err
+                if carries(found):
                     return found  # our earlier try landed
             if transient(err):
                 raise _Outcome("open", _describe(err), err.status) from err

@@ -264,6 +264,26 @@ async def test_a_lost_answer_then_409_is_read_back_and_counts_as_landed(
 
 
 @pytest.mark.asyncio
+async def test_a_lost_answer_then_409_with_the_read_back_failing_is_taken_back(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """The status write lands but its answer is lost; the retry meets 409 and the claim
+    cannot be read back: the write may have landed, so it is not counted refused. The
+    rollback reads the claim again and takes the allocation back: nothing stays
+    allocated for the gang that did not bind, and no hold is left behind."""
+    core, gang, plan, dra = await gang_with_claims(api, size=1)
+    api.fail_requests("patch", "resourceclaims", "status", committed=True, status=500)
+    api.fail_requests("get", "resourceclaims", status=409)
+    writer = ClaimWriter(client, dra)
+    writer.client.policy = FAST
+    result, _ = await bind_and_settle(core, GangBinder(client), gang, plan, claims=writer)
+    assert not result.ok and "409" in result.reason
+    assert api.request_count("create", "pods", "binding") == 0
+    assert allocated(api) == {} and reserved_anywhere(api) == []
+    assert all(dra.hold_state(c.key) is None for c in plan.claims)
+
+
+@pytest.mark.asyncio
 async def test_a_failed_binding_releases_the_unbound_members_claims_and_the_controller_the_rest(
     api: KubeApiEmulator, client: KubeClient
 ) -> None:
