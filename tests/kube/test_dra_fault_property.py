@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cache.dra.store import Hold
@@ -101,6 +101,15 @@ async def _scenario(size: int, touched: list[int], faults: list[Any]) -> None:
     size=st.integers(1, 3),
     touched=st.lists(st.integers(0, 4), max_size=1),
     faults=st.lists(FAULTS, max_size=6),
+)
+# Found by this test: a lost answer, the retry's 409, and the read back refused too.
+@example(
+    size=1,
+    touched=[],
+    faults=[
+        (("patch", "resourceclaims", "status"), (500, True), 0),
+        (("get", "resourceclaims", ""), (409, False), 0),
+    ],
 )
 def test_no_claim_stays_allocated_by_us_for_a_gang_that_did_not_bind(
     size: int, touched: list[int], faults: list[Any]
