@@ -21,7 +21,6 @@ token.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import ssl
@@ -36,6 +35,7 @@ from urllib.parse import urlencode, urlsplit
 import aiohttp
 
 from scheduler.kube.call_policy import CallPolicy, RetryOn
+from scheduler.kube.decoding import PLAIN, Decoder, paused_gc_loads
 
 # Narrowed: the loaders without the generated API (k8s_config.py says why).
 from scheduler.kube.k8s_config import (
@@ -322,9 +322,11 @@ class KubeClient:
         body: Any = None,
         content_type: str = JSON,
         timeout: aiohttp.ClientTimeout | None = None,
+        decode: Callable[[bytes], Any] = paused_gc_loads,
     ) -> JsonObject:
-        """Send a request and decode its JSON answer; ApiError on a non-2xx status.
-        Sent once, within `timeout` (the policy's when None); `call` retries."""
+        """Send a request and decode its JSON answer (with `decode`); ApiError on a
+        non-2xx status. Sent once, within `timeout` (the policy's when None); `call`
+        retries."""
         transport = self._transport
         if transport.session is None:
             transport.open()
@@ -345,7 +347,7 @@ class KubeClient:
         if not 200 <= status < 300:
             raise error_from_body(status, reason, raw)
         try:
-            decoded = decode_json(raw) if raw else {}
+            decoded = decode(raw) if raw else {}
         except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
             raise ApiError(status, "BadResponse", f"undecodable JSON: {err}", {}) from err
         if not isinstance(decoded, dict):
@@ -411,6 +413,7 @@ class KubeClient:
         query: Query = (),
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout: aiohttp.ClientTimeout | None = None,
+        decoder: Decoder = PLAIN,
     ) -> AsyncGenerator[ListPage, None]:
         """LIST a collection page by page, following `continue` tokens; page_size 0
         asks for one page. Every page of one list carries the list's resourceVersion.
@@ -423,6 +426,7 @@ class KubeClient:
         The next page is asked for before a page is handed over, so the server prepares
         it while the consumer applies this one (the initial sync, issue 13): at most two
         pages are in memory. Closing the iterator early cancels the request ahead.
+        `decoder` decodes each page (decoding.py: pods are read slim).
         """
         token = ""
         first = True
@@ -431,7 +435,9 @@ class KubeClient:
             while True:
                 try:
                     if ahead is None:
-                        page = await self._list_page(path, query, page_size, token, timeout)
+                        page = await self._list_page(
+                            path, query, page_size, token, timeout, decoder
+                        )
                     else:
                         page = await ahead
                 except ApiError as err:
@@ -451,7 +457,7 @@ class KubeClient:
                 token = str(meta.get("continue") or "")
                 if token:
                     ahead = asyncio.create_task(
-                        self._list_page(path, query, page_size, token, timeout),
+                        self._list_page(path, query, page_size, token, timeout, decoder),
                         name=f"list-ahead {path}",
                     )
                 yield ListPage(items, str(meta.get("resourceVersion") or ""), first, not token)
@@ -470,6 +476,7 @@ class KubeClient:
         page_size: int,
         token: str,
         timeout: aiohttp.ClientTimeout | None,
+        decoder: Decoder = PLAIN,
     ) -> JsonObject:
         """One page of a LIST: `limit` page_size (0: no limit), from `token` when set."""
         page_query = list(query)
@@ -477,7 +484,9 @@ class KubeClient:
             page_query.append(("limit", str(page_size)))
         if token:
             page_query.append(("continue", token))
-        return await self.request_json("GET", path, query=page_query, timeout=timeout)
+        return await self.request_json(
+            "GET", path, query=page_query, timeout=timeout, decode=decoder.page
+        )
 
     async def list_json(
         self,
@@ -504,13 +513,15 @@ class KubeClient:
         *,
         query: Query = (),
         timeout: aiohttp.ClientTimeout | None = None,
+        decoder: Decoder = PLAIN,
     ) -> AsyncIterator[WatchStream]:
-        """Open a watch (`watch=true` is added); ApiError when the server refuses it."""
+        """Open a watch (`watch=true` is added); ApiError when the server refuses it.
+        `decoder` decodes each event (decoding.py)."""
         response = await self.open("GET", path, query=[*query, ("watch", "true")], timeout=timeout)
         try:
             if response.status != 200:
                 raise error_from_body(response.status, response.reason or "", await response.read())
-            yield WatchStream(response)
+            yield WatchStream(response, decoder)
         finally:
             if response.content.at_eof():
                 response.release()
@@ -521,8 +532,9 @@ class KubeClient:
 class WatchStream:
     """The events of one watch, decoded, in stream order."""
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, decoder: Decoder = PLAIN) -> None:
         self._response = response
+        self._decoder = decoder
 
     async def batches(self) -> AsyncIterator[list[JsonObject]]:
         """Every event that arrived in one network read, as a list; ends when the
@@ -536,11 +548,11 @@ class WatchStream:
                     continue
                 lines = bytes(pending[:end]).split(b"\n")
                 del pending[: end + 1]
-                yield [_decode_event(line) for line in lines if line.strip()]
+                yield [_decode_event(line, self._decoder) for line in lines if line.strip()]
         except (TimeoutError, aiohttp.ClientError, OSError) as err:
             raise WatchBroken(f"watch stream cut: {type(err).__name__}: {err}") from err
         if pending.strip():
-            yield [_decode_event(bytes(pending))]
+            yield [_decode_event(bytes(pending), self._decoder)]
 
 
 def _total_seconds(timeout: aiohttp.ClientTimeout | None) -> float | None:
@@ -571,23 +583,13 @@ def lean_ssl_context(configuration: Configuration) -> ssl.SSLContext:
 
 
 def decode_json(raw: bytes) -> Any:
-    """`json.loads` with the cyclic garbage collector paused. Decoding builds only
-    dicts, lists, strings and numbers, none of them in a cycle, so a collection during
-    it finds nothing to free; yet a list page of 500 pods allocates ~100,000 objects, and
-    with a cache of 150,000 pods in the heap the collections that these allocations
-    trigger cost more than the decoding itself (bench/kube.py, docs/benchmarks.md)."""
-    if not gc.isenabled():
-        return json.loads(raw)
-    gc.disable()
-    try:
-        return json.loads(raw)
-    finally:
-        gc.enable()
+    """The standard library's decoding of an answer (decoding.paused_gc_loads)."""
+    return paused_gc_loads(raw)
 
 
-def _decode_event(line: bytes) -> JsonObject:
+def _decode_event(line: bytes, decoder: Decoder = PLAIN) -> JsonObject:
     try:
-        event = json.loads(line)
+        event = decoder.event(line)
     except (ValueError, RecursionError) as err:  # RecursionError: nested too deep
         raise WatchBroken(f"undecodable watch event: {err}") from err
     if not isinstance(event, dict):

@@ -58,6 +58,7 @@ from cache.workloads import JOB, JOBSET, MPIJOB, PYTORCHJOB, RAYCLUSTER, OwnerKi
 from scheduler.cycle.core import Reconciliation, SchedulingCore
 from scheduler.gangs.isolation import FATAL
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, WatchBroken
+from scheduler.kube.decoding import PLAIN, Decoder, SlimPodDecoder
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +182,11 @@ class Informer:
         on_change: Callable[[], None] | None = None,
         label_selector: str = "",
         field_selector: str = "",
+        decoder: Decoder = PLAIN,
     ) -> None:
         self.client = client
+        # How its lists and events are decoded: pods slim (decoding.py says why).
+        self.decoder = decoder
         self.kind = kind
         self.options = options or InformerOptions()
         self._apply = apply
@@ -252,7 +256,11 @@ class Informer:
         )
         reconciliation: Reconciliation | None = None
         pages = self.client.list_pages(
-            self.kind.path, query=self._selectors, page_size=self.options.page_size, timeout=timeout
+            self.kind.path,
+            query=self._selectors,
+            page_size=self.options.page_size,
+            timeout=timeout,
+            decoder=self.decoder,
         )
         version = ""
         try:
@@ -324,7 +332,10 @@ class Informer:
         )
         opened = time.monotonic()
         events = 0
-        async with self.client.watch(self.kind.path, query=query, timeout=timeout) as stream:
+        watch = self.client.watch(
+            self.kind.path, query=query, timeout=timeout, decoder=self.decoder
+        )
+        async with watch as stream:
             async for batch in stream.batches():
                 events += self.handle(batch)
         if events == 0 and time.monotonic() - opened < VERY_SHORT_WATCH:
@@ -422,6 +433,7 @@ class ClusterInformers:
                 on_relist=on_relist,
                 on_change=self._changed,
                 field_selector=pod_field_selector if kind is PODS else "",
+                decoder=SlimPodDecoder() if kind is PODS else PLAIN,
             )
 
         self.nodes = informer(NODES, core.apply_node, core.relist_nodes)
