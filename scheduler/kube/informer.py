@@ -48,7 +48,7 @@ import aiohttp
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
 from cache.gang_groups import GroupParser
-from cache.jsonobj import metadata
+from cache.jsonobj import mapping, metadata
 from cache.kai import KAI_GROUP, KAI_PLURAL, KAI_VERSION, kai_podgroup_from_api
 from cache.native_gang import NATIVE_GROUP, NATIVE_PLURAL, NATIVE_VERSION, native_podgroup_from_api
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
@@ -81,6 +81,16 @@ RECOVERABLE: tuple[type[BaseException], ...] = (
 
 # A watch that ends this fast with no event at all is a failure, not a timeout.
 VERY_SHORT_WATCH = 1.0
+# The BOOKMARK that ends a watch-list stream's initial state carries this annotation.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# What a server without the watch-list stream answers its query: 422 from the options'
+# validation (the WatchList feature gate off), 400 from one that does not know the
+# parameters and refuses them. Any other failure is retried as a failed list would be.
+WATCH_LIST_REFUSED = frozenset({400, 422})
+
+
+class WatchListRefused(Exception):
+    """The API server does not serve the watch-list stream: list in pages instead."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +174,9 @@ class InformerOptions:
     # plus `watch_read_slack` (bookmarks and the server's timeout normally come first).
     list_read_timeout: float = 60.0
     watch_read_slack: float = 30.0
+    # Read the initial state of a kind that is always served (pods, nodes...) as a
+    # watch-list stream (`sendInitialEvents`) where the server offers it, else in pages.
+    watch_list: bool = True
 
 
 class Informer:
@@ -203,6 +216,9 @@ class Informer:
         self.resource_version = ""  # the last one seen: list, event or bookmark
         self.relists = 0
         self.present: bool | None = None  # for an optional kind: is it served?
+        # Set once the server refused the watch-list stream: pages from then on.
+        self.watch_list_refused = False
+        self.streamed = 0  # initial states read as a watch-list stream (tests read it)
 
     # --- the loop -----------------------------------------------------------------------
     async def run(self) -> None:
@@ -220,12 +236,31 @@ class Informer:
             await retrying(self._session)
 
     async def _session(self) -> None:
-        """One list, then watches until a relist is needed. Raises (so the caller backs
-        off) unless the session was healthy long enough to relist at once."""
+        """The initial state (a watch-list stream, or a paged list), then watches until
+        a relist is needed. Raises (so the caller backs off) unless the session was
+        healthy long enough to relist at once."""
         started = time.monotonic()
+        if self._streams_initial_state():
+            synced = [False]
+            try:
+                await self._watch_list(synced)
+            except WatchListRefused as err:
+                self.watch_list_refused = True
+                log.info("%s: no watch-list stream (%s); listing in pages", self.kind.name, err)
+            except RECOVERABLE as err:
+                if not synced[0] or time.monotonic() - started < self.options.healthy_after:
+                    raise
+                self._log_break(err)
+                return
+            else:
+                await self._watch_on(started)
+                return
         if not await self.relist():
             await asyncio.sleep(self.options.crd_recheck)
             return
+        await self._watch_on(started)
+
+    async def _watch_on(self, started: float) -> None:
         try:
             while True:
                 await self._watch_once()
@@ -233,6 +268,10 @@ class Informer:
             if time.monotonic() - started < self.options.healthy_after:
                 raise
             self._log_break(err)
+
+    def _streams_initial_state(self) -> bool:
+        # Optional kinds keep the paged list, whose 404 says the CRD is absent.
+        return self.options.watch_list and not self.kind.optional and not self.watch_list_refused
 
     def _log_retry(self, state: RetryCallState) -> None:
         outcome = state.outcome
@@ -314,6 +353,101 @@ class Informer:
             self._on_relist(self.kind.name)
         self.synced.set()
         self._changed()
+
+    # --- watch-list: the initial state as a stream ---------------------------------------
+    async def _watch_list(self, synced: list[bool]) -> None:
+        """Read the initial state as a watch-list stream (`sendInitialEvents=true`):
+        ADDED events of every object, then a BOOKMARK annotated initial-events-end at
+        the state's resourceVersion; the same stream then goes on as a watch. Each
+        network read's objects are reconciled as they arrive (as a list's pages are), so
+        memory stays flat however many objects come. Returns when the server ends the
+        stream after the initial state (`synced[0]` is set then); WatchListRefused when
+        it refuses the query; WatchBroken when it ends the stream before the bookmark."""
+        seconds = int(self.options.watch_timeout * (1.0 + random.random()))
+        query = [
+            *self._selectors,
+            ("sendInitialEvents", "true"),
+            ("resourceVersionMatch", "NotOlderThan"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(seconds)),
+        ]
+        timeout = aiohttp.ClientTimeout(
+            sock_connect=self.options.connect_timeout,
+            sock_read=seconds + self.options.watch_read_slack,
+        )
+        began = time.monotonic()
+        opened = False
+        reconciliation: Reconciliation | None = None
+        try:
+            watch = self.client.watch(
+                self.kind.path, query=query, timeout=timeout, decoder=self.decoder
+            )
+            async with watch as stream:
+                opened = True
+                reconciliation = self._begin_relist()
+                self._found_again()
+                async for batch in stream.batches():
+                    if reconciliation is None:
+                        self.handle(batch)
+                        continue
+                    rest = self._initial_events(batch, reconciliation)
+                    if rest is None:
+                        continue
+                    self.streamed += 1
+                    synced[0] = True
+                    log.info(
+                        "%s: streamed %d at resourceVersion %s in %.2f s",
+                        self.kind.name,
+                        len(reconciliation.listed),
+                        self.resource_version,
+                        time.monotonic() - began,
+                    )
+                    reconciliation = None
+                    self._relisted()
+                    if rest:
+                        self.handle(rest)
+        except ApiError as err:
+            if not opened and err.status in WATCH_LIST_REFUSED:
+                raise WatchListRefused(str(err)) from err
+            raise
+        if reconciliation is not None:
+            raise WatchBroken("the watch-list stream ended before its initial state did")
+
+    def _initial_events(
+        self, batch: Sequence[JsonObject], reconciliation: Reconciliation
+    ) -> Sequence[JsonObject] | None:
+        """Reconcile the initial events of `batch`; returns the events after the
+        initial-events-end bookmark (the state is then complete), else None."""
+        now = self._clock()
+        objects: list[Mapping[str, Any]] = []
+        try:
+            for index, event in enumerate(batch):
+                kind = event.get("type")
+                obj = event.get("object")
+                if not isinstance(obj, Mapping):
+                    log.warning("%s: watch event without an object: %.200r", self.kind.name, event)
+                    continue
+                if kind == "ADDED":
+                    objects.append(obj)
+                elif kind == "BOOKMARK":
+                    if (
+                        str(mapping(metadata(obj).get("annotations")).get(INITIAL_EVENTS_END))
+                        == "true"
+                    ):
+                        reconciliation.add(objects, now)
+                        objects = []
+                        reconciliation.finish(now)
+                        self._advance(obj)
+                        return batch[index + 1 :]
+                elif kind == "ERROR":
+                    raise ApiError.from_status(obj)
+                else:
+                    # The initial state is ADDED events only: anything else is not the
+                    # stream this informer asked for.
+                    raise WatchBroken(f"a {kind!r} event before the initial state ended")
+        finally:
+            reconciliation.add(objects, now)
+        return None
 
     # --- watch --------------------------------------------------------------------------
     async def _watch_once(self) -> None:

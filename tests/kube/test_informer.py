@@ -322,7 +322,8 @@ async def test_2000_pod_list_and_1000_event_burst_take_one_list_and_no_relist(
 
 @pytest.mark.asyncio
 async def test_unreachable_server_is_retried_with_backoff(tmp_path: Path) -> None:
-    async with KubeApiEmulator() as api:
+    # A server without the watch-list stream: the pods' initial state is a paged list.
+    async with KubeApiEmulator(watch_list=False) as api:
         seed(api)
         api.fail_requests("list", "pods", count=3, status=500)
         started = time.monotonic()

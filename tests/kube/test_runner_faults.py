@@ -144,7 +144,9 @@ async def test_a_watch_dropped_while_a_gang_is_created_still_binds_it_whole(
 @pytest.mark.asyncio
 async def test_after_an_api_server_restart_later_gangs_still_bind(tmp_path: Path) -> None:
     async def scenario() -> None:
-        async with KubeApiEmulator() as api:
+        # Without the watch-list stream, so that the relist is a LIST to count
+        # (tests/kube/test_watch_list.py: the same with the stream).
+        async with KubeApiEmulator(watch_list=False) as api:
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=1))
             seed_gang(api, "before", 2)

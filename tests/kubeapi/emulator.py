@@ -16,7 +16,10 @@ scheduler):
 - list honours `limit`/`continue` (pager.py: later pages come from the first page's
   resourceVersion; a token expires with the watch history) but ignores
   `resourceVersion`/`resourceVersionMatch` (always the latest state, which satisfies
-  "not older than"); `sendInitialEvents` on watch is honoured, `resourceVersionMatch` not;
+  "not older than"); the options the API server refuses are refused (list_options.py);
+  a watch with `sendInitialEvents=true` (the watch-list stream, behind `watch_list`, the
+  WatchList feature gate) starts with ADDED events of the current state and, when
+  bookmarks are allowed, the initial-events-end BOOKMARK (watch_stream.py);
 - namespaces need not exist; names and labels are validated (validation.py); finalizers
   hold a deleted object until removed (writes.py); the only admission is the not-ready
   taint on new Nodes, which an emulated node lifecycle controller takes off once the
@@ -46,6 +49,7 @@ from tests.kubeapi import (
     admission,
     errors,
     eviction,
+    list_options,
     node_lifecycle,
     protobuf,
     rbac,
@@ -137,6 +141,7 @@ class KubeApiEmulator:
         kubelet_delay: float | None = 0.0,
         max_watch_backlog: int | None = None,
         too_large_wait: float = 3.0,
+        watch_list: bool = True,
         request_log_size: int = 10_000,
         node_ready_delay: float | None = 0.0,
     ) -> None:
@@ -145,6 +150,9 @@ class KubeApiEmulator:
         self.bookmark_interval = bookmark_interval
         self.max_watch_backlog = max_watch_backlog
         self.too_large_wait = too_large_wait
+        # The WatchList feature gate: False refuses `sendInitialEvents` on watches (422),
+        # as a server without it does.
+        self.watch_list = watch_list
         self._crd_present = crd_present
         # Types answered 404, as where their CRD is not installed or their API is off.
         self.unserved: set[ResourceType] = set()
@@ -597,6 +605,7 @@ class KubeApiEmulator:
         return labels, fields
 
     async def _list(self, request: web.Request, route: Route) -> web.StreamResponse:
+        list_options.refuse(list_options.list_errors(request.query))
         labels, fields = self._selectors(route.rtype, request)
         try:
             limit = int(request.query.get("limit") or 0)
@@ -633,6 +642,7 @@ class KubeApiEmulator:
     async def _watch(self, request: web.Request, route: Route) -> web.StreamResponse:
         if route.name is not None:
             raise errors.path_not_found()
+        list_options.refuse(list_options.watch_errors(request.query, self.watch_list))
         selectors = self._selectors(route.rtype, request)
         params = WatchParams.from_query(request.query)
         self._record("watch", route, 200)
