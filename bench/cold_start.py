@@ -9,7 +9,7 @@ checkout; another worktree compares two versions with the same interpreter and
 packages), leader election off; /readyz and the emulator's bind count are polled.
 
     .venv/bin/python bench/cold_start.py [--nodes 5000] [--running-pods 150000]
-        [--pods 100] [--gang 1] [--repo PATH] [--runs 1]
+        [--pods 100] [--gang 1] [--repo PATH] [--runs 1] [--no-watch-list]
 
 CPU seconds are the scheduler's user + system time read from /proc when each moment is
 seen; peak RSS is its VmHWM at the first bind and once more a second later (the lists of
@@ -72,7 +72,8 @@ def stop(process: subprocess.Popen[Any]) -> None:
 
 async def cold_start(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     kubeconfig = tmp / "kubeconfig"
-    emulator, _ = kube_bench.start_emulator(100_000, kubeconfig)
+    flags = ["--no-watch-list"] if args.no_watch_list else []
+    emulator, _ = kube_bench.start_emulator(100_000, kubeconfig, *flags)
     try:
         seeder = await create_client(str(kubeconfig), qps=None)
         try:
@@ -138,6 +139,11 @@ def main() -> None:
     parser.add_argument("--gang", type=int, default=1)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to start")
+    parser.add_argument(
+        "--no-watch-list",
+        action="store_true",
+        help="the emulator refuses the watch-list stream: the initial state is listed",
+    )
     args = parser.parse_args()
     args.pods -= args.pods % args.gang
     runs = []
@@ -150,6 +156,7 @@ def main() -> None:
         "running_pods": args.running_pods,
         "pending_pods": args.pods,
         "gang": args.gang,
+        "watch_list": not args.no_watch_list,
         "runs": runs,
     }
     print(json.dumps(report))

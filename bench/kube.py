@@ -518,7 +518,9 @@ async def measure(args: argparse.Namespace, kubeconfig: str, emulated: bool) -> 
     }
 
 
-def start_emulator(history_size: int, kubeconfig: Path) -> tuple[subprocess.Popen[str], str]:
+def start_emulator(
+    history_size: int, kubeconfig: Path, *flags: str
+) -> tuple[subprocess.Popen[str], str]:
     """`python -m tests.kubeapi` in its own process, writing a kubeconfig for itself at
     `kubeconfig`; returns it and its URL. This process never imports the emulator, so
     its peak RSS is the scheduler's (the emulator's CEL library alone is ~7 MiB)."""
@@ -533,6 +535,7 @@ def start_emulator(history_size: int, kubeconfig: Path) -> tuple[subprocess.Pope
             str(history_size),
             "--kubeconfig",
             str(kubeconfig),
+            *flags,
         ],
         cwd=Path(__file__).resolve().parent.parent,
         stdout=subprocess.PIPE,

@@ -4,7 +4,12 @@ One `Informer` per resource (pods of all namespaces, nodes, PodGroups, namespace
 claims, PVs, StorageClasses and CSINodes a pod's volumes need, and DRA's
 ResourceSlices, DeviceClasses and ResourceClaims). Its loop:
 
-1. LIST (paged) and hand each page to the core's reconciliation (`relist_*`) as it
+1. The initial state, as a watch-list stream where the server serves it (kinds that
+   are always served: a watch with `sendInitialEvents=true`, whose ADDED events are
+   reconciled network read by network read until the BOOKMARK annotated
+   `k8s.io/initial-events-end`, after which the same stream is the watch of step 2;
+   a 400 or 422 answer falls back to paged lists for good), else a LIST (paged). Each
+   page, or each read of the stream, goes to the core's reconciliation (`relist_*`) as it
    arrives: what the list lacks is gone at the end, reservations of pods that still
    exist survive. At most two pages are in memory at a time (the next one is asked
    for while this one is applied: KubeClient.list_pages), and the event loop serves

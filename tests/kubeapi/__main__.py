@@ -22,6 +22,7 @@ async def serve(args: argparse.Namespace) -> None:
         history_size=args.history_size,
         bookmark_interval=args.bookmark_interval,
         crd_present=not args.no_crd,
+        watch_list=not args.no_watch_list,
     )
     url = await emulator.start(args.host, args.port)
     if args.kubeconfig:
@@ -42,6 +43,9 @@ def main() -> None:
     parser.add_argument("--history-size", type=int, default=10_000)
     parser.add_argument("--bookmark-interval", type=float, default=1.0)
     parser.add_argument("--no-crd", action="store_true", help="serve without the PodGroup CRD")
+    parser.add_argument(
+        "--no-watch-list", action="store_true", help="refuse the watch-list stream (422)"
+    )
     parser.add_argument("--kubeconfig", help="also write a kubeconfig for the URL to this path")
     asyncio.run(serve(parser.parse_args()))
 
