@@ -6,8 +6,8 @@ Why: at cluster scale the cold start is decoding. A running pod of a real cluste
 ~200 objects. msgspec decodes a pod into `TypedDict`s that name only the fields the
 cache reads: the rest is skipped while scanning, never built. The result is still plain
 dicts and lists, so the parsers (which treat every field as hostile) read it unchanged.
-Measured in docs/decisions.md ("Pod decoding"): 11 ms of CPU per 1,000 such pods
-instead of 31 ms, 6.8 MiB of objects instead of 16.
+Measured by bench/decode.py (docs/decisions.md, "Talking to the API server"): 7 ms of
+CPU per 1,000 such pods instead of 35 ms, 6 MiB of objects instead of 16.
 
 The hostile-input guarantee is kept object by object: a typed decoder refuses a whole
 document when one value has the wrong type (`metadata: "x"`), so a page that the typed
@@ -97,13 +97,12 @@ class _SlimPodPage(msgspec.Struct):
     metadata: dict[str, Any] | None = None
 
 
+_NULL = msgspec.Raw(b"null")
+
+
 class _RawPage(msgspec.Struct):
-    items: Any = None  # a list of Raw when it is a list; anything else is kept as is
+    items: msgspec.Raw = _NULL  # undecoded: a list is split into its items
     metadata: Any = None
-
-
-class _RawItems(msgspec.Struct):
-    items: list[msgspec.Raw]
 
 
 class _SlimPodEvent(msgspec.Struct):
@@ -153,7 +152,8 @@ class SlimPodDecoder(Decoder):
     def __init__(self) -> None:
         self._page = msgspec.json.Decoder(_SlimPodPage)
         self._raw_page = msgspec.json.Decoder(_RawPage)
-        self._raw_items = msgspec.json.Decoder(_RawItems)
+        self._raw_items = msgspec.json.Decoder(list[msgspec.Raw])
+        self._any = msgspec.json.Decoder()
         self._pod = msgspec.json.Decoder(SlimPod)
         self._event = msgspec.json.Decoder(_SlimPodEvent)
         self.fallbacks = 0  # objects the standard library decoded (tests read it)
@@ -169,14 +169,15 @@ class SlimPodDecoder(Decoder):
         """A page the typed decoder refused: each item on its own."""
         try:
             page = _paused(self._raw_page.decode, raw)
-            items = self._raw_items.decode(raw).items if isinstance(page.items, list) else None
+            try:
+                items = self._raw_items.decode(page.items)
+            except msgspec.ValidationError:  # not a list: kept as it is
+                return {"items": self._any.decode(page.items), "metadata": page.metadata}
         except _REFUSED:
-            # Not even splittable (NaN or a lone surrogate outside an item, say): the
-            # standard library decides, exactly as before.
+            # Not even splittable (NaN or a lone surrogate, say): the standard library
+            # decides, exactly as before.
             self.fallbacks += 1
             return paused_gc_loads(raw)
-        if items is None:
-            return {"items": page.items, "metadata": page.metadata}
         return {"items": [self.pod(item) for item in items], "metadata": page.metadata}
 
     def pod(self, raw: bytes | msgspec.Raw) -> Any:
