@@ -82,6 +82,7 @@ class _PodSpec(TypedDict, total=False):
 class _PodStatus(TypedDict, total=False):
     phase: Any
     nominatedNodeName: Any
+    resourceClaimStatuses: Any  # DRA: the claims made from the pod's templates
 
 
 class SlimPod(TypedDict, total=False):

@@ -160,6 +160,8 @@ def test_every_field_the_cache_reads_survives_slim_decoding() -> None:
     ]
     spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
     pod["metadata"]["deletionTimestamp"] = "2026-11-01T09:00:00Z"
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "t"}]
+    pod["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "rich-0-gpu"}]
     raw = json.dumps(pod).encode()
     assert record(SlimPodDecoder().pod(raw)) == record(json.loads(raw))
     # Without a gang, a native gang field (workloadRef) is a problem of its own.
