@@ -49,6 +49,7 @@ class _PodMetadata(TypedDict, total=False):
     annotations: Any
     creationTimestamp: Any
     deletionTimestamp: Any
+    ownerReferences: Any  # a gang inferred from the pod's Job, JobSet... (cache/workloads.py)
 
 
 class _Container(TypedDict, total=False):

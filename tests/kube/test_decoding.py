@@ -168,3 +168,23 @@ def test_every_field_the_cache_reads_survives_slim_decoding() -> None:
     del spec["schedulingGroup"]
     raw = json.dumps(pod).encode()
     assert record(SlimPodDecoder().pod(raw)) == record(json.loads(raw))
+
+
+def test_a_gang_inferred_from_the_pods_owner_survives_slim_decoding() -> None:
+    """cache/workload_labels.py reads metadata.ownerReferences: a Ray pod's gang comes
+    from its label and its RayCluster owner (in a namespace opted in)."""
+    pod = with_bulk(running_pod("ray-0", "", 0, "t"))
+    pod["metadata"]["labels"]["ray.io/cluster"] = "r"
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "name": "r",
+            "uid": "u",
+            "controller": True,
+        }
+    ]
+    raw = json.dumps(pod).encode()
+    decoded = SlimPodDecoder().pod(raw)
+    assert decoded["metadata"]["ownerReferences"] == pod["metadata"]["ownerReferences"]
+    assert record(decoded) == record(json.loads(raw))
