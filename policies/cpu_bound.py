@@ -20,8 +20,12 @@ Pure: shapes and totals in, a number out.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from policies.scores.fragmentation import WorkloadShape
+from policies.scores.fragmentation import OnlineWorkload, WorkloadShape
+
+if TYPE_CHECKING:
+    from policies.profile import Profile
 
 # At or above this pressure the additions step aside. Measured (docs/benchmarks.md,
 # issue 32): fgd-complete-reserve was below FGD on the generated cpu25 (1.03) and on
@@ -54,3 +58,25 @@ def cpu_bound(
     """Whether the workload asks at least as much of the cluster's CPU as of its GPUs
     (`STEP_ASIDE_PRESSURE`): CPU, not GPU, is what runs out."""
     return cpu_pressure(shapes, cluster_cpu_milli, cluster_gpu_milli) >= STEP_ASIDE_PRESSURE
+
+
+class LearnedCpuBound:
+    """`cpu_bound` on the pods an OnlineWorkload has seen and the cluster's totals, for
+    the Kubernetes `fgd-complete-reserve`: when it holds, the planner plans with
+    `fallback` (FGD's score alone) instead. Asked on every plan; recomputed only when
+    the workload moves a learning step or the totals change."""
+
+    def __init__(self, workload: OnlineWorkload, fallback: Profile) -> None:
+        self.workload = workload
+        self.fallback = fallback
+        self._key: tuple[int, int, int] | None = None
+        self._answer = False
+
+    def applies(self, cluster_cpu_milli: int, cluster_gpu_milli: int) -> bool:
+        key = (self.workload.learning_step(), cluster_cpu_milli, cluster_gpu_milli)
+        if key != self._key:
+            self._key = key
+            self._answer = cpu_bound(
+                self.workload.shape_counts(), cluster_cpu_milli, cluster_gpu_milli
+            )
+        return self._answer

@@ -8,8 +8,9 @@ import math
 import pytest
 
 from cache.pod import pod_from_api
-from policies.cpu_bound import STEP_ASIDE_PRESSURE, cpu_bound, cpu_pressure
-from policies.scores.fragmentation import WorkloadShape
+from policies.cpu_bound import STEP_ASIDE_PRESSURE, LearnedCpuBound, cpu_bound, cpu_pressure
+from policies.profile import POLICIES, build_profile
+from policies.scores.fragmentation import OnlineWorkload, WorkloadShape
 from scheduler.sim.openb import OpenbPod, pod_object
 from scheduler.sim.profiles import BEST_POLICY, openb_profile
 
@@ -67,3 +68,34 @@ def test_the_best_policy_is_fgds_profile_where_cpu_runs_out_first() -> None:
     # Without the cluster's totals it cannot tell, and keeps its own.
     blind = openb_profile(BEST_POLICY, history=history(4), **sizes)
     assert len(blind.node_scores) > len(fgd.node_scores)
+
+
+def test_the_kubernetes_profile_steps_aside_for_the_fgd_policy() -> None:
+    profile = build_profile("fgd-complete-reserve")
+    gate = profile.step_aside
+    assert isinstance(gate, LearnedCpuBound) and gate.workload is profile.workload
+    fallback = gate.fallback
+    assert [(s.name, w) for s, w in fallback.node_scores] == [
+        (s.name, w) for s, w in build_profile("fgd").node_scores
+    ]
+    assert fallback.workload is profile.workload
+    assert fallback.preference is None and fallback.whole_node_reserve is None
+    assert fallback.step_aside is None
+    assert all(
+        build_profile(name).step_aside is None
+        for name in POLICIES
+        if name != "fgd-complete-reserve"
+    )
+
+
+def test_the_learnt_gate_follows_the_pods_seen() -> None:
+    workload = OnlineWorkload()
+    gate = LearnedCpuBound(workload, build_profile("fgd"))
+    assert not gate.applies(64_000, 4000)  # nothing seen yet
+    for pod in history(0):
+        workload.observe(pod)
+    assert not gate.applies(64_000, 4000)  # pressure 0.5
+    for pod in history(4)[4:]:
+        workload.observe(pod)
+    assert gate.applies(64_000, 4000)  # pressure 1.5
+    assert not gate.applies(4 * 64_000, 4000)  # four times the CPU: 0.375
