@@ -8,7 +8,13 @@ import math
 import pytest
 
 from cache.pod import pod_from_api
-from policies.cpu_bound import STEP_ASIDE_PRESSURE, LearnedCpuBound, cpu_bound, cpu_pressure
+from policies.cpu_bound import (
+    MIN_PODS_SEEN,
+    STEP_ASIDE_PRESSURE,
+    LearnedCpuBound,
+    cpu_bound,
+    cpu_pressure,
+)
 from policies.profile import POLICIES, build_profile
 from policies.scores.fragmentation import OnlineWorkload, WorkloadShape
 from scheduler.sim.openb import OpenbPod, pod_object
@@ -92,10 +98,17 @@ def test_the_learnt_gate_follows_the_pods_seen() -> None:
     workload = OnlineWorkload()
     gate = LearnedCpuBound(workload, build_profile("fgd"))
     assert not gate.applies(64_000, 4000)  # nothing seen yet
-    for pod in history(0):
+    gpu_pods = [OpenbPod(f"g{i}", 8000, 1024, 1, 1000) for i in range(MIN_PODS_SEEN)]
+    cpu_pods = [OpenbPod(f"c{i}", 16000, 1024, 0, 0) for i in range(MIN_PODS_SEEN)]
+    pods = [pod_from_api(pod_object(pod, uid)) for uid, pod in enumerate(gpu_pods + cpu_pods)]
+    # Too few pods seen to read: 2 GPU pods and 2 CPU-only pods (pressure 1.5).
+    for pod in pods[:2] + pods[MIN_PODS_SEEN : MIN_PODS_SEEN + 2]:
         workload.observe(pod)
-    assert not gate.applies(64_000, 4000)  # pressure 0.5
-    for pod in history(4)[4:]:
+    assert not gate.applies(64_000, 4000)
+    for pod in pods[2:MIN_PODS_SEEN]:
         workload.observe(pod)
-    assert gate.applies(64_000, 4000)  # pressure 1.5
+    assert not gate.applies(64_000, 4000)  # 100 GPU pods, 2 CPU-only: 0.52
+    for pod in pods[MIN_PODS_SEEN:]:
+        workload.observe(pod)
+    assert gate.applies(64_000, 4000)  # as many of each: 1.5
     assert not gate.applies(4 * 64_000, 4000)  # four times the CPU: 0.375
