@@ -55,6 +55,8 @@ def main() -> int:
             max_cpu_milli=size.max_cpu_milli,
             max_gpu_milli=size.max_gpu_milli,
             history=history,
+            cluster_cpu_milli=size.total_cpu_milli,
+            cluster_gpu_milli=size.total_gpu_milli,
         )
         cpu_started = time.process_time()
         result = replay_openb(nodes, order, profile)

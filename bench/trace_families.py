@@ -2,7 +2,7 @@
 `gang-scheduler simulate --pods DIR/NAME.csv`.
 
     .venv/bin/python bench/trace_families.py --out /tmp/traces            # the set below
-    .venv/bin/python bench/trace_families.py --out /tmp/traces multigpu30 cpu50
+    .venv/bin/python bench/trace_families.py --out /tmp/traces multigpu30 cpu25
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from scheduler.sim.defaults import TRACES
 from scheduler.sim.families import FAMILIES, generate_csv, parse_member
 from scheduler.sim.openb import bundled_file
 
-# The members docs/benchmarks.md reports: a CPU-heavy trace (no bundled one), and one
-# more of each bundled family, further from the default trace than the bundled one.
-DEVELOPMENT_SET = ("cpu50", "gpushare80", "multigpu30", "gpuspec20")
+# The members docs/benchmarks.md reports: the paper's four CPU-only parts (its cpu050,
+# cpu100, cpu200, cpu250: no bundled trace is CPU-heavy), and one more of each bundled
+# family, further from the default trace than the bundled one.
+DEVELOPMENT_SET = ("cpu5", "cpu10", "cpu20", "cpu25", "gpushare80", "multigpu30", "gpuspec20")
 
 
 def main() -> int:

@@ -1,14 +1,14 @@
-"""Issue 14's comparison: policies against FGD on the four bundled openb traces and the
-generated development set, over several seeds, through `gang-scheduler simulate --json`.
+"""Policies against FGD on the four bundled openb traces and the generated development
+set, over several seeds, through `gang-scheduler simulate --json`.
 
-    .venv/bin/python bench/versus_fgd.py --policy fgd-complete-reserve   # 10 seeds, 8 traces
-    .venv/bin/python bench/versus_fgd.py --policy fgd-reserve --seeds 42,43 --traces default,cpu50
+    .venv/bin/python bench/versus_fgd.py --policy fgd-complete-reserve   # 10 seeds, 11 traces
+    .venv/bin/python bench/versus_fgd.py --policy fgd-reserve --seeds 42,43 --traces default,cpu25
 
 Prints, per trace and policy: the mean GPU allocation % at 100% and 130% arrived load,
 the difference with FGD and the seeds above FGD, the 8-GPU pods failed while the arrived
-load was at most 100% (mean per seed), and whether issue 14's criteria hold (above FGD
-at both loads, no more 8-GPU failures before 100% than FGD, and on the default trace at
-least 96.0% at 130%); then the failed pods by size before / after 100% arrived load.
+load was at most 100% (mean per seed), and whether issue 32's floor holds (the mean at
+each load no more than FLOOR_NOISE below FGD's); then the failed pods by size before /
+after 100% arrived load.
 The generated traces are written by bench/trace_families.py into a temporary directory
 (or `--families DIR`). `--save DIR` keeps every `--json` result.
 """
@@ -32,7 +32,10 @@ from scheduler.sim.sizes import size_order
 
 BUNDLED = tuple(TRACES)
 GENERATED = DEVELOPMENT_SET
-DEFAULT_GOAL = 96.0  # issue 14: the default trace at 130% load
+# Issue 32's floor: a policy's 10-seed mean may fall this far below FGD's and still
+# count as "not below FGD". FGD's per-seed spread at 130% on cpu25 is 0.23 points
+# (docs/benchmarks.md), so a 10-seed mean moves by about 0.07: rounded up.
+FLOOR_NOISE = 0.1
 
 Rows = dict[int, dict[str, object]]
 
@@ -101,7 +104,7 @@ def main() -> int:
     # The largest whole-GPU request (8 GPUs on the openb traces): issue 14's whole nodes.
     whole_node = sizes[-1]
     print(f"seeds {seeds}")
-    print("| trace | policy | @100 | d100 | won100 | @130 | d130 | won130 | 8GPU<100 | ok |")
+    print("| trace | policy | @100 | d100 | won100 | @130 | d130 | won130 | 8GPU<100 | floor |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     met = dict.fromkeys(args.policy, True)
     for trace in traces:
@@ -119,9 +122,7 @@ def main() -> int:
                 sum(allocation(rows[s], load) > allocation(base[s], load) for s in seeds)
                 for load in ("100", "130")
             ]
-            ok = p100 > b100 and p130 > b130 and p8 <= b8
-            if trace == "default":
-                ok = ok and p130 >= DEFAULT_GOAL
+            ok = p100 >= b100 - FLOOR_NOISE and p130 >= b130 - FLOOR_NOISE
             met[policy] = met[policy] and ok
             print(
                 f"| {trace} | {policy} | {p100:.2f} | {p100 - b100:+.2f} | {won[0]}/{len(seeds)} "
@@ -144,7 +145,7 @@ def main() -> int:
             print(f"| {trace} | {policy} | " + " | ".join(cells) + " |")
     print()
     for policy, ok in met.items():
-        print(f"{policy}: {'every criterion met' if ok else 'not every criterion met'}")
+        print(f"{policy}: {'not below FGD on any trace' if ok else 'below FGD on some trace'}")
     return 0
 
 

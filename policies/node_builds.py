@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cache.node import NodeInfo
-from cache.resources import CPU, MEMORY
+from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from policies.scores.fragmentation import WorkloadShape, node_model
 
 # What one node is built with, as a pod asks it: allocatable CPU milli and memory, its
@@ -74,6 +74,7 @@ class NodeBuilds:
         self.generation = -1
         self._builds: dict[str, NodeBuild] = {}
         self.largest = LargestNodes()
+        self.totals: tuple[int, int] = (0, 0)
 
     def update(self, nodes: Mapping[str, NodeInfo], names: Iterable[str]) -> None:
         """Re-read the named nodes (absent from `nodes`: gone)."""
@@ -91,3 +92,8 @@ class NodeBuilds:
                 builds[name] = build
         if changed:
             self.largest = LargestNodes.of(builds.values())
+            # All the nodes' allocatable CPU and GPU milli (policies/cpu_bound.py).
+            self.totals = (
+                sum(build[0] for build in builds.values()),
+                sum(build[3] for build in builds.values()) * MILLI_PER_GPU,
+            )

@@ -7,6 +7,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cache.node import NodeInfo
+from policies.cpu_bound import LearnedCpuBound
 from policies.devices import TopologyChooser
 from policies.filters import default_filters
 from policies.interface import DeviceChooser, Filter, NodePreference, Score
@@ -79,6 +80,10 @@ class Profile:
     # allows). None: no reserve. A fixed WholeNodeReserve (the simulator's, from the
     # trace), or a LearnedWholeNodeReserve (the Kubernetes `fgd-complete-reserve`).
     whole_node_reserve: ReserveSource | None = None
+    # Where the learnt workload runs the cluster out of CPU before GPU, the profile to
+    # plan with instead (policies/cpu_bound.py): `fgd-complete-reserve` steps aside for
+    # FGD's score alone. None: never.
+    step_aside: LearnedCpuBound | None = None
 
     @property
     def memoizable(self) -> bool:
@@ -219,6 +224,22 @@ def build_profile(
     gang_scores: list[tuple[Score, float]] = []
     if topology_keys and network_weight:
         gang_scores.append((NetworkTopology(topology_keys), float(network_weight)))
+    step_aside: LearnedCpuBound | None = None
+    if policy in RESERVING_POLICIES and isinstance(shared, OnlineWorkload):
+        # As the simulator's: where CPU runs out first, the `fgd` policy's choice, no
+        # share completion, no reserve (issue 32). Its fill-fragmentation tie-break is
+        # kept: without the simulator's random ranks, ties otherwise go to the walk's
+        # order, which lost 1.3 points on a CPU-heavy cut (docs/decisions.md).
+        fallback = build_profile(
+            "fgd",
+            topology_keys=topology_keys,
+            network_weight=network_weight,
+            candidate_limit=candidate_limit,
+            workload=shared,
+            pod_affinity_weight=pod_affinity_weight,
+            topology_spread_weight=topology_spread_weight,
+        )
+        step_aside = LearnedCpuBound(shared, fallback)
     return Profile(
         filters=default_filters(),
         chooser=TopologyChooser(),
@@ -231,4 +252,5 @@ def build_profile(
         topology_spread_weight=topology_spread_weight,
         preference=preference,
         whole_node_reserve=reserve,
+        step_aside=step_aside,
     )

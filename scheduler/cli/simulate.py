@@ -195,6 +195,8 @@ def _run_simulation(args: argparse.Namespace) -> int:
             max_cpu_milli=size.max_cpu_milli,
             max_gpu_milli=size.max_gpu_milli,
             history=history,
+            cluster_cpu_milli=size.total_cpu_milli,
+            cluster_gpu_milli=size.total_gpu_milli,
         )
         for policy, seed in jobs
     ]

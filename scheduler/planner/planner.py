@@ -53,6 +53,8 @@ class Planner:
         self.reserve = ReserveMemory(profile)
         # Profile.learning_step when the rankings, kept choices and windows were kept.
         self._learning_step: tuple[int, ...] = ()
+        # The planner of Profile.step_aside's fallback, made when first needed.
+        self._stepped_aside: Planner | None = None
 
     def plan(
         self,
@@ -65,6 +67,13 @@ class Planner:
         attempt then gives the claims PVs or provisioning on the proposed nodes, never
         one PV to two members, and never attaches more than a node's limit. `choices`:
         other kinds of choice members need beside their node (member_choice.py)."""
+        step_aside = self.profile.step_aside
+        if step_aside is not None and step_aside.applies(*self.reserve.cluster_totals(snapshot)):
+            # CPU runs out first: FGD's choice stands (policies/cpu_bound.py). A planner
+            # of its own, so that neither's kept answers serve the other.
+            if self._stepped_aside is None:
+                self._stepped_aside = Planner(step_aside.fallback, self.max_rankings, self.explain)
+            return self._stepped_aside.plan(gang, snapshot, volumes, choices)
         self._follow_learning()
         kinds: list[MemberChoiceKind] = [VolumeChoiceKind(volumes)] if volumes else []
         kinds.extend(choices)

@@ -79,6 +79,11 @@ class ReserveMemory:
             return False
         return bool(source.current(lambda: self._largest_nodes(snapshot)).requests)
 
+    def cluster_totals(self, snapshot: Snapshot) -> tuple[int, int]:
+        """All the nodes' allocatable CPU milli and GPU milli in `snapshot`."""
+        self._largest_nodes(snapshot)
+        return self._node_builds.totals
+
     def _largest_nodes(self, snapshot: Snapshot) -> LargestNodes:
         """What the nodes of `snapshot` are built with, caught up from its change log."""
         builds = self._node_builds

@@ -8,8 +8,14 @@ made as the FGD paper's authors made theirs, by drawing pods of the base trace w
 replacement, here with a fixed seed of its own (the replay's seed still orders
 arrivals):
 
-- `cpuNN`: CPU-only pods ask NN% of all the CPU the pods ask (default trace: 22.5%);
-  every pod is drawn again, CPU-only from the CPU-only pods, GPU pods from the GPU pods.
+- `cpuNN`: CPU-only pods are NN% of the pods (default trace: 13.3%). Every GPU pod of
+  the base is kept as it is and CPU-only pods are drawn from the base's CPU-only pods,
+  as the paper's `openb_pod_list_cpu050` .. `cpu250` were made (their GPU pods are the
+  default trace's, shape for shape; cpu050 = 5.0% of the pods CPU-only). So a member has
+  the base's GPU demand and more (or less) CPU-only work on top: the node CPU the GPU
+  pods need runs out sooner. (Before issue 32, `cpuNN` held the total CPU fixed and
+  drew fewer GPU pods, so the protocol's clones, drawn from all originals, brought CPU
+  far past the cluster's; a picture no real trace of the family shows.)
 - `gpushareNN`: pods sharing one GPU (under 1000 milli) ask NN% of the GPU milli;
 - `multigpuNN`: pods of 2 or more GPUs ask NN% of the GPU milli;
 - `gpuspecNN`: NN% of the GPU pods are pinned to GPU models (base: gpuspec33, the
@@ -59,13 +65,30 @@ def _one(pod: OpenbPod) -> int:
 
 
 FAMILIES: dict[str, Family] = {
-    "cpu": Family("default", lambda pod: pod.num_gpu == 0, lambda pod: True, lambda p: p.cpu_milli),
+    # cpu: drawn by `_cpu_member` (a part of the pod count, GPU pods all kept).
+    "cpu": Family("default", lambda pod: pod.num_gpu == 0, lambda pod: pod.num_gpu == 0, _one),
     "gpushare": Family(
         "default", lambda pod: pod.num_gpu == 1 and pod.gpu_milli < 1000, _gpu, requested_gpu_milli
     ),
     "multigpu": Family("default", lambda pod: pod.num_gpu >= 2, _gpu, requested_gpu_milli),
     "gpuspec": Family("gpuspec33", lambda pod: pod.gpu_spec is not None, _gpu, _one),
 }
+
+
+def _cpu_member(
+    name: str, percent: int, base_pods: Sequence[OpenbPod], seed: int
+) -> list[OpenbPod]:
+    """The base's GPU pods, then CPU-only pods drawn from the base's CPU-only pods until
+    they are `percent`% of all the pods (the last draw rounds up)."""
+    gpu_pods = [pod for pod in base_pods if pod.num_gpu > 0]
+    cpu_only = [pod for pod in base_pods if pod.num_gpu == 0]
+    if not cpu_only:
+        return gpu_pods
+    # n / (n + G) >= percent / 100  <=>  n >= G x percent / (100 - percent)
+    wanted = -(-len(gpu_pods) * percent // (100 - percent))
+    rng = random.Random(f"{name}/{seed}")
+    return gpu_pods + [rng.choice(cpu_only) for _ in range(wanted)]
+
 
 _NAME = re.compile(r"^(cpu|gpushare|multigpu|gpuspec)(\d{1,2})$")
 
@@ -106,6 +129,8 @@ def generate(name: str, base_pods: Sequence[OpenbPod], seed: int = TRACE_SEED) -
     `gen-<name>-<n>` in draw order."""
     family_name, percent = parse_member(name)
     family = FAMILIES[family_name]
+    if family_name == "cpu":
+        return _renamed(name, _cpu_member(name, percent, base_pods, seed))
     kept = [pod for pod in base_pods if not family.involved(pod)]
     involved = [pod for pod in base_pods if family.involved(pod)]
     in_class = [pod for pod in involved if family.in_class(pod)]
@@ -115,7 +140,10 @@ def generate(name: str, base_pods: Sequence[OpenbPod], seed: int = TRACE_SEED) -
     wanted = total * percent // 100
     drawn = _draw(in_class, wanted, family.measure, rng)
     drawn += _draw(rest, total - wanted, family.measure, rng)
-    pods = kept + drawn
+    return _renamed(name, kept + drawn)
+
+
+def _renamed(name: str, pods: Sequence[OpenbPod]) -> list[OpenbPod]:
     return [
         OpenbPod(
             f"gen-{name}-{index:05d}",

@@ -188,18 +188,22 @@ class ClusterSize:
     # The largest node's CPU milli and GPU milli: the paper's scores divide by them.
     max_cpu_milli: int
     max_gpu_milli: int
+    # All the nodes' allocatable CPU milli: what fgd-complete-reserve weighs the
+    # workload's CPU against (policies/cpu_bound.py).
+    total_cpu_milli: int = 0
 
 
 def cluster_size(nodes: Iterable[Mapping[str, Any]]) -> ClusterSize:
     """Totals of Node objects (as `load_nodes` makes them) from their allocatable."""
-    total = max_cpu = max_gpu = 0
+    total = max_cpu = max_gpu = total_cpu = 0
     for node in nodes:
         allocatable = parse_resource_list((node.get("status") or {}).get("allocatable"))
         gpu_milli = allocatable.get(WHOLE_GPU, 0) * MILLI_PER_GPU
         total += gpu_milli
+        total_cpu += allocatable.get(CPU, 0)
         max_cpu = max(max_cpu, allocatable.get(CPU, 0))
         max_gpu = max(max_gpu, gpu_milli)
-    return ClusterSize(total, max_cpu, max_gpu)
+    return ClusterSize(total, max_cpu, max_gpu, total_cpu)
 
 
 # --- the protocol ---------------------------------------------------------------------------

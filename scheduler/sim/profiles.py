@@ -14,6 +14,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.resources import CPU
+from policies.cpu_bound import cpu_bound
 from policies.devices import TopologyChooser
 from policies.filters import default_filters
 from policies.interface import NodePreference, Score
@@ -22,7 +23,7 @@ from policies.profile import Profile
 from policies.scores.best_fit import BestFit
 from policies.scores.dot_product import DotProduct
 from policies.scores.fill_fragmentation import FillFragmentation
-from policies.scores.fragmentation import Fragmentation, TargetWorkload
+from policies.scores.fragmentation import Fragmentation, TargetWorkload, shape_counts
 from policies.scores.gpu_packing import GpuPacking
 from policies.scores.random_choice import RandomScore
 from policies.scores.share_completion import ShareCompletion, device_requests
@@ -115,10 +116,19 @@ def openb_profile(
     max_cpu_milli: int,
     max_gpu_milli: int,
     history: Sequence[PodInfo],
+    cluster_cpu_milli: int = 0,
+    cluster_gpu_milli: int = 0,
 ) -> Profile:
     """The profile for one of OPENB_POLICIES. `history` (the trace's original pods)
     gives FGD its target workload, as the paper does; max_* normalise BestFit and
-    DotProd as the paper's simulator does (the largest node's CPU and GPU milli)."""
+    DotProd as the paper's simulator does (the largest node's CPU and GPU milli).
+    cluster_* (all the nodes' CPU and GPU milli) let fgd-complete-reserve see whether
+    the history runs the cluster out of CPU first; it is then FGD's profile exactly
+    (policies/cpu_bound.py). Left 0, it never steps aside."""
+    if name == BEST_POLICY and cpu_bound(
+        shape_counts(history), cluster_cpu_milli, cluster_gpu_milli
+    ):
+        name = "fgd"
     chooser = TopologyChooser()
     score: Score
     tie_break: tuple[tuple[Score, float], ...] = ()

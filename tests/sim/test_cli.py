@@ -48,6 +48,8 @@ class StandinCatalogue:
         max_cpu_milli: int,
         max_gpu_milli: int,
         history: Sequence[PodInfo],
+        cluster_cpu_milli: int = 0,
+        cluster_gpu_milli: int = 0,
     ) -> Profile:
         self.calls.append(
             {
@@ -56,6 +58,7 @@ class StandinCatalogue:
                 "max_cpu_milli": max_cpu_milli,
                 "max_gpu_milli": max_gpu_milli,
                 "history": list(history),
+                "cluster": (cluster_cpu_milli, cluster_gpu_milli),
             }
         )
         return build_profile("binpack", candidate_limit=0, network_weight=0)
@@ -206,6 +209,8 @@ def test_bundled_default_trace_with_one_policy(
     assert entry["failed_pods"] > 0
     call = catalogue.calls[0]
     assert (call["max_cpu_milli"], call["max_gpu_milli"]) == (128_000, 8_000)
+    # The cluster's totals, for fgd-complete-reserve's step-aside (issue 32).
+    assert call["cluster"] == (107_018_000, 6_212_000)
     assert len(call["history"]) == 8152
 
 

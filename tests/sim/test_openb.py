@@ -75,7 +75,7 @@ def test_nodes_become_api_objects_the_cache_reads() -> None:
     assert len(a.devices) == 8 and a.labels[PRODUCT_LABEL] == "G2"
     assert "nvidia.com/gpu" not in b.allocatable and PRODUCT_LABEL not in b.labels
     assert not b.devices
-    assert cluster_size(nodes) == ClusterSize(8000, 96000, 8000)
+    assert cluster_size(nodes) == ClusterSize(8000, 96000, 8000, 128_000)
 
 
 def test_pods_with_all_columns_and_with_the_five_of_multigpu50() -> None:
@@ -116,7 +116,7 @@ def test_bundled_files_are_package_data_and_match_the_readme() -> None:
     data = resources.files("scheduler.sim").joinpath("data", "openb")
     nodes = load_nodes(data.joinpath(NODE_FILE).read_text("utf-8"))
     assert len(nodes) == 1213
-    assert cluster_size(nodes) == ClusterSize(6_212_000, 128_000, 8_000)
+    assert cluster_size(nodes) == ClusterSize(6_212_000, 128_000, 8_000, 107_018_000)
     counts = {
         name: len(load_pods(data.joinpath(f).read_text("utf-8"))) for name, f in TRACES.items()
     }
