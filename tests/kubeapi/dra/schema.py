@@ -21,6 +21,7 @@ writes `omitempty` fields back).
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,12 +52,13 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
-class Shape:
+class Shape(ABC):
     go_type = "interface {}"
     zero: Any = None  # what `null` decodes to inside a list or a map
 
+    @abstractmethod
     def decode(self, value: Any, path: str) -> Any:
-        raise NotImplementedError
+        """`value` as the Go type decodes it, or DecodeError naming `path`."""
 
     def _refuse(self, value: Any, path: str) -> DecodeError:
         shown = "number " + str(value) if _json_type(value) == "number" else _json_type(value)
