@@ -33,6 +33,9 @@ DELETED = "DELETED"
 # Nodes whose reachable devices are remembered between slice changes: one entry per
 # node of the cluster; beyond this (node names churning) the memory starts over.
 MAX_REMEMBERED_NODES = 20_000
+# Metrics label for devices of drivers that publish no slice (not a DNS name, so no driver
+# can be called so).
+OTHER_DRIVERS = "_other"
 
 
 class Hold(StrEnum):
@@ -295,6 +298,23 @@ class DraCache:
     def taken(self) -> frozenset[DeviceId]:
         """Every device an allocation or a hold takes."""
         return frozenset(self._allocated) | frozenset(self._held)
+
+    def taken_by_driver(self) -> dict[str, tuple[int, int]]:
+        """Driver -> (devices a claim's status.allocation takes, devices only a claim
+        this scheduler is allocating holds), for the metrics. Drivers that publish no
+        slice are summed under OTHER_DRIVERS: allocation results are read from claims,
+        so their driver names are not bounded by what the cluster runs."""
+        known = {s.driver for s in self.slices.values()}
+        counts: dict[str, list[int]] = {}
+        for device in self._allocated:
+            driver = device.driver if device.driver in known else OTHER_DRIVERS
+            counts.setdefault(driver, [0, 0])[0] += 1
+        for device in self._held:
+            if device in self._allocated:
+                continue
+            driver = device.driver if device.driver in known else OTHER_DRIVERS
+            counts.setdefault(driver, [0, 0])[1] += 1
+        return {driver: (row[0], row[1]) for driver, row in counts.items()}
 
     def allocation_of(self, key: str) -> Allocation | None:
         """The claim's allocation: its status's, else the one this scheduler holds."""

@@ -295,6 +295,16 @@ class SchedulerMetrics:
             ["model"],
             registry=reg,
         )
+        # --- DRA devices (docs/dra.md) -------------------------------------------------------
+        self.dra_devices = Gauge(
+            "gang_scheduler_dra_devices",
+            "DRA devices taken, by driver and state: allocated (a ResourceClaim's "
+            "status.allocation names it) or held (a claim this scheduler is allocating, "
+            "its write not yet seen). Drivers that publish no ResourceSlice: _other.",
+            ["driver", "state"],
+            registry=reg,
+        )
+        self._dra_drivers: set[str] = set()
         # --- quotas (docs/quotas.md) ------------------------------------------------------
         # Summed over every ElasticQuota: no namespace label, since /metrics may be read
         # by anyone who reaches the pod (docs/security.md, "Endpoints"); a namespace's own
@@ -431,6 +441,7 @@ class SchedulerMetrics:
         self.cache_size.labels("assumed_pods").set(len(cache.assumed()))
         self.cache_size.labels("podgroups").set(len(cache.podgroups()))
         self._observe_gpus(core)
+        self._observe_dra(core)
         quotas = self._observe_quotas(core)
         if self._namespaces is not None:
             self._namespaces.observe(reasons, quotas)
@@ -493,6 +504,17 @@ class SchedulerMetrics:
             for gauge in self._gpu_gauges:
                 gauge.remove(model)
         self._models = set(totals)
+
+    def _observe_dra(self, core: SchedulingCore) -> None:
+        taken = core.dra.taken_by_driver()
+        for driver, (allocated, held) in taken.items():
+            self.dra_devices.labels(driver, "allocated").set(allocated)
+            self.dra_devices.labels(driver, "held").set(held)
+        # A driver whose last device was released must not keep its old numbers.
+        for driver in self._dra_drivers - taken.keys():
+            for state in ("allocated", "held"):
+                self.dra_devices.remove(driver, state)
+        self._dra_drivers = set(taken)
 
     # --- exposition ---------------------------------------------------------------------------
     def exposition(self) -> bytes:

@@ -23,6 +23,7 @@ from scheduler.sim.objects import node_object
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.cache.test_quota import quota_obj
 from tests.deploy.render import DEPLOY
+from tests.dra_builders import DRIVER, allocated, claim_obj, device, exactly, slice_obj
 from tests.factories import pod_obj
 
 DASHBOARD = DEPLOY / "grafana" / "gang-scheduler.json"
@@ -56,13 +57,19 @@ def expressions() -> list[str]:
 
 def registry_samples() -> dict[str, list[dict[str, str]]]:
     """Every sample name the registry exposes (with _total, _bucket, _count, _sum...),
-    with its label sets, once the core has seen a GPU node (series by GPU model exist
-    only for models the cluster has)."""
+    with its label sets, once the core has seen a GPU node and a DRA device taken (series
+    by GPU model or driver exist only for models the cluster has and drivers in use)."""
     core = SchedulingCore(build_profile("binpack"))
     core.apply_node("ADDED", node_object("gpu-1", cpu="8", memory="64Gi", gpus=2, model="T4"), 0)
     # A waiting gang and a quota, so that the opt-in namespace series have samples.
     core.apply_elasticquota("ADDED", quota_obj("team-a", {}, {"nvidia.com/gpu": 1}), 0)
     core.apply_pod("ADDED", pod_obj("w-0", namespace="team-a", gang="w", min_member=2), 0)
+    # A ResourceSlice and a claim allocated from it, so that the DRA series have one.
+    core.apply_dra_object("resourceslices", "ADDED", slice_obj("s", [device("d")], node="gpu-1"), 0)
+    allocation = allocated((DRIVER, "gpu-1", "d"))
+    core.apply_dra_object(
+        "resourceclaims", "ADDED", claim_obj("c", [exactly()], allocation=allocation), 0
+    )
     core.refresh(0)
     metrics = SchedulerMetrics(namespace_labels=True)
     metrics.observe_core(core)
