@@ -12,6 +12,8 @@ cycle spends before binding).
     .venv/bin/python bench/planner.py --nodes 5000 --json
     .venv/bin/python bench/planner.py --constraints   # gangs of 8 with and without
                                                       # inter-pod constraints, 5000 nodes
+    .venv/bin/python bench/planner.py --dra           # gangs of 8 asking GPUs through DRA
+                                                      # claims and through nvidia.com/gpu
 
 With --constraints, gangs of 8 alternate between plain ones and constrained ones: one
 worker per node (required pod anti-affinity on kubernetes.io/hostname) and a zone
@@ -333,7 +335,23 @@ def main() -> int:
         "(default 5000 nodes; --gangs of each kind, default 600: the cluster fills and "
         "the last gangs fail)",
     )
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="gangs of 8 asking 1-2 GPUs each through DRA ResourceClaims, alternating "
+        "with gangs asking as many through nvidia.com/gpu (bench/dra_gangs.py; default "
+        "5000 nodes, --gangs of each kind, default 300)",
+    )
     args = parser.parse_args()
+    if args.dra:
+        from bench.dra_gangs import print_dra, run_dra
+
+        result = run_dra(args.nodes or 5000, args.gangs or 300, args.seed)
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print_dra(result)
+        return 0
     if args.constraints:
         result = run_constrained(args.nodes or 5000, args.gangs or 600, args.seed)
         if args.json:
