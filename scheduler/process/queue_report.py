@@ -10,11 +10,17 @@ and gangs (docs/security.md, "Endpoints").
   placing them stays within its min (guaranteed) or borrows beyond it, how long they
   have been in the queue, until when they back off, the last reason they were not
   placed, and the room held for them: nodes nominated by a preemption decision (with
-  its victims) and nodes reserved by the starvation guard when the core has one.
+  its victims) and nodes reserved by the starvation guard when the core has one;
+  `deviceClaims`: how many of its pending members use DRA ResourceClaims (their waits
+  read "cannot allocate all claims" or "waiting for ResourceClaim ...").
 - `quotas`: every ElasticQuota that governs a namespace: min, max, used, borrowed
   (used beyond min), weight, ready gangs waiting by guaranteed or borrowing, and per
   dimension its min sets, the room it has to borrow (policies/fair_share.py: idle
   guarantees of the others, net of what they borrow, its weighted fair share).
+- `draDevices`: DRA devices taken, per driver: `allocated` (a claim's status.allocation
+  names them) and `held` (a claim this scheduler is allocating, its write not yet seen);
+  drivers that publish no ResourceSlice under `_other`. Cluster-wide, whatever the
+  namespace filter (the same figures as gang_scheduler_dra_devices).
 
 Both lists stop at `limit` entries; `gangsLeftOut` and `quotasLeftOut` say how many
 more there were, so a reply stays bounded on a cluster with thousands of gangs.
@@ -79,6 +85,10 @@ def queue_report(
         "quotaCount": len(governed),
         "quotasLeftOut": len(governed) - len(quotas),
         "starvationGuard": reserved is not None,
+        "draDevices": {
+            driver: {"allocated": allocated, "held": held}
+            for driver, (allocated, held) in sorted(core.dra.taken_by_driver().items())
+        },
     }
 
 
@@ -117,6 +127,9 @@ def _gang(
         "state": entry.state,
         "size": gang.min_member if gang is not None else None,
         "pending": len(gang.pending) if gang is not None else None,
+        "deviceClaims": (
+            sum(1 for pod in gang.pending if pod.resource_claims) if gang is not None else None
+        ),
         "priority": entry.priority,
         "quota": quota.key if quota is not None else None,
         "quotaNamespace": quota.namespace if quota is not None else None,

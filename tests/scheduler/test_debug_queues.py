@@ -14,7 +14,9 @@ from cache.cluster import EventType
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
 from tests.cache.test_quota import quota_obj
+from tests.dra_builders import DRIVER, allocated, claim_obj, class_obj, device, exactly, slice_obj
 from tests.factories import node_obj, pod_obj
+from tests.scheduler.dra_cores import add_pods, claiming, feed
 from tests.scheduler.test_http import NOW, FakeStatus, listening, settled
 from tests.signed import TEST_KEY, signed
 
@@ -196,3 +198,29 @@ async def test_starvation_reservations_are_shown_when_the_core_has_them(guarded:
 async def test_only_the_loopback_listener_serves_it(server: Debug) -> None:
     async with server.session.get(server.public + "/debug/queues") as response:
         assert response.status == 404
+
+
+async def test_dra_gangs_and_devices_are_shown() -> None:
+    """A gang whose members use ResourceClaims says how many do, and the devices taken
+    per driver are reported (allocated by a claim's status, held by this scheduler)."""
+    core = cluster(SchedulingCore(build_profile()))
+    feed(
+        core,
+        slice_obj("s", [device("gpu-0"), device("gpu-1")], node="n0"),
+        class_obj(),
+        claim_obj(
+            "running",
+            [exactly()],
+            namespace="team-a",
+            allocation=allocated((DRIVER, "n0", "gpu-0")),
+        ),
+        claim_obj("wanted", [exactly()], namespace="team-a"),
+    )
+    add_pods(core, claiming("uses-dra", "wanted", gang="devices", namespace="team-a"))
+    core.refresh(NOW)
+    async for debug in serving(core):
+        _, report = await debug.get("/debug/queues")
+        gangs = {gang["key"]: gang for gang in report["gangs"]}
+        assert gangs["team-a/devices"]["deviceClaims"] == 1
+        assert gangs["team-b/more"]["deviceClaims"] == 0
+        assert report["draDevices"] == {DRIVER: {"allocated": 1, "held": 0}}
