@@ -6,7 +6,7 @@ same filling cluster, so the two percentiles compare.
 The cluster is bench/planner.py's (5,000 nodes, 8 annotation GPUs each, about half
 busy), plus, per node, one ResourceSlice of 8 DRA GPUs of driver gpu.example.com
 (productName, memory, and a pcieRoot attribute: 4 GPUs on each of two roots), about
-half of them allocated to claims of running pods. One DeviceClass selects the driver
+40% of them allocated to claims of running pods. One DeviceClass selects the driver
 with CEL; each DRA member's claim asks `count` 1 or 2 with a CEL request selector on
 memory and `matchAttribute` on the PCIe root. Each plan goes through what the
 scheduling core calls (`plan_with_claims`: claims resolved, each member's reach over
@@ -122,7 +122,7 @@ def claim_object(
 
 
 def build_devices(nodes: int, rng: random.Random) -> DraCache:
-    """Slices, the class, and running pods' claims holding about half the devices."""
+    """Slices, the class, and running pods' claims holding about 40% of the devices."""
     dra = DraCache()
     dra.apply_class("ADDED", class_object())
     for index in range(nodes):
