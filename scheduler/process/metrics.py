@@ -99,6 +99,9 @@ CACHE_KINDS = ("nodes", "pods", "assumed_pods", "podgroups")
 # opt-in namespace series (metrics.namespaceLabels) add `namespace` beside these.
 METRIC_LABELS = frozenset(
     {"result", "reason", "resource", "state", "type", "model", "version", "python"}
+    # `driver`: a DRA driver that publishes ResourceSlices (cluster-scoped objects only
+    # drivers write), else "_other" (DraCache.taken_by_driver).
+    | {"driver"}
     | {"generation", "implementation", "major", "minor", "patchlevel"}
 )
 # Why a pending pod waits, one reason per pod, checked in this order:
