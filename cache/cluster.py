@@ -195,6 +195,11 @@ class ClusterCache:
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._charges: dict[str, _Charge] = {}
         self._on_node: dict[str, dict[str, _Charge]] = {}
+        # node name -> how many of the charges on it are not as written (_as_written)
+        # against its current record: counted by _rebuild_node, kept by _apply_change,
+        # so that adding a pod need not re-check every pod already on its node. Held
+        # only for nodes present; a node without an entry is rebuilt.
+        self._not_as_written: dict[str, int] = {}
         self._assumed: dict[str, _Assumed] = {}
         # ElasticQuotas and each namespace's usage, charged with every pod charge.
         self.quotas = QuotaBook(share_milli)
@@ -317,6 +322,7 @@ class ClusterCache:
     def _remove_node(self, name: str) -> None:
         if self._nodes.pop(name, None) is None:
             return
+        self._not_as_written.pop(name, None)
         self._generation += 1
         self._node_changes.pop(name, None)
         self._node_removals.append((self._generation, name))
@@ -338,7 +344,10 @@ class ClusterCache:
         node.gpu_free = [MILLI_PER_GPU] * len(node.devices)
         inferred = []
         reserved = []
+        not_as_written = 0
         for charge in self._on_node.get(name, {}).values():
+            if not _as_written(charge, node):
+                not_as_written += 1
             if charge.uid in self._assumed:
                 # A reservation is not on the node for its kubelet yet (no report can be
                 # about it until its bind is seen), and it was planned against the
@@ -364,6 +373,7 @@ class ClusterCache:
         for charge in reserved:
             charge.shares = charge.written or ()
             node.charge(charge.requests, charge.shares, charge.ports)
+        self._not_as_written[name] = not_as_written
         self._touch(node)
 
     # --- pods -------------------------------------------------------------------------
@@ -520,11 +530,13 @@ class ClusterCache:
             return
         # Incremental only while every charge on the node is as written; an inferred
         # charge on the node makes the whole node recompute in canonical order, and so
-        # does a report of what the kubelet gave (it may name this pod).
+        # does a report of what the kubelet gave (it may name this pod). The others on
+        # the node are counted, not re-checked (_not_as_written): when this charge is as
+        # written, adding or removing it leaves their count as it was.
         if (
             node.kubelet_devices
             or not _as_written(charge, node)
-            or not all(_as_written(other, node) for other in self._on_node.get(name, {}).values())
+            or self._not_as_written.get(name, 1)
         ):
             self._rebuild_node(name)
             return
