@@ -4,6 +4,11 @@ another scheduler) spread round-robin over N nodes (8 GPUs each), as a cold star
 relist applies them. Prints one JSON line.
 
     .venv/bin/python bench/cache_apply.py [--nodes 5000] [--pods 150000] [--profile]
+        [--gpu-neighbour]
+
+--gpu-neighbour first binds, untimed, one 1-GPU pod of another scheduler to every node:
+its devices are inferred (no signed assignment), as a GPU pod's that another scheduler
+placed.
 
 The pods are built in batches outside the timed part (building 150,000 at once would
 hold gigabytes); only `apply_pod` is timed (process CPU time). The collector is off,
@@ -34,10 +39,18 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=150_000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--gpu-neighbour", action="store_true")
     args = parser.parse_args()
     cache = ClusterCache()
     for index in range(args.nodes):
         cache.apply_node(EventType.ADDED, bench_node(f"n{index}", "ca"))
+    if args.gpu_neighbour:
+        for index in range(args.nodes):
+            pod = running_pod(f"g{index}", f"n{index}", index, "ca-gpu")
+            resources = pod["spec"]["containers"][0]["resources"]
+            resources["requests"]["nvidia.com/gpu"] = "1"
+            resources["limits"]["nvidia.com/gpu"] = "1"
+            cache.apply_pod(EventType.ADDED, pod)
     profiler = cProfile.Profile() if args.profile else None
     gc.disable()
     seconds = 0.0
@@ -66,6 +79,7 @@ def main() -> None:
                 "apply_seconds": round(seconds, 3),
                 "ms_per_1000_pods": round(seconds * 1e6 / args.pods, 2),
                 "profiled": args.profile,
+                "gpu_neighbour": args.gpu_neighbour,
                 "load_average": [round(value, 2) for value in os.getloadavg()],
             }
         )

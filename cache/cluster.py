@@ -532,8 +532,12 @@ class ClusterCache:
         # charge on the node makes the whole node recompute in canonical order, and so
         # does a report of what the kubelet gave (it may name this pod). The others on
         # the node are counted, not re-checked (_not_as_written): when this charge is as
-        # written, adding or removing it leaves their count as it was.
-        if (
+        # written, adding or removing it leaves their count as it was. A charge that
+        # takes no GPU is exact whatever else is there: inferred shares read only the
+        # devices' free milli (inferred_shares), which it leaves alone, and no kubelet
+        # report can give it devices (_kubelet_shares wants as many as it asks for).
+        takes_no_gpu = not charge.gpu.count and charge.written == ()
+        if not takes_no_gpu and (
             node.kubelet_devices
             or not _as_written(charge, node)
             or self._not_as_written.get(name, 1)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import cache.cluster as cluster_module
 from cache.cluster import ClusterCache, EventType, Placement
 from cache.gpu import ASSIGNMENT_ANNOTATION, SIGNATURE_ANNOTATION, format_assignment
+from cache.kubelet_devices import KUBELET_DEVICES_ANNOTATION, format_kubelet_devices
 from cache.signing import sign_assignment
 from tests.factories import node_obj, pod_obj
 
@@ -21,11 +22,16 @@ NODE_NAMES = ["n0", "n1"]
 POD_NAMES = [f"p{index}" for index in range(6)]
 
 
+@pytest.mark.parametrize("neighbour_gpus", [0, 1])
 def test_adding_a_pod_checks_that_pod_only_not_its_neighbours(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, neighbour_gpus: int
 ) -> None:
     cache = ClusterCache()
     cache.apply_node(EventType.ADDED, node_obj("n", gpus=8, cpu="1000"))
+    # With a GPU pod of another scheduler there (its devices inferred), or none.
+    cache.apply_pod(
+        EventType.ADDED, pod_obj("gpu", gpus=neighbour_gpus, node_name="n", phase="Running")
+    )
     checked: list[str] = []
     real = cluster_module._as_written
 
@@ -40,7 +46,7 @@ def test_adding_a_pod_checks_that_pod_only_not_its_neighbours(
         # Old code re-checked every pod already on the node: index + 1 checks.
         assert len(checked) <= 1, (index, checked)
     node = cache.node("n")
-    assert node is not None and node.requested["pods"] == 40
+    assert node is not None and node.requested["pods"] == 41
 
 
 def signed(uid: str, node: str, shares: tuple[tuple[int, int], ...]) -> dict[str, str]:
@@ -78,6 +84,19 @@ def pod_event(draw: st.DrawFn) -> tuple[str, EventType, dict[str, Any]]:
 @st.composite
 def node_event(draw: st.DrawFn) -> tuple[str, EventType, dict[str, Any]]:
     obj = node_obj(draw(st.sampled_from(NODE_NAMES)), gpus=draw(st.sampled_from([0, 2, 4])))
+    # Sometimes the node agent's report of what the kubelet gave some pods.
+    report = draw(
+        st.dictionaries(
+            st.sampled_from(POD_NAMES),
+            st.lists(st.integers(0, 3), min_size=1, max_size=2, unique=True),
+            max_size=3,
+        )
+    )
+    if report:
+        text = format_kubelet_devices(
+            {f"uid-default-{name}": tuple(indices) for name, indices in report.items()}
+        )
+        obj["metadata"].setdefault("annotations", {})[KUBELET_DEVICES_ANNOTATION] = text
     return "node", draw(st.sampled_from([EventType.MODIFIED, EventType.DELETED])), obj
 
 
