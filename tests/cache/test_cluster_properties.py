@@ -59,7 +59,12 @@ def event_streams(draw: st.DrawFn) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def state_of(cache: ClusterCache) -> tuple[Any, ...]:
-    nodes = {n.name: (n.labels, n.requested, n.gpu_free, n.resource_version) for n in cache.nodes()}
+    # Copies: the cache charges a node's books in place where it may (an earlier state
+    # holding the same dicts would change with them).
+    nodes = {
+        n.name: (dict(n.labels), dict(n.requested), list(n.gpu_free), n.resource_version)
+        for n in cache.nodes()
+    }
     pods = {p.uid: p.resource_version for p in cache.pods()}
     return nodes, pods
 

@@ -141,3 +141,20 @@ def test_incremental_books_equal_a_recomputation_after_every_event(
                 shares = tuple((first + i, pod.gpu.milli) for i in range(pod.gpu.count))
                 cache.assume([Placement(pod.uid, node.name, shares)], now=0)
             assert_books_equal_a_recomputation(cache)
+
+
+def test_assume_then_forget_next_to_an_inferred_pod_restores_the_books() -> None:
+    # Found by tests/cache/test_cluster_properties.py: a CPU pod's reservation is
+    # charged in place, a GPU pod's then recomputes the node (an inferred share there).
+    cache = ClusterCache()
+    cache.apply_node(EventType.ADDED, node_obj("n", gpus=4))
+    cache.apply_pod(EventType.ADDED, pod_obj("shared", vgpu=250, node_name="n"))
+    cache.apply_pod(EventType.ADDED, pod_obj("cpu"))
+    cache.apply_pod(EventType.ADDED, pod_obj("gpu", gpus=1))
+    before = books(cache)
+    plan = [Placement("uid-default-cpu", "n"), Placement("uid-default-gpu", "n", ((0, 1000),))]
+    cache.assume(plan, now=0)
+    assert_books_equal_a_recomputation(cache)
+    for placement in plan:
+        cache.forget(placement.pod_uid)
+    assert books(cache) == before
