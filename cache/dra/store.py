@@ -90,6 +90,14 @@ class DraCache:
         self._assumed: dict[str, _Assumed] = {}
         self._held: dict[DeviceId, str] = {}  # device -> assumed claim
         self._nodes: dict[str, tuple[int, tuple[tuple[str, str], ...], NodeDevices]] = {}
+        # Change tracking for answers kept per node (the planner's DRA reach): the
+        # stamp of each node's last change to the devices it reaches or which of them
+        # are taken, and an epoch for changes that may touch any node (classes, slices
+        # reaching nodes by selector, allNodes or per device). Stamps come from one
+        # clock, so a stamp never repeats.
+        self.reach_epoch = 0
+        self._change_clock = 0
+        self._node_changed: dict[str, int] = {}
 
     # --- events -----------------------------------------------------------------------
     def apply_slice(self, event: str, obj: Mapping[str, Any]) -> Slice | None:
@@ -113,10 +121,12 @@ class DraCache:
         if event == DELETED:
             if self.classes.pop(record.name, None) is not None:
                 self.generation += 1
+                self.reach_epoch += 1
             return None
         if old != record:
             self.classes[record.name] = record
             self.generation += 1
+            self.reach_epoch += 1
         return self.classes[record.name]
 
     def apply_claim(self, event: str, obj: Mapping[str, Any]) -> Claim | None:
@@ -150,6 +160,7 @@ class DraCache:
             if fresh_classes != self.classes:
                 self.classes = fresh_classes
                 self.generation += 1
+                self.reach_epoch += 1
         elif kind == "claims":
             fresh_claims = {c.key: c for c in map(claim_from_api, objs)}
             for key in [k for k in self.claims if k not in fresh_claims]:
@@ -164,7 +175,10 @@ class DraCache:
 
     # --- slices and pools --------------------------------------------------------------
     def _put_slice(self, name: str, record: Slice | None) -> None:
-        old = self.slices.pop(name, None)
+        old = self.slices.get(name)
+        if old is not None:
+            self._touch_pool(old.pool_id)  # the nodes it named, before it goes
+        self.slices.pop(name, None)
         if old is not None:
             members = self._by_pool.get(old.pool_id, {})
             members.pop(name, None)
@@ -187,8 +201,49 @@ class DraCache:
                 self._local.setdefault(record.binding.node_name, set()).add(record.pool_id)
             elif record.binding.kind:
                 self._shared[record.pool_id] = self._shared.get(record.pool_id, 0) + 1
+            self._touch_pool(record.pool_id)
+        if old is not None:
+            self._touch_pool(old.pool_id)
+        for piece in (old, record):
+            if piece is not None and piece.binding.kind not in ("", NODE_NAME):
+                self.reach_epoch += 1
         self.generation += 1
         self.slice_generation += 1
+
+    def _touch_pool(self, pool_id: PoolId) -> None:
+        """Stamp every node a slice of the pool names; a pool with slices reaching
+        nodes otherwise changes the epoch."""
+        if pool_id in self._shared:
+            self.reach_epoch += 1
+        members = self._by_pool.get(pool_id)
+        if not members:
+            return
+        for slice_name in members:
+            node = self._local_of.get(slice_name)
+            if node is not None:
+                self._touch_node(node)
+
+    def _touch_node(self, node: str) -> None:
+        if node not in self._node_changed and len(self._node_changed) >= MAX_REMEMBERED_NODES:
+            self._node_changed.clear()  # node names churning: every kept answer goes
+            self.reach_epoch += 1
+        self._change_clock += 1
+        self._node_changed[node] = self._change_clock
+
+    def _touch_devices(self, devices: Iterable[DeviceId]) -> None:
+        """Devices became taken or free: stamp the nodes of their pools."""
+        for pool_id in {(device.driver, device.pool) for device in devices}:
+            self._touch_pool(PoolId(*pool_id))
+
+    def node_stamp(self, node: str) -> tuple[int, int]:
+        """Changes whenever what `node` reaches, or which of it is taken, may have
+        changed (with the node's labels as the caller saw them: not tracked here)."""
+        return self.reach_epoch, self._node_changed.get(node, 0)
+
+    def reach_trackable(self) -> bool:
+        """Whether node_stamp covers every change: no slice reaches nodes by selector,
+        allNodes or per device (their devices' holders are not tracked per node)."""
+        return not self._shared
 
     def _unlink_local(self, node: str, pool_id: PoolId) -> None:
         members = self._by_pool.get(pool_id, {})
@@ -275,6 +330,7 @@ class DraCache:
     def _put_claim(self, key: str, record: Claim | None) -> None:
         old = self.claims.pop(key, None)
         if old is not None and old.allocation is not None:
+            self._touch_devices(old.allocation.charged())
             for device in old.allocation.charged():
                 holders = self._allocated.get(device)
                 if holders is not None:
@@ -284,6 +340,7 @@ class DraCache:
         if record is not None:
             self.claims[key] = record
             if record.allocation is not None:
+                self._touch_devices(record.allocation.charged())
                 for device in record.allocation.charged():
                     self._allocated.setdefault(device, set()).add(key)
         self.generation += 1
@@ -350,6 +407,7 @@ class DraCache:
         for key, allocation in allocations:
             self._assumed[key] = _Assumed(self.claims[key].uid, allocation)
         self._held.update(wanted)
+        self._touch_devices(wanted)
         if allocations:
             self.generation += 1
 
@@ -394,6 +452,7 @@ class DraCache:
         for device in held.allocation.charged():
             if self._held.get(device) == key:
                 del self._held[device]
+        self._touch_devices(held.allocation.charged())
         self.generation += 1
 
     def _settle_hold(self, claim: Claim) -> None:

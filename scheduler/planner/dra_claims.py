@@ -19,7 +19,8 @@ allocation"), as volume_claims.py resolves its PersistentVolumeClaims:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from functools import partial
 
 from cache.dra.store import DraCache
 from cache.pod import PodInfo
@@ -28,6 +29,7 @@ from policies.dra.allocator import ClaimAllocator
 from policies.dra.gang import GangMember
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
 from scheduler.planner.dra_choice import DraChoiceKind
+from scheduler.planner.dra_reach import ReachMemo, fits
 
 
 def claim_keys(pod: PodInfo, dra: DraCache) -> tuple[str, ...] | str:
@@ -87,9 +89,11 @@ def resolve_dra(
     dra: DraCache,
     snapshot: Snapshot,
     namespace_labels: Mapping[str, Mapping[str, str]],
+    memo: ReachMemo | None = None,
 ) -> tuple[list[PodInfo], DraChoiceKind | None]:
     """The members with their DRA claims resolved (a problem, or `dra_reach`), and the
-    kind that allocates them across the gang (None when no member has claims)."""
+    kind that allocates them across the gang (None when no member has claims).
+    `memo`: reaches kept between calls (dra_reach.py); None computes each afresh."""
     provided = dra.extended_resources() if dra.classes else {}
     if not provided and not any(pod.resource_claims for pod in pending):
         return list(pending), None
@@ -118,7 +122,7 @@ def resolve_dra(
             continue
         signature = _demand(pod, keys, dra)
         if signature not in reaches:
-            reaches[signature] = _reach(pod, keys, allocator, snapshot)
+            reaches[signature] = _reach(pod, keys, allocator, snapshot, memo, signature)
         reach, detail = reaches[signature]
         members.append(dataclasses.replace(pod, dra_reach=reach))
         claims[pod.uid] = keys
@@ -145,12 +149,29 @@ def _demand(pod: PodInfo, keys: tuple[str, ...], dra: DraCache) -> Hashable:
 
 
 def _reach(
-    pod: PodInfo, keys: tuple[str, ...], allocator: ClaimAllocator, snapshot: Snapshot
+    pod: PodInfo,
+    keys: tuple[str, ...],
+    allocator: ClaimAllocator,
+    snapshot: Snapshot,
+    memo: ReachMemo | None = None,
+    demand: Hashable = None,
 ) -> tuple[tuple[frozenset[str], str], str]:
     """The nodes where the claims can be allocated (or used) alone, the filter's
     words for the others, and the allocator's words on the first node refused."""
     dra = allocator.cache
     allocating = any(dra.allocation_of(key) is None for key in keys)
+    reusing = any(dra.allocation_of(key) is not None for key in keys)
+    answers = None
+    if memo is not None and not reusing and dra.reach_trackable():
+        # The namespace's labels decide admin access; the demand holds the rest.
+        labels = tuple(sorted(allocator.namespace_labels.get(pod.namespace, {}).items()))
+        answers = memo.answers(dra, (demand, labels))
+
+    def attempt(name: str, labels: Mapping[str, str]) -> str:
+        """The allocator's words on the node, "" when the claims fit there."""
+        found = allocator.allocate(GangMember(pod.uid, pod.namespace, keys, name, labels))
+        return found if isinstance(found, str) else ""
+
     nodes: list[str] = []
     detail = ""
     skipped = ""  # a node that reaches no device, asked only if no other was refused
@@ -158,15 +179,29 @@ def _reach(
         if allocating and not dra.may_reach_devices(name):
             skipped = skipped or name
             continue
-        found = allocator.allocate(GangMember(pod.uid, pod.namespace, keys, name, node.labels))
-        if isinstance(found, str):
-            detail = detail or f"on node {name}: {found}"
-        else:
+        if answers is None:
+            refusal = attempt(name, node.labels)
+            if not refusal:
+                nodes.append(name)
+            elif not detail:
+                detail = f"on node {name}: {refusal}"
+        elif fits(
+            answers, dra, name, node.labels, partial(_fits_alone, attempt, name, node.labels)
+        ):
             nodes.append(name)
+        elif not detail:
+            # Kept answers hold no words (they name the claims): the first refused
+            # node's are asked afresh, for this member's claims.
+            detail = f"on node {name}: {attempt(name, node.labels)}"
     if not detail and skipped:
-        node = snapshot.nodes[skipped]
-        found = allocator.allocate(GangMember(pod.uid, pod.namespace, keys, skipped, node.labels))
-        if isinstance(found, str):
+        found = attempt(skipped, snapshot.nodes[skipped].labels)
+        if found:
             detail = f"on node {skipped}: {found}"
     reason = CANNOT_ALLOCATE if allocating else NOT_AVAILABLE
     return (frozenset(nodes), reason), detail
+
+
+def _fits_alone(
+    attempt: Callable[[str, Mapping[str, str]], str], name: str, labels: Mapping[str, str]
+) -> bool:
+    return not attempt(name, labels)

@@ -24,6 +24,7 @@ from policies.filters.volume_binding import GangVolumes
 from policies.pod_constraints import DomainCache
 from policies.profile import Profile
 from policies.whole_node_reserve import ReserveLedger
+from scheduler.planner.dra_reach import ReachMemo
 from scheduler.planner.member_choice import MemberChoiceKind
 from scheduler.planner.node_choice import KeptByNode, KeptChoices
 from scheduler.planner.planning import plan_call
@@ -51,6 +52,8 @@ class Planner:
         self._kept = KeptChoices()
         self._windows = Windows()
         self.reserve = ReserveMemory(profile)
+        # Where each DRA demand can be allocated alone, per node (dra_reach.py).
+        self.dra_reach = ReachMemo()
         # Profile.learning_step when the rankings, kept choices and windows were kept.
         self._learning_step: tuple[int, ...] = ()
         # The planner of Profile.step_aside's fallback, made when first needed.

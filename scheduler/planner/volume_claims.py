@@ -46,7 +46,9 @@ def plan_with_claims(
     if dra is None and any(pod.resource_claims for pod in gang.pending):
         dra = DraCache()
     if dra is not None and (dra.classes or any(pod.resource_claims for pod in gang.pending)):
-        pending, kind = resolve_dra(gang.pending, dra, snapshot, cache.namespace_labels())
+        pending, kind = resolve_dra(
+            gang.pending, dra, snapshot, cache.namespace_labels(), planner.dra_reach
+        )
         if any(new is not old for new, old in zip(pending, gang.pending, strict=True)):
             gang = dataclasses.replace(gang, pending=pending)
         if kind is not None:

@@ -1,0 +1,80 @@
+"""Where each DRA demand can be allocated alone, kept between planning calls
+(docs/dra.md, "Whole-gang allocation").
+
+A member's reach is one allocation of its claims on every node, and gangs of one job
+(members of one template) ask alike: the same claim specs in the same namespace. For
+such a demand, whether a node can serve it depends only on the devices the node reaches
+and which of them are taken, the DeviceClasses, the node's labels and the namespace's
+labels; DraCache.node_stamp changes whenever the first three may have, so an answer is
+reused on a node until its stamp or labels change, and recomputed there only.
+
+Only the yes/no is kept: the allocator's words for a refused node name the member's
+claims, so the caller words them afresh. Demands with a claim allocated already are
+not kept (their answer follows that allocation, which the stamps do not track), nor
+anything while a slice reaches nodes by selector, allNodes or per device
+(DraCache.reach_trackable).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable, Mapping
+
+from cache.dra.store import DraCache
+
+# Demands kept at once (each holds one answer per node it was asked about); beyond this
+# the least recently asked goes.
+MAX_REMEMBERED_DEMANDS = 32
+
+
+class _Answers:
+    __slots__ = ("by_node",)
+
+    def __init__(self) -> None:
+        # node -> (DraCache.node_stamp, the node's labels, whether the demand fits)
+        self.by_node: dict[str, tuple[tuple[int, int], Mapping[str, str], bool]] = {}
+
+
+class ReachMemo:
+    """Per demand, per node: whether the demand's claims can be allocated there alone,
+    for one DraCache at a time."""
+
+    def __init__(self, max_demands: int = MAX_REMEMBERED_DEMANDS) -> None:
+        self.max_demands = max_demands
+        self._cache: weakref.ref[DraCache] | None = None
+        self._demands: dict[Hashable, _Answers] = {}
+
+    def __len__(self) -> int:
+        return len(self._demands)
+
+    def answers(self, dra: DraCache, demand: Hashable) -> _Answers:
+        """The kept answers of `demand` against `dra` (empty the first time, or when
+        another DraCache is asked about)."""
+        if self._cache is None or self._cache() is not dra:
+            self._cache = weakref.ref(dra)
+            self._demands.clear()
+        kept = self._demands.pop(demand, None)
+        if kept is None:
+            kept = _Answers()
+            if len(self._demands) >= self.max_demands:
+                del self._demands[next(iter(self._demands))]
+        self._demands[demand] = kept  # most recently asked last
+        return kept
+
+
+def fits(
+    answers: _Answers,
+    dra: DraCache,
+    node: str,
+    labels: Mapping[str, str],
+    compute: Callable[[], bool],
+) -> bool:
+    """The kept answer for `node` while its stamp and labels stay, else `compute()`'s,
+    kept."""
+    stamp = dra.node_stamp(node)
+    kept = answers.by_node.get(node)
+    if kept is not None and kept[0] == stamp and kept[1] == labels:
+        return kept[2]
+    found = compute()
+    answers.by_node[node] = (stamp, dict(labels), found)
+    return found
