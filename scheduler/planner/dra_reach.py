@@ -31,7 +31,9 @@ class _Answers:
     __slots__ = ("by_node",)
 
     def __init__(self) -> None:
-        # node -> (DraCache.node_stamp, the node's labels, whether the demand fits)
+        # node -> (DraCache.node_stamp, the node's labels, whether the demand fits). The
+        # labels are the snapshot's own mapping (never changed in place: a node's update
+        # brings a new one), shared, not copied.
         self.by_node: dict[str, tuple[tuple[int, int], Mapping[str, str], bool]] = {}
 
 
@@ -73,8 +75,8 @@ def fits(
     kept."""
     stamp = dra.node_stamp(node)
     kept = answers.by_node.get(node)
-    if kept is not None and kept[0] == stamp and kept[1] == labels:
+    if kept is not None and kept[0] == stamp and (kept[1] is labels or kept[1] == labels):
         return kept[2]
     found = compute()
-    answers.by_node[node] = (stamp, dict(labels), found)
+    answers.by_node[node] = (stamp, labels, found)
     return found

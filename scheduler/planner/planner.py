@@ -10,7 +10,9 @@ generation, so that a call pays for the nodes changed since the last one:
 - bounded mode: each shape's choices per node (node_choice.KeptChoices) and, for lone
   members, each shape's window of nodes (window.py);
 - the whole-node reserve's summary of the cluster (reserve.py);
-- the eligible topology-spread domains (DomainCache).
+- the eligible topology-spread domains (DomainCache);
+- per DRA demand, the nodes its claims fit alone, caught up from the DraCache's
+  per-node stamps (dra_reach.py).
 """
 
 from __future__ import annotations

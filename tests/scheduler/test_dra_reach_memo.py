@@ -192,3 +192,16 @@ def test_a_gang_of_a_kept_demand_is_answered_from_the_memo() -> None:
     assert len(world.memo) == 1
     world.step(("gang", [1, 1], 0, False, "forget"))
     assert len(world.memo) == 1
+
+
+def test_the_memo_keeps_at_most_its_bound_dropping_the_least_recently_asked() -> None:
+    dra = DraCache()
+    memo = ReachMemo(max_demands=2)
+    first = memo.answers(dra, "a")
+    memo.answers(dra, "b")
+    assert memo.answers(dra, "a") is first  # asked again: now the most recent
+    memo.answers(dra, "c")  # "b" goes
+    assert len(memo) == 2
+    assert memo.answers(dra, "a") is first
+    assert memo.answers(dra, "b") is not first
+    assert memo.answers(DraCache(), "a") is not first  # another cache: nothing kept
