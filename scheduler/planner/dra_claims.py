@@ -19,8 +19,7 @@ allocation"), as volume_claims.py resolves its PersistentVolumeClaims:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from functools import partial
+from collections.abc import Hashable, Mapping, Sequence
 
 from cache.dra.store import DraCache
 from cache.pod import PodInfo
@@ -164,8 +163,8 @@ def _reach(
     answers = None
     if memo is not None and not reusing and dra.reach_trackable():
         # The namespace's labels decide admin access; the demand holds the rest.
-        labels = tuple(sorted(allocator.namespace_labels.get(pod.namespace, {}).items()))
-        answers = memo.answers(dra, (demand, labels))
+        namespace = tuple(sorted(allocator.namespace_labels.get(pod.namespace, {}).items()))
+        answers = memo.answers(dra, (demand, namespace))
 
     def attempt(name: str, labels: Mapping[str, str]) -> str:
         """The allocator's words on the node, "" when the claims fit there."""
@@ -185,9 +184,7 @@ def _reach(
                 nodes.append(name)
             elif not detail:
                 detail = f"on node {name}: {refusal}"
-        elif fits(
-            answers, dra, name, node.labels, partial(_fits_alone, attempt, name, node.labels)
-        ):
+        elif fits(answers, dra, name, node.labels, attempt):
             nodes.append(name)
         elif not detail:
             # Kept answers hold no words (they name the claims): the first refused
@@ -199,9 +196,3 @@ def _reach(
             detail = f"on node {skipped}: {found}"
     reason = CANNOT_ALLOCATE if allocating else NOT_AVAILABLE
     return (frozenset(nodes), reason), detail
-
-
-def _fits_alone(
-    attempt: Callable[[str, Mapping[str, str]], str], name: str, labels: Mapping[str, str]
-) -> bool:
-    return not attempt(name, labels)

@@ -69,14 +69,15 @@ def fits(
     dra: DraCache,
     node: str,
     labels: Mapping[str, str],
-    compute: Callable[[], bool],
+    attempt: Callable[[str, Mapping[str, str]], str],
 ) -> bool:
-    """The kept answer for `node` while its stamp and labels stay, else `compute()`'s,
+    """The kept answer for `node` while its stamp and labels stay, else whether
+    `attempt` (the allocator's words, "" when the claims fit) finds nothing to say,
     kept."""
     stamp = dra.node_stamp(node)
     kept = answers.by_node.get(node)
     if kept is not None and kept[0] == stamp and (kept[1] is labels or kept[1] == labels):
         return kept[2]
-    found = compute()
+    found = not attempt(node, labels)
     answers.by_node[node] = (stamp, labels, found)
     return found
