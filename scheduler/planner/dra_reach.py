@@ -20,10 +20,10 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Hashable, Mapping
 
-from cache.dra.store import DraCache
+from cache.dra.store import MAX_REMEMBERED_NODES, DraCache
 
-# Demands kept at once (each holds one answer per node it was asked about); beyond this
-# the least recently asked goes.
+# Demands kept at once (each holds one answer per node it was asked about, at most
+# MAX_REMEMBERED_NODES); beyond this the least recently asked goes.
 MAX_REMEMBERED_DEMANDS = 32
 
 
@@ -79,5 +79,7 @@ def fits(
     if kept is not None and kept[0] == stamp and (kept[1] is labels or kept[1] == labels):
         return kept[2]
     found = not attempt(node, labels)
+    if kept is None and len(answers.by_node) >= MAX_REMEMBERED_NODES:
+        answers.by_node.clear()  # node names churning: the demand's answers start over
     answers.by_node[node] = (stamp, labels, found)
     return found

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.profile import build_profile
 from scheduler.gangs.gang import assemble_gangs
+from scheduler.planner import dra_reach
 from scheduler.planner.dra_claims import resolve_dra
 from scheduler.planner.dra_reach import ReachMemo
 from scheduler.planner.planner import Planner
@@ -205,3 +207,14 @@ def test_the_memo_keeps_at_most_its_bound_dropping_the_least_recently_asked() ->
     assert memo.answers(dra, "a") is first
     assert memo.answers(dra, "b") is not first
     assert memo.answers(DraCache(), "a") is not first  # another cache: nothing kept
+
+
+def test_a_demands_answers_start_over_when_node_names_churn_past_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(dra_reach, "MAX_REMEMBERED_NODES", 3)
+    dra = DraCache()
+    answers = ReachMemo().answers(dra, "a")
+    for number in range(7):
+        dra_reach.fits(answers, dra, f"node-{number}", {}, lambda node, labels: "")
+        assert len(answers.by_node) <= 3
