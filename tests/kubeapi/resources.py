@@ -142,6 +142,25 @@ class ResourceType:
         return frozenset(self.selectable_fields({"metadata": {}}))
 
 
+def _namespaced_crd(
+    group: str, version: str, plural: str, kind: str, short_names: tuple[str, ...] = ()
+) -> ResourceType:
+    """A namespaced custom resource with a status subresource: no strategic merge patch
+    (the API server refuses it for custom resources) and no unconditional update."""
+    return ResourceType(
+        group,
+        version,
+        plural,
+        kind,
+        namespaced=True,
+        subresources=frozenset({"status"}),
+        allow_unconditional_update=False,
+        strategic_merge=False,
+        custom=True,
+        short_names=short_names,
+    )
+
+
 PODS = ResourceType(
     CORE,
     "v1",
@@ -191,61 +210,25 @@ LEASES = ResourceType(
     allow_create_on_update=True,
     allow_unconditional_update=False,
 )
-PODGROUPS = ResourceType(
-    PODGROUP_GROUP,
-    PODGROUP_VERSION,
-    "podgroups",
-    "PodGroup",
-    namespaced=True,
-    subresources=frozenset({"status"}),
-    allow_unconditional_update=False,
-    strategic_merge=False,
-    custom=True,
-    short_names=("pg",),
+PODGROUPS = _namespaced_crd(
+    PODGROUP_GROUP, PODGROUP_VERSION, "podgroups", "PodGroup", short_names=("pg",)
 )
 # ElasticQuota (scheduler-plugins' CapacityScheduling CRD): served like PodGroups, with
 # the same CRD switch (deploy/ installs both).
-ELASTIC_QUOTAS = ResourceType(
-    PODGROUP_GROUP,
-    PODGROUP_VERSION,
-    "elasticquotas",
-    "ElasticQuota",
-    namespaced=True,
-    subresources=frozenset({"status"}),
-    allow_unconditional_update=False,
-    strategic_merge=False,
-    custom=True,
-    short_names=("eq",),
+ELASTIC_QUOTAS = _namespaced_crd(
+    PODGROUP_GROUP, PODGROUP_VERSION, "elasticquotas", "ElasticQuota", short_names=("eq",)
 )
 # Served only while the emulator's CRDs are installed (Emulator.crd_present).
 CRD_TYPES = (PODGROUPS, ELASTIC_QUOTAS)
 # Volcano's PodGroup CRD (scheduling.volcano.sh/v1beta1), as the one above: a custom
 # resource with a status subresource (its CRD manifest declares `subresources.status`).
-VOLCANO_PODGROUPS = ResourceType(
-    "scheduling.volcano.sh",
-    "v1beta1",
-    "podgroups",
-    "PodGroup",
-    namespaced=True,
-    subresources=frozenset({"status"}),
-    allow_unconditional_update=False,
-    strategic_merge=False,
-    custom=True,
-    short_names=("podgroup-v1beta1",),
+VOLCANO_PODGROUPS = _namespaced_crd(
+    "scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", short_names=("podgroup-v1beta1",)
 )
 # KAI-Scheduler's PodGroup CRD (scheduling.run.ai/v2alpha2), a custom resource with a
 # status subresource, as Volcano's.
-KAI_PODGROUPS = ResourceType(
-    "scheduling.run.ai",
-    "v2alpha2",
-    "podgroups",
-    "PodGroup",
-    namespaced=True,
-    subresources=frozenset({"status"}),
-    allow_unconditional_update=False,
-    strategic_merge=False,
-    custom=True,
-    short_names=("pg-kai",),
+KAI_PODGROUPS = _namespaced_crd(
+    "scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", short_names=("pg-kai",)
 )
 # Kubernetes' own PodGroup (scheduling.k8s.io/v1alpha2, 1.36, GenericWorkload gate):
 # a built-in type, so strategic merge patch works (its status conditions merge by
@@ -439,24 +422,10 @@ JOBS = ResourceType(
 )
 
 
-def _workload_crd(group: str, version: str, plural: str, kind: str) -> ResourceType:
-    return ResourceType(
-        group,
-        version,
-        plural,
-        kind,
-        namespaced=True,
-        subresources=frozenset({"status"}),
-        allow_unconditional_update=False,
-        strategic_merge=False,
-        custom=True,
-    )
-
-
-JOBSETS = _workload_crd("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
-PYTORCHJOBS = _workload_crd("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
-MPIJOBS = _workload_crd("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
-RAYCLUSTERS = _workload_crd("ray.io", "v1", "rayclusters", "RayCluster")
+JOBSETS = _namespaced_crd("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+PYTORCHJOBS = _namespaced_crd("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+MPIJOBS = _namespaced_crd("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+RAYCLUSTERS = _namespaced_crd("ray.io", "v1", "rayclusters", "RayCluster")
 WORKLOAD_TYPES = (JOBS, JOBSETS, PYTORCHJOBS, MPIJOBS, RAYCLUSTERS)
 
 ALL_TYPES: tuple[ResourceType, ...] = (
