@@ -157,12 +157,7 @@ class ListOf(Shape):
     def decode(self, value: Any, path: str) -> Any:
         if not isinstance(value, list):
             raise self._refuse(value, path)
-        return [self._item(v, path) for v in value]
-
-    def _item(self, value: Any, path: str) -> Any:
-        if value is None:  # Go decodes null into the zero value of the item type
-            return self.item.decode({}, path) if isinstance(self.item, Struct) else self.item.zero
-        return self.item.decode(value, path)
+        return [_element(self.item, v, path) for v in value]
 
 
 @dataclass(frozen=True)
@@ -176,7 +171,14 @@ class MapOf(Shape):
     def decode(self, value: Any, path: str) -> Any:
         if not isinstance(value, Mapping):
             raise self._refuse(value, path)
-        return {k: ListOf(self.item)._item(v, path) for k, v in value.items()}
+        return {k: _element(self.item, v, path) for k, v in value.items()}
+
+
+def _element(item: Shape, value: Any, path: str) -> Any:
+    """One element of a list or a map: Go decodes null into the item type's zero value."""
+    if value is None:
+        return item.decode({}, path) if isinstance(item, Struct) else item.zero
+    return item.decode(value, path)
 
 
 class Struct(Shape):
