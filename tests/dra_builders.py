@@ -140,3 +140,26 @@ def allocated(
             entry["adminAccess"] = True
         results.append(entry)
     return {"devices": {"results": results}}
+
+
+def kubernetes_138765_objects() -> tuple[dict[str, Any], ...]:
+    """kubernetes#138765 with whole devices (partitions are refused here): a slice of a
+    "big" (80) and a "small" (40) GPU; claim `flexible` asks a whole big GPU or else a
+    part (any of 40 and up), claim `strict` only a big one. Pod by pod, the first takes
+    the big one and the second fails; a gang search moves the first to its part."""
+    memory = f'device.attributes["{DRIVER}"].memory'
+    return (
+        slice_obj("s", [device("big", memory=80), device("small", memory=40)]),
+        class_obj(),
+        claim_obj(
+            "flexible",
+            [
+                first_available(
+                    "gpu",
+                    sub("whole", selectors=(f"{memory} >= 80",)),
+                    sub("part", selectors=(f"{memory} >= 40",)),
+                )
+            ],
+        ),
+        claim_obj("strict", [exactly(selectors=(f"{memory} >= 80",))]),
+    )

@@ -14,9 +14,8 @@ from tests.dra_builders import (
     class_obj,
     device,
     exactly,
-    first_available,
+    kubernetes_138765_objects,
     slice_obj,
-    sub,
 )
 from tests.factories import node_obj
 from tests.scheduler.dra_cores import (
@@ -39,19 +38,7 @@ def test_kubernetes_138765_gang_is_placed_by_revisiting_the_first_members_choice
     core = dra_core("node-1")
     feed(
         core,
-        slice_obj("s", [device("big", memory=80), device("small", memory=40)]),
-        class_obj(),
-        claim_obj(
-            "flexible",
-            [
-                first_available(
-                    "gpu",
-                    sub("whole", selectors=(f"{MEMORY} >= 80",)),
-                    sub("part", selectors=(f"{MEMORY} >= 40",)),
-                )
-            ],
-        ),
-        claim_obj("strict", [exactly(selectors=(f"{MEMORY} >= 80",))]),
+        *kubernetes_138765_objects(),
     )
     add_pods(
         core, claiming("a-flexible", "flexible", size=2), claiming("b-strict", "strict", size=2)

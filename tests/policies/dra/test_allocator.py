@@ -17,6 +17,7 @@ from tests.dra_builders import (
     device,
     exactly,
     first_available,
+    kubernetes_138765_objects,
     slice_obj,
     sub,
 )
@@ -326,19 +327,7 @@ def test_kubernetes_138765_gang_revisits_an_earlier_members_choice() -> None:
     pod (kube-scheduler), the first takes the big GPU and the second fails; the gang
     search moves the first to its next alternative."""
     cache = cache_with(
-        slice_obj("s", [device("big", memory=80), device("small", memory=40)]),
-        class_obj(),
-        claim_obj(
-            "flexible",
-            [
-                first_available(
-                    "gpu",
-                    sub("whole", selectors=(f"{MEM} >= 80",)),
-                    sub("part", selectors=(f"{MEM} >= 40",)),
-                )
-            ],
-        ),
-        claim_obj("strict", [exactly(selectors=(f"{MEM} >= 80",))]),
+        *kubernetes_138765_objects(),
     )
     allocator = ClaimAllocator(cache, {})
     one, two = member("flexible", uid="pod-1"), member("strict", uid="pod-2")
