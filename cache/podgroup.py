@@ -9,6 +9,7 @@ from typing import Any
 from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.limits import MAX_INT32, shown
 from cache.pod import parse_time
+from cache.topology_requirement import TopologyRequirement
 
 PODGROUP_GROUP = "scheduling.x-k8s.io"
 PODGROUP_VERSION = "v1alpha1"
@@ -38,6 +39,9 @@ class PodGroupInfo:
     # What problems call the object where it is no PodGroup ("JobSet ns/train",
     # cache/workloads.py); "" names it as a PodGroup.
     described: str = ""
+    # Where the gang's members may run (cache/topology_requirement.py), from whichever
+    # of the source's fields states it; None: no topology stated.
+    topology: TopologyRequirement | None = None
 
     @property
     def key(self) -> str:
