@@ -191,3 +191,35 @@ async def test_an_inferred_gang_that_does_not_fit_says_so_under_its_name(tmp_pat
                 assert bound(api) == {}
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+async def test_a_rayjob_cluster_is_one_gang_and_its_submitter_runs_alone(tmp_path: Path) -> None:
+    """A RayJob: its controller creates a RayCluster (controlled by the RayJob) whose
+    head and workers are one gang, and a plain Job whose submitter pod is no gang. The
+    submitter is bound at once; the cluster waits whole for its last worker."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n", gpus=8))
+            cluster = "rj-x7k2p"
+            api.put(
+                RAYCLUSTERS, w.rayjob_cluster("rj", cluster, [{"groupName": "gpu", "replicas": 2}])
+            )
+            api.put_pod(w.rayjob_submitter_pod("rj"))
+            api.put_pod(w.ray_pod(cluster, "head", 0))
+            api.put_pod(w.ray_pod(cluster, "worker", 0))
+            async with running_with(api, tmp_path, inferring(free_port(), ["team"])):
+                await eventually(
+                    lambda: set(bound(api)) == {"rj-submit"}, "the submitter bound alone"
+                )
+                await eventually(
+                    lambda: (
+                        condition(api, f"{cluster}-head-0")
+                        == "waiting for 1 more member: 2/3 exist"
+                    ),
+                    "the cluster waits for its second worker",
+                )
+                api.put_pod(w.ray_pod(cluster, "worker", 1))
+                await eventually(lambda: len(bound(api)) == 4, "the whole cluster bound")
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)

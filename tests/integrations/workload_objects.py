@@ -225,6 +225,34 @@ def ray_pod(cluster: str, node_type: str, index: int, namespace: str = "team") -
     )
 
 
+def rayjob_cluster(job: str, cluster: str, groups: Any, namespace: str = "team") -> Any:
+    """The RayCluster a RayJob's controller creates for it (kuberay rayjob_controller.go):
+    named `<job>-<suffix>`, controlled by the RayJob, labelled with where it came from."""
+    obj = raycluster(cluster, groups, namespace=namespace)
+    obj["metadata"]["ownerReferences"] = [_owner("ray.io/v1", "RayJob", job)]
+    obj["metadata"]["labels"] = {
+        "ray.io/originated-from-cr-name": job,
+        "ray.io/originated-from-crd": "RayJob",
+    }
+    return obj
+
+
+def rayjob_submitter_pod(job: str, namespace: str = "team") -> dict[str, Any]:
+    """The pod of the RayJob's submitter: a plain (not Indexed) Job named as the RayJob,
+    controlled by it; the pod is the Job's, with the job controller's labels."""
+    return controlled_pod(
+        f"{job}-submit",
+        _owner("batch/v1", "Job", job),
+        {
+            "batch.kubernetes.io/job-name": job,
+            "job-name": job,
+            "batch.kubernetes.io/controller-uid": f"uid-owner-{job}",
+        },
+        namespace=namespace,
+        gpus=0,
+    )
+
+
 # --- LeaderWorkerSet -----------------------------------------------------------------------
 def lws_pod(
     lws: str, group: int, worker: int, size: Any, namespace: str = "team"
