@@ -57,6 +57,31 @@ _GROUP_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _OBJECT_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
+class NodeScores:
+    """node name -> a score, hashable by value (a pod's shape includes it) with the
+    hash computed once: members of one template share equal ones."""
+
+    __slots__ = ("_hash", "by_node")
+
+    def __init__(self, by_node: Mapping[str, float]) -> None:
+        self.by_node: Mapping[str, float] = dict(by_node)
+        self._hash = hash(frozenset(self.by_node.items()))
+
+    def get(self, node: str, default: float) -> float:
+        return self.by_node.get(node, default)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NodeScores) and (
+            self is other or (self._hash == other._hash and self.by_node == other.by_node)
+        )
+
+    def __repr__(self) -> str:
+        return f"NodeScores({len(self.by_node)} nodes)"
+
+
 @dataclass(frozen=True)
 class GangKeys:
     """Where a pod names its gang and the gang's size (the scheduler's `gang.*` options:
@@ -146,6 +171,10 @@ class PodInfo:
     # others hold) and the filter's words for the other nodes, resolved just before the
     # pod is planned (scheduler/planner/dra_claims.py); None for a pod without claims.
     dra_reach: tuple[frozenset[str], str] | None = None
+    # How tight a device set each of those nodes gives the pod's claims, 0..100
+    # (policies/dra/topology.py), for the gpu-topology score; resolved with
+    # `dra_reach`. None (or a node it does not name): neutral.
+    dra_topology: NodeScores | None = None
 
     @property
     def key(self) -> str:
@@ -192,6 +221,7 @@ class PodInfo:
             self.volume_needs,
             self.volume_limited,
             self.dra_reach,
+            self.dra_topology,
         )
 
     @property

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from cache.dra.topology import NVLINK_CLIQUE_LABEL
 from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
@@ -55,7 +56,11 @@ class GangContext:
     placed: int = 0
 
     def record(self, node: NodeInfo, topology_keys: Sequence[str]) -> None:
-        for key in topology_keys:
+        # The NVLink clique too: the network-topology score reads it for DRA members.
+        recorded = topology_keys
+        if NVLINK_CLIQUE_LABEL not in topology_keys:
+            recorded = (*topology_keys, NVLINK_CLIQUE_LABEL)
+        for key in recorded:
             value = node.labels.get(key)
             if value is not None:
                 self.domains.setdefault(key, Counter())[value] += 1

@@ -44,9 +44,11 @@ from cache.dra.fields import BLOCKING_EFFECTS, MAX_RESERVED_FOR, MAX_RESULTS, At
 from cache.dra.nodes import terms_reach
 from cache.dra.slices import DeviceId
 from cache.dra.store import Candidate, DraCache, NodeDevices
+from cache.dra.topology import DeviceTopology, device_topology
 from policies.dra.gang import ClaimChoice, GangMember, PodAllocation, Tentative
 from policies.dra.results import Picked, build_allocation
 from policies.dra.selection import SelectorError, Selectors
+from policies.dra.topology import preferred_set
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 # Devices one search tries (each device considered for one slot of one request counts
@@ -307,8 +309,46 @@ class PodSearch:
             if slot.exact.mode == ALL:
                 yield from self._all(index, position, slot, fitting)
             else:
-                yield from self._pick(index, position, slot, fitting, 0, slot.exact.count)
+                ordered = self._preferred(slot, fitting)
+                yield from self._pick(index, position, slot, ordered, 0, slot.exact.count)
             self._subs[index].pop(slot.request, None)
+
+    def _preferred(self, slot: _Slot, fitting: list[Candidate]) -> list[Candidate]:
+        """`fitting` with the free devices that join best (policies/dra/topology.py)
+        first: to each other, to the devices this pod took for its earlier requests,
+        and to those the gang's earlier members took on this node. Only the order
+        changes, so every allocation is still found; without topology facts the order
+        is kube-scheduler's."""
+        admin = bool(slot.exact.admin_access)
+        free = [c for c in fitting if admin or not self._taken(c.device_id)]
+        if len(free) <= slot.exact.count:
+            return fitting
+        labels = self.member.labels
+        tops = tuple(device_topology(c.device_id.driver, c.device, labels) for c in free)
+        chosen = preferred_set(tops, slot.exact.count, self._anchors())
+        if chosen is None or chosen == tuple(range(slot.exact.count)):
+            return fitting
+        first = [free[i] for i in chosen]
+        firsts = {c.device_id for c in first}
+        return first + [c for c in fitting if c.device_id not in firsts]
+
+    def _anchors(self) -> tuple[DeviceTopology, ...]:
+        """Where the devices already taken for this pod, and by the gang's earlier
+        members on this node, sit (only those with a known place)."""
+        labels = self.member.labels
+        found = [
+            device_topology(p.result.driver, p.device, labels)
+            for picked in self._picked
+            for p in picked
+        ]
+        held = self.tentative.held()
+        if held:
+            found.extend(
+                device_topology(c.device_id.driver, c.device, labels)
+                for c in self._node.candidates
+                if c.device_id in held
+            )
+        return tuple(t for t in found if t.known)
 
     def _all(
         self, index: int, position: int, slot: _Slot, fitting: list[Candidate]

@@ -68,6 +68,10 @@ class Tentative:
     def holder(self, device: DeviceId) -> str:
         return self._taken.get(device, "")
 
+    def held(self) -> Mapping[DeviceId, str]:
+        """Every device earlier members took (device -> claim key)."""
+        return self._taken
+
     def claim(self, key: str) -> Allocation | None:
         shared = self._claims.get(key)
         return None if shared is None else shared.allocation

@@ -6,6 +6,10 @@ NODE 20, SYS 10). The score, 0..100:
 
 - No GPU, or a node whose links are unknown: 50, neutral, so the score never decides
   between nodes that publish no topology.
+- DRA devices (a pod's ResourceClaims): the same formula on the pair scores their
+  attributes give (PCIe root, NUMA node, NVLink clique; policies/dra/topology.py), for
+  the set the claims get on the node, computed with the claims' reach
+  (`PodInfo.dra_topology`); neutral where no device of the node has a fact.
 - A set of k >= 2 devices, with `mean` its mean pair score and `best` the best mean any
   k devices of this node have when all are free:
 
@@ -46,8 +50,13 @@ class GpuTopology:
     candidate_order: CandidateOrder | None = None
 
     def score(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares, gang: GangContext) -> float:
+        if not shares:
+            # A pod whose GPUs are DRA devices: the score of the set its claims get
+            # on this node, resolved with their reach (policies/dra/topology.py).
+            dra = pod.dra_topology
+            return NEUTRAL if dra is None else dra.get(node.name, NEUTRAL)
         scores = node.pair_scores
-        if not shares or scores is None:
+        if scores is None:
             return NEUTRAL
         if any(not 0 <= index < len(scores) for index, _ in shares):
             return NEUTRAL  # an assignment this node cannot have; judge it by other scores

@@ -22,13 +22,14 @@ import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 
 from cache.dra.store import DraCache
-from cache.pod import PodInfo
+from cache.pod import NodeScores, PodInfo
 from cache.snapshot import Snapshot
 from policies.dra.allocator import ClaimAllocator
 from policies.dra.gang import GangMember
+from policies.dra.topology import allocation_score
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
 from scheduler.planner.dra_choice import DraChoiceKind
-from scheduler.planner.dra_reach import ReachMemo, fits
+from scheduler.planner.dra_reach import ReachMemo, judge
 
 
 def claim_keys(pod: PodInfo, dra: DraCache) -> tuple[str, ...] | str:
@@ -100,7 +101,7 @@ def resolve_dra(
     members: list[PodInfo] = []
     claims: dict[str, tuple[str, ...]] = {}
     details: dict[str, str] = {}
-    reaches: dict[Hashable, tuple[tuple[frozenset[str], str], str]] = {}
+    reaches: dict[Hashable, tuple[tuple[frozenset[str], str], str, NodeScores | None]] = {}
     for pod in pending:
         if pod.problems:
             members.append(pod)
@@ -122,8 +123,8 @@ def resolve_dra(
         signature = _demand(pod, keys, dra)
         if signature not in reaches:
             reaches[signature] = _reach(pod, keys, allocator, snapshot, memo, signature)
-        reach, detail = reaches[signature]
-        members.append(dataclasses.replace(pod, dra_reach=reach))
+        reach, detail, topology = reaches[signature]
+        members.append(dataclasses.replace(pod, dra_reach=reach, dra_topology=topology))
         claims[pod.uid] = keys
         if detail:
             details[pod.uid] = detail
@@ -154,9 +155,10 @@ def _reach(
     snapshot: Snapshot,
     memo: ReachMemo | None = None,
     demand: Hashable = None,
-) -> tuple[tuple[frozenset[str], str], str]:
+) -> tuple[tuple[frozenset[str], str], str, NodeScores | None]:
     """The nodes where the claims can be allocated (or used) alone, the filter's
-    words for the others, and the allocator's words on the first node refused."""
+    words for the others, the allocator's words on the first node refused, and how
+    tight the devices each of those nodes gives are (None: no node tells)."""
     dra = allocator.cache
     allocating = any(dra.allocation_of(key) is None for key in keys)
     reusing = any(dra.allocation_of(key) is not None for key in keys)
@@ -166,12 +168,17 @@ def _reach(
         namespace = tuple(sorted(allocator.namespace_labels.get(pod.namespace, {}).items()))
         answers = memo.answers(dra, (demand, namespace))
 
-    def attempt(name: str, labels: Mapping[str, str]) -> str:
-        """The allocator's words on the node, "" when the claims fit there."""
+    def attempt(name: str, labels: Mapping[str, str]) -> tuple[str, float | None]:
+        """The allocator's words on the node ("" when the claims fit there) and the
+        topology score of the allocation it found."""
         found = allocator.allocate(GangMember(pod.uid, pod.namespace, keys, name, labels))
-        return found if isinstance(found, str) else ""
+        if isinstance(found, str):
+            return found, None
+        reached = dra.node_devices(name, labels)
+        return "", allocation_score(reached, labels, found.taken(), dra.holder)
 
     nodes: list[str] = []
+    scores: dict[str, float] = {}
     detail = ""
     skipped = ""  # a node that reaches no device, asked only if no other was refused
     for name, node in snapshot.nodes.items():
@@ -179,20 +186,25 @@ def _reach(
             skipped = skipped or name
             continue
         if answers is None:
-            refusal = attempt(name, node.labels)
+            refusal, score = attempt(name, node.labels)
             if not refusal:
                 nodes.append(name)
             elif not detail:
                 detail = f"on node {name}: {refusal}"
-        elif fits(answers, dra, name, node.labels, attempt):
-            nodes.append(name)
-        elif not detail:
-            # Kept answers hold no words (they name the claims): the first refused
-            # node's are asked afresh, for this member's claims.
-            detail = f"on node {name}: {attempt(name, node.labels)}"
+        else:
+            fit, score = judge(answers, dra, name, node.labels, attempt)
+            if fit:
+                nodes.append(name)
+            elif not detail:
+                # Kept answers hold no words (they name the claims): the first refused
+                # node's are asked afresh, for this member's claims.
+                detail = f"on node {name}: {attempt(name, node.labels)[0]}"
+        if score is not None:
+            scores[name] = score
     if not detail and skipped:
-        found = attempt(skipped, snapshot.nodes[skipped].labels)
+        found = attempt(skipped, snapshot.nodes[skipped].labels)[0]
         if found:
             detail = f"on node {skipped}: {found}"
     reason = CANNOT_ALLOCATE if allocating else NOT_AVAILABLE
-    return (frozenset(nodes), reason), detail
+    topology = NodeScores(scores) if scores else None
+    return (frozenset(nodes), reason), detail, topology

@@ -31,10 +31,11 @@ class _Answers:
     __slots__ = ("by_node",)
 
     def __init__(self) -> None:
-        # node -> (DraCache.node_stamp, the node's labels, whether the demand fits). The
+        # node -> (DraCache.node_stamp, the node's labels, whether the demand fits, the
+        # topology score of the allocation found, policies/dra/topology.py). The
         # labels are the snapshot's own mapping (never changed in place: a node's update
         # brings a new one), shared, not copied.
-        self.by_node: dict[str, tuple[tuple[int, int], Mapping[str, str], bool]] = {}
+        self.by_node: dict[str, tuple[tuple[int, int], Mapping[str, str], bool, float | None]] = {}
 
 
 class ReachMemo:
@@ -74,12 +75,25 @@ def fits(
     """The kept answer for `node` while its stamp and labels stay, else whether
     `attempt` (the allocator's words, "" when the claims fit) finds nothing to say,
     kept."""
+    return judge(answers, dra, node, labels, lambda name, seen: (attempt(name, seen), None))[0]
+
+
+def judge(
+    answers: _Answers,
+    dra: DraCache,
+    node: str,
+    labels: Mapping[str, str],
+    attempt: Callable[[str, Mapping[str, str]], tuple[str, float | None]],
+) -> tuple[bool, float | None]:
+    """As `fits`, with the topology score of the allocation found (None: neutral),
+    kept beside the answer: it changes only with what the node reaches or holds."""
     stamp = dra.node_stamp(node)
     kept = answers.by_node.get(node)
     if kept is not None and kept[0] == stamp and (kept[1] is labels or kept[1] == labels):
-        return kept[2]
-    found = not attempt(node, labels)
+        return kept[2], kept[3]
+    words, score = attempt(node, labels)
+    found = not words
     if kept is None and len(answers.by_node) >= MAX_REMEMBERED_NODES:
         answers.by_node.clear()  # node names churning: the demand's answers start over
-    answers.by_node[node] = (stamp, labels, found)
-    return found
+    answers.by_node[node] = (stamp, labels, found, score)
+    return found, score

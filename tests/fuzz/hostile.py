@@ -9,6 +9,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from cache.dra.topology import NVLINK_CLIQUE_LABEL
 from cache.gpu import COUNT_LABEL, MEMORY_LABEL, PRODUCT_LABEL, TOPOLOGY_ANNOTATION
 from cache.kubelet_devices import KUBELET_DEVICES_ANNOTATION
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION, VOLCANO_GANG_ANNOTATION
@@ -135,6 +136,7 @@ NODE_FIELDS: list[tuple[Any, ...]] = [
     ("metadata", "labels", COUNT_LABEL),
     ("metadata", "labels", MEMORY_LABEL),
     ("metadata", "labels", PRODUCT_LABEL),
+    ("metadata", "labels", NVLINK_CLIQUE_LABEL),  # read for DRA devices' NVLink domain
     ("metadata", "annotations"),
     ("metadata", "annotations", TOPOLOGY_ANNOTATION),
     # The node agent's report of what the kubelet gave each pod (cache/kubelet_devices.py).

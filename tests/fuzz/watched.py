@@ -268,6 +268,10 @@ HOSTILE_OBJECTS: dict[str, st.SearchStrategy[Any]] = {
             ("spec", "devices", 0, "name"),
             ("spec", "devices", 0, "attributes"),
             ("spec", "devices", 0, "attributes", "model"),
+            # Where the device sits, as the topology scores read it (cache/dra/topology.py).
+            ("spec", "devices", 0, "attributes", "resource.kubernetes.io/pcieRoot"),
+            ("spec", "devices", 0, "attributes", "resource.kubernetes.io/pcieRoot", "string"),
+            ("spec", "devices", 0, "attributes", "numaNode", "int"),
             ("spec", "devices", 0, "capacity", "memory", "value"),
         ],
     ),
