@@ -5,7 +5,8 @@ same filling cluster, so the two percentiles compare.
 
 The cluster is bench/planner.py's (5,000 nodes, 8 annotation GPUs each, about half
 busy), plus, per node, one ResourceSlice of 8 DRA GPUs of driver gpu.example.com
-(productName, memory, and a pcieRoot attribute: 4 GPUs on each of two roots), about
+(productName, memory, and the standard `resource.kubernetes.io/pcieRoot` attribute, as
+the vendors' drivers publish it: 4 GPUs on each of two roots), about
 40% of them allocated to claims of running pods. One DeviceClass selects the driver
 with CEL; each DRA member's claim asks `count` 1 or 2 with a CEL request selector on
 memory and `matchAttribute` on the PCIe root. Each plan goes through what the
@@ -40,7 +41,8 @@ DEVICES_PER_NODE = 8
 GANG_SIZE = 8
 CLASS_SELECTOR = f'device.driver == "{DRIVER}"'
 REQUEST_SELECTOR = f'device.attributes["{DRIVER}"].memory >= 16'
-SAME_ROOT = {"matchAttribute": f"{DRIVER}/pcieRoot"}
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+SAME_ROOT = {"matchAttribute": PCIE_ROOT}
 NAMESPACE = "bench"
 MEMORY_GIB = {"A100": 80, "V100": 32, "T4": 16}
 
@@ -55,7 +57,7 @@ def slice_object(node_index: int) -> dict[str, Any]:
             "attributes": {
                 "productName": {"string": model},
                 "memory": {"int": MEMORY_GIB[model]},
-                "pcieRoot": {"string": f"pci-{number // 4}"},
+                PCIE_ROOT: {"string": f"pci0000:{number // 4:02x}"},
             },
         }
         for number in range(DEVICES_PER_NODE)
