@@ -22,6 +22,11 @@ from cache.terms import SelectorTerm
 
 EXACT_COUNT = "ExactCount"
 ALL = "All"
+# The finalizer an allocator puts on a claim before writing its allocation: the
+# resourceclaim controller deallocates (once nobody is reserved) only claims carrying it.
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+# Finalizers read before giving up on finding DELETE_PROTECTION.
+MAX_FINALIZERS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +163,9 @@ class Claim:
     # The uid of the object that controls the claim (ownerReferences with controller
     # true): the pod, for a claim the resourceclaim controller made from a template.
     owner_uid: str = ""
+    # Whether the claim carries DELETE_PROTECTION: the resourceclaim controller then
+    # removes its allocation once no consumer is left.
+    protected: bool = False
 
     @property
     def key(self) -> str:
@@ -179,6 +187,13 @@ def _controller_uid(meta: Mapping[str, Any]) -> str:
     return ""
 
 
+def _protected(meta: Mapping[str, Any]) -> bool:
+    finalizers = meta.get("finalizers")
+    if not isinstance(finalizers, list):
+        return False
+    return DELETE_PROTECTION in finalizers[:MAX_FINALIZERS]
+
+
 def claim_from_api(obj: Mapping[str, Any]) -> Claim:
     """Never raises."""
     meta = metadata(obj)
@@ -191,6 +206,7 @@ def claim_from_api(obj: Mapping[str, Any]) -> Claim:
         "resource_version": text_field(meta, "resourceVersion", 64),
         "deleting": bool(meta.get("deletionTimestamp")),
         "owner_uid": _controller_uid(meta),
+        "protected": _protected(meta),
     }
     status = mapping(mapping(obj).get("status"))
     problems: list[str] = []

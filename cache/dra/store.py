@@ -89,6 +89,13 @@ class DraCache:
         self._allocated: dict[DeviceId, set[str]] = {}  # device -> claims whose status holds it
         self._assumed: dict[str, _Assumed] = {}
         self._held: dict[DeviceId, str] = {}  # device -> assumed claim
+        # Devices kept for a gang that evicted their claims' consumers (preemption) until
+        # it is planned again: owner -> devices, and device -> owners.
+        self._kept: dict[str, frozenset[DeviceId]] = {}
+        self._kept_for: dict[DeviceId, set[str]] = {}
+        # pod uid -> claims reserved for it or controlled by it (what-ifs ask which
+        # claims the pods taken away would release: cache/dra/view.py).
+        self._by_pod: dict[str, set[str]] = {}
         self._nodes: dict[str, tuple[int, tuple[tuple[str, str], ...], NodeDevices]] = {}
         # Change tracking for answers kept per node (the planner's DRA reach): the
         # stamp of each node's last change to the devices it reaches or which of them
@@ -329,6 +336,10 @@ class DraCache:
     # --- claims and what they take -----------------------------------------------------
     def _put_claim(self, key: str, record: Claim | None) -> None:
         old = self.claims.pop(key, None)
+        if old is not None:
+            self._index_pods(key, old, add=False)
+        if record is not None:
+            self._index_pods(key, record, add=True)
         if old is not None and old.allocation is not None:
             self._touch_devices(old.allocation.charged())
             for device in old.allocation.charged():
@@ -345,16 +356,96 @@ class DraCache:
                     self._allocated.setdefault(device, set()).add(key)
         self.generation += 1
 
-    def holder(self, device: DeviceId) -> str:
-        """The claim ("ns/name") that takes `device`, "" when it is free."""
+    def _index_pods(self, key: str, claim: Claim, add: bool) -> None:
+        pods = {c.uid for c in claim.reserved_for if c.resource == "pods" and not c.api_group}
+        if claim.owner_uid:
+            pods.add(claim.owner_uid)
+        for uid in pods:
+            if add:
+                self._by_pod.setdefault(uid, set()).add(key)
+                continue
+            keys = self._by_pod.get(uid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_pod[uid]
+
+    def claims_of_pods(self, uids: Iterable[str]) -> set[str]:
+        """The claims reserved for any of the pods `uids`, or controlled by one."""
+        found: set[str] = set()
+        for uid in uids:
+            found |= self._by_pod.get(uid, set())
+        return found
+
+    def holder(self, device: DeviceId, released: frozenset[str] = frozenset()) -> str:
+        """The claim ("ns/name") that takes `device`, "" when it is free; a device kept
+        for a gang (`keep`) is taken by "gang <key>". `released`: claims whose
+        allocations count as gone (a what-if: cache/dra/view.py)."""
         holders = self._allocated.get(device)
+        if holders and released:
+            holders = holders - released
         if holders:
             return min(holders)
-        return self._held.get(device, "")
+        held = self._held.get(device, "")
+        if held:
+            return held
+        kept = self._kept_for.get(device)
+        return f"gang {min(kept)}" if kept else ""
 
     def taken(self) -> frozenset[DeviceId]:
-        """Every device an allocation or a hold takes."""
-        return frozenset(self._allocated) | frozenset(self._held)
+        """Every device an allocation, a hold or a gang's keep takes."""
+        return frozenset(self._allocated) | frozenset(self._held) | frozenset(self._kept_for)
+
+    # --- devices kept for a preemptor ----------------------------------------------------
+    def keep(self, owner: str, devices: Iterable[DeviceId]) -> None:
+        """Keep `devices` for `owner` (a gang that evicted their claims' consumers): no
+        other plan is given them, allocated or not, until `release_kept(owner)`. Never
+        refused: a device may be allocated still (its claim not yet deallocated) or
+        kept for another owner too."""
+        wanted = frozenset(devices)
+        if self._kept.get(owner) == wanted:
+            return
+        self.release_kept(owner)
+        if not wanted:
+            return
+        self._kept[owner] = wanted
+        for device in wanted:
+            self._kept_for.setdefault(device, set()).add(owner)
+        self._touch_devices(wanted)
+        self.generation += 1
+
+    def release_kept(self, owner: str) -> None:
+        kept = self._kept.pop(owner, None)
+        if kept is None:
+            return
+        for device in kept:
+            owners = self._kept_for.get(device)
+            if owners is not None:
+                owners.discard(owner)
+                if not owners:
+                    del self._kept_for[device]
+        self._touch_devices(kept)
+        self.generation += 1
+
+    def kept(self, owner: str) -> frozenset[DeviceId]:
+        return self._kept.get(owner, frozenset())
+
+    # --- what-ifs (cache/dra/view.py) --------------------------------------------------
+    @property
+    def reach_source(self) -> DraCache:
+        """The cache whose node stamps answers kept for this view are kept against."""
+        return self
+
+    def nodes_of_devices(self, devices: Iterable[DeviceId]) -> frozenset[str]:
+        """The nodes a slice of the devices' pools names (those whose stamps change
+        when the devices are taken or freed)."""
+        nodes: set[str] = set()
+        for pool_id in {(device.driver, device.pool) for device in devices}:
+            for slice_name in self._by_pool.get(PoolId(*pool_id), {}):
+                node = self._local_of.get(slice_name)
+                if node is not None:
+                    nodes.add(node)
+        return frozenset(nodes)
 
     def taken_by_driver(self) -> dict[str, tuple[int, int]]:
         """Driver -> (devices a claim's status.allocation takes, devices only a claim

@@ -43,8 +43,9 @@ from cache.dra.classes import DeviceClass
 from cache.dra.fields import BLOCKING_EFFECTS, MAX_RESERVED_FOR, MAX_RESULTS, Attribute
 from cache.dra.nodes import terms_reach
 from cache.dra.slices import DeviceId
-from cache.dra.store import Candidate, DraCache, NodeDevices
+from cache.dra.store import Candidate, NodeDevices
 from cache.dra.topology import DeviceTopology, device_topology
+from cache.dra.view import DeviceView
 from policies.dra.gang import ClaimChoice, GangMember, PodAllocation, Tentative
 from policies.dra.results import Picked, build_allocation
 from policies.dra.selection import SelectorError, Selectors
@@ -99,14 +100,15 @@ class StepMeter:
 
 
 class ClaimAllocator:
-    """Allocations of pods' claims against one DraCache (and the devices a gang's
-    earlier members took). `namespace_labels`: each namespace's labels (admin access)."""
+    """Allocations of pods' claims against one DraCache, or a what-if view of one
+    (cache/dra/view.py), and the devices a gang's earlier members took.
+    `namespace_labels`: each namespace's labels (admin access)."""
 
     __slots__ = ("cache", "max_steps", "meter", "namespace_labels", "selectors")
 
     def __init__(
         self,
-        cache: DraCache,
+        cache: DeviceView,
         namespace_labels: Mapping[str, Mapping[str, str]],
         selectors: Selectors | None = None,
         max_steps: int = MAX_SEARCH_STEPS,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from cache.cluster import ClusterCache, EventType, Placement, Reservation
@@ -698,6 +698,8 @@ class SchedulingCore:
         except Exception as error:  # one gang's victim search never stops the loop
             self.failures.failed("Gang", key, "considering preemption", error)
             preemption = None
+        if preemption is None:
+            result = _noted(result, self.preempter.waiting_note(key))
         self.starvation.after_attempt(gang, result, preemption, ready_since, self.snapshot, now)
         return Attempt(gang, result, ready_since, number, preemption)
 
@@ -1078,6 +1080,15 @@ def unreadable_pod(obj: Mapping[str, Any], uid: str, message: str, gang_label: s
         gang_name=gang if is_group_name(gang) else None,
         problems=(message,),
     )
+
+
+def _noted(result: Unschedulable, note: str) -> Unschedulable:
+    """The result with `note` (what the gang waits for) after its message and each
+    pod's."""
+    if not note:
+        return result
+    reasons = {uid: f"{reason}; {note}" for uid, reason in result.reasons.items()}
+    return replace(result, message=f"{result.message}; {note}", reasons=reasons)
 
 
 def _holds_beyond_its_node(pod: PodInfo) -> bool:

@@ -50,18 +50,24 @@ def eviction_body(pod: PodInfo) -> dict[str, object]:
 
 
 def _why(decision: Preemption, victim: VictimGang) -> str:
-    """The victim's `Preempted` message: by whom, and why (priority, or reclaim)."""
+    """The victim's `Preempted` message: by whom, and why (priority, or reclaim), and
+    which of its ResourceClaims give their DRA devices to the preemptor."""
     if decision.reason == RECLAIM:
-        return (
+        why = (
             f"Preempted by gang {decision.preemptor} (reclaim): gang {victim.key} "
             f"(priority {victim.priority}) borrows beyond its quota's min and is evicted "
             f"whole so that {decision.preemptor}, within its own quota's min, fits"
         )
-    return (
-        f"Preempted by gang {decision.preemptor} (priority {decision.priority}): "
-        f"gang {victim.key} (priority {victim.priority}) is evicted whole so "
-        f"that {decision.preemptor} fits"
-    )
+    else:
+        why = (
+            f"Preempted by gang {decision.preemptor} (priority {decision.priority}): "
+            f"gang {victim.key} (priority {victim.priority}) is evicted whole so "
+            f"that {decision.preemptor} fits"
+        )
+    claims = [key for key, owner in decision.released_claims if owner == victim.key]
+    if claims:
+        why += f"; the DRA devices of its claims {', '.join(claims)} go to {decision.preemptor}"
+    return why
 
 
 # An eviction whose answer is lost (no answer in time, the connection cut, a 5xx from

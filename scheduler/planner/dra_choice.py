@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterator, Mapping
 from functools import partial
 
 from cache.dra.claims import Allocation, Consumer
-from cache.dra.store import DraCache
+from cache.dra.view import DeviceView
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from policies.dra.allocator import ClaimAllocator, PodSearch, StepMeter
@@ -65,7 +65,7 @@ class DraChoiceKind:
         )
 
     @property
-    def cache(self) -> DraCache:
+    def cache(self) -> DeviceView:
         return self.allocator.cache
 
     def concerns(self, uid: str) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 
-from cache.dra.store import DraCache
+from cache.dra.view import DeviceView
 from cache.pod import NodeScores, PodInfo
 from cache.snapshot import Snapshot
 from policies.dra.allocator import ClaimAllocator
@@ -32,7 +32,7 @@ from scheduler.planner.dra_choice import DraChoiceKind
 from scheduler.planner.dra_reach import ReachMemo, judge
 
 
-def claim_keys(pod: PodInfo, dra: DraCache) -> tuple[str, ...] | str:
+def claim_keys(pod: PodInfo, dra: DeviceView) -> tuple[str, ...] | str:
     """The keys ("ns/name") of the ResourceClaims the pod uses, in its order, or why
     the pod waits (or is refused)."""
     keys: list[str] = []
@@ -86,7 +86,7 @@ def extended_resource_refusal(pod: PodInfo, provided: Mapping[str, str]) -> str:
 
 def resolve_dra(
     pending: Sequence[PodInfo],
-    dra: DraCache,
+    dra: DeviceView,
     snapshot: Snapshot,
     namespace_labels: Mapping[str, Mapping[str, str]],
     memo: ReachMemo | None = None,
@@ -134,7 +134,7 @@ def resolve_dra(
     return members, DraChoiceKind(allocator, claims, pods, details)
 
 
-def _demand(pod: PodInfo, keys: tuple[str, ...], dra: DraCache) -> Hashable:
+def _demand(pod: PodInfo, keys: tuple[str, ...], dra: DeviceView) -> Hashable:
     """What decides where the pod's claims can go alone: the specs of the claims to
     allocate (members made from one template ask alike), the claims allocated already
     by identity."""

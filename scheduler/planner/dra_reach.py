@@ -13,6 +13,11 @@ claims, so the caller words them afresh. Demands with a claim allocated already 
 not kept (their answer follows that allocation, which the stamps do not track), nor
 anything while a slice reaches nodes by selector, allNodes or per device
 (DraCache.reach_trackable).
+
+A what-if view (cache/dra/view.py: some pods gone, their claims released) shares the
+answers of the DraCache it reads: on nodes where it frees no device it answers as that
+cache, stamp for stamp; on the others it has no stamp, and there nothing is kept or
+reused, so a what-if can neither poison the answers nor be served stale ones.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import weakref
 from collections.abc import Callable, Hashable, Mapping
 
 from cache.dra.store import MAX_REMEMBERED_NODES, DraCache
+from cache.dra.view import DeviceView
 
 # Demands kept at once (each holds one answer per node it was asked about, at most
 # MAX_REMEMBERED_NODES); beyond this the least recently asked goes.
@@ -50,11 +56,13 @@ class ReachMemo:
     def __len__(self) -> int:
         return len(self._demands)
 
-    def answers(self, dra: DraCache, demand: Hashable) -> _Answers:
+    def answers(self, dra: DeviceView, demand: Hashable) -> _Answers:
         """The kept answers of `demand` against `dra` (empty the first time, or when
-        another DraCache is asked about)."""
-        if self._cache is None or self._cache() is not dra:
-            self._cache = weakref.ref(dra)
+        another DraCache is asked about; a what-if view is asked about as the DraCache
+        it reads)."""
+        source = dra.reach_source
+        if self._cache is None or self._cache() is not source:
+            self._cache = weakref.ref(source)
             self._demands.clear()
         kept = self._demands.pop(demand, None)
         if kept is None:
@@ -67,7 +75,7 @@ class ReachMemo:
 
 def fits(
     answers: _Answers,
-    dra: DraCache,
+    dra: DeviceView,
     node: str,
     labels: Mapping[str, str],
     attempt: Callable[[str, Mapping[str, str]], str],
@@ -80,14 +88,18 @@ def fits(
 
 def judge(
     answers: _Answers,
-    dra: DraCache,
+    dra: DeviceView,
     node: str,
     labels: Mapping[str, str],
     attempt: Callable[[str, Mapping[str, str]], tuple[str, float | None]],
 ) -> tuple[bool, float | None]:
     """As `fits`, with the topology score of the allocation found (None: neutral),
-    kept beside the answer: it changes only with what the node reaches or holds."""
+    kept beside the answer: it changes only with what the node reaches or holds
+    (nothing is kept where `dra` has no stamp: a what-if's node)."""
     stamp = dra.node_stamp(node)
+    if stamp is None:
+        words, score = attempt(node, labels)
+        return not words, score
     kept = answers.by_node.get(node)
     if kept is not None and kept[0] == stamp and (kept[1] is labels or kept[1] == labels):
         return kept[2], kept[3]

@@ -2,13 +2,11 @@
 resolved against the volumes (docs/kubernetes.md, "Volumes") and the devices
 (dra_claims.py) before the planner runs, on the core's planning path and on the
 what-if views of the victim search alike (docs/quotas.md, "Priority preemption").
-A what-if frees no device: a victim's claims stay allocated until the resourceclaim
-controller releases them, which the claims' own events then show.
-
 A what-if names the pods it takes away (`gone`): they no longer use their
-ReadWriteOncePod claims nor count against their nodes' volume attach limits, as they
-will not once evicted, so the plan made there is the one the core makes once they
-are gone.
+ReadWriteOncePod claims nor count against their nodes' volume attach limits, and the
+DRA claims that the resourceclaim controller will release once they are gone count as
+released, their devices free (cache/dra/view.py), as they will be once evicted and the
+controller has acted, so the plan made there is the one the core makes then.
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from collections.abc import Iterable
 
 from cache.cluster import ClusterCache
 from cache.dra.store import DraCache
+from cache.dra.view import without_pods
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
@@ -46,8 +45,11 @@ def plan_with_claims(
     if dra is None and any(pod.resource_claims for pod in gang.pending):
         dra = DraCache()
     if dra is not None and (dra.classes or any(pod.resource_claims for pod in gang.pending)):
+        # The pods taken away release their claims as the resourceclaim controller
+        # would (cache/dra/view.py); the core's DraCache is only read.
+        devices = without_pods(dra, gone) if gone else dra
         pending, kind = resolve_dra(
-            gang.pending, dra, snapshot, cache.namespace_labels(), planner.dra_reach
+            gang.pending, devices, snapshot, cache.namespace_labels(), planner.dra_reach
         )
         if any(new is not old for new, old in zip(pending, gang.pending, strict=True)):
             gang = dataclasses.replace(gang, pending=pending)

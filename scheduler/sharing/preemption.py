@@ -27,7 +27,13 @@ Invariants, and why:
   just before the gang is planned again, in the same cycle, so the room goes to it;
 - a gang whose members mount volume claims is planned in the what-if as on the core's
   own path (scheduler/planner/volume_claims.py: its claims resolved, the victims no longer
-  using theirs), and the static PVs that plan chose are held with its room.
+  using theirs), and the static PVs that plan chose are held with its room;
+- a gang whose members use DRA claims is planned in the what-if with the victims'
+  ResourceClaims released as the resourceclaim controller will release them
+  (cache/dra/view.py: those reserved only for victims), and the devices its plan
+  allocates are kept for it (DraCache.keep) with its room; its decision stays
+  outstanding until the victims are gone AND the controller has released the claims
+  whose devices the plan took, so no other gang is given them in between.
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ from dataclasses import dataclass, field
 
 from cache import resources as res
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
+from cache.dra.slices import DeviceId
 from cache.dra.store import DraCache
+from cache.dra.view import released_by, released_claims
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
@@ -130,6 +138,11 @@ class Preemption:
     # (PV, claim key): the static PVs the preemptor's plan chose for its claims, held
     # with its room so that no other claim is given them while the victims terminate.
     volumes: tuple[tuple[str, str], ...] = ()
+    # The DRA devices the preemptor's plan allocates, kept for it with its room, and
+    # (claim "ns/name", victim gang key): the victims' claims that hold some of them
+    # until the resourceclaim controller releases them; the decision waits for those.
+    devices: tuple[DeviceId, ...] = ()
+    released_claims: tuple[tuple[str, str], ...] = ()
 
     @property
     def victim_uids(self) -> frozenset[str]:
@@ -178,6 +191,8 @@ class Preempter:
                 self.cache.forget(placement.pod_uid)
         for volume, claim in decision.volumes:
             self.volumes.release(volume, claim)
+        if decision.devices and self.dra is not None:
+            self.dra.release_kept(gang_key)
 
     def planned(self, gang_key: str) -> None:
         """The gang was placed: its decision is over."""
@@ -351,7 +366,7 @@ class Preempter:
         holdings = {key: victim.holding for key, victim in victims.items()}
         admissible = floors_kept(gang, holdings, self.cache.quotas)
         found = self._search(gang, snapshot, now, victims, FEWEST_VICTIMS, admissible)
-        return None if found is None else _decision(gang, *found, PRIORITY)
+        return None if found is None else _decision(gang, *found, PRIORITY, self.dra)
 
     def _reclaim(
         self,
@@ -376,7 +391,7 @@ class Preempter:
         victims = {key: gangs[key] for key in keys}
         admissible = floors_kept(gang, holdings, book)
         found = self._search(gang, snapshot, now, victims, FEWEST_GPUS, admissible)
-        return None if found is None else _decision(gang, *found, RECLAIM)
+        return None if found is None else _decision(gang, *found, RECLAIM, self.dra)
 
     def _search(
         self,
@@ -425,11 +440,48 @@ class Preempter:
         return VictimFit(gang, pods, self._what_if, self.cache, bound, gpus, self.volumes, self.dra)
 
     def _victims_remain(self, decision: Preemption) -> bool:
+        """Whether a victim still holds a pod, or a victim's claim whose devices the
+        preemptor's plan took is not released yet (the resourceclaim controller acts
+        after the pods are gone)."""
         for uid in decision.victim_uids:
             pod = self.cache.pod(uid)
             if pod is not None and pod.consumes_resources:
                 return True
-        return False
+        # A claim still allocated and reserved for victims only: the controller has yet
+        # to act. Reserved for anyone else meanwhile, it will not be released: the
+        # decision is over (a new search sees that).
+        return bool(self.unreleased(decision))
+
+    def unreleased(self, decision: Preemption) -> list[str]:
+        """The victims' claims whose devices the preemptor's plan took that are still
+        allocated and reserved for victims only (the controller has yet to act)."""
+        if self.dra is None:
+            return []
+        victims = decision.victim_uids
+        return [
+            key
+            for key, _ in decision.released_claims
+            if released_by(self.dra.claims.get(key), victims)
+        ]
+
+    def waiting_note(self, gang_key: str) -> str:
+        """What the gang waits for while its decision is outstanding and its victims
+        are gone: the release of their claims ("" when it waits for nothing of that)."""
+        decision = self.decisions.get(gang_key)
+        if decision is None or not decision.released_claims:
+            return ""
+        for uid in decision.victim_uids:
+            pod = self.cache.pod(uid)
+            if pod is not None and pod.consumes_resources:
+                return ""  # the victims' own pods first: the usual words
+        waiting = self.unreleased(decision)
+        if not waiting:
+            return ""
+        return (
+            f"preempted gangs are gone; waiting for the resourceclaim controller to "
+            f"release their claims {', '.join(waiting)} (DRA devices "
+            f"{device_list(decision.devices)} are kept for gang {gang_key})"
+        )
 
     def _hold(self, decision: Preemption, now: float) -> None:
         try:
@@ -441,9 +493,21 @@ class Preempter:
             return
         for volume, claim in decision.volumes:
             self.volumes.hold(volume, claim)
+        if decision.devices and self.dra is not None:
+            self.dra.keep(decision.preemptor, decision.devices)
 
 
-def _decision(gang: Gang, picked: tuple[VictimGang, ...], plan: Plan, reason: str) -> Preemption:
+# Devices named in a decision's message, the rest counted.
+NAMED_DEVICES = 8
+
+
+def _decision(
+    gang: Gang,
+    picked: tuple[VictimGang, ...],
+    plan: Plan,
+    reason: str,
+    dra: DraCache | None = None,
+) -> Preemption:
     """The decision to carry out, with the preemptor's message saying why."""
     names = ", ".join(v.key for v in picked)
     if reason == RECLAIM:
@@ -457,7 +521,73 @@ def _decision(gang: Gang, picked: tuple[VictimGang, ...], plan: Plan, reason: st
             f"lower-priority gang(s) to fit: {names}"
         )
     placements = tuple(plan.placements)
-    return Preemption(gang.key, gang.priority, picked, placements, message, reason, held(plan))
+    devices = planned_devices(plan)
+    released: tuple[tuple[str, str], ...] = ()
+    if devices and dra is not None:
+        victims = frozenset(pod.uid for victim in picked for pod in victim.pods)
+        keys = _claims_taking(dra, released_claims(dra, victims), frozenset(devices))
+        released = tuple((key, _victim_of(dra, key, picked)) for key in keys)
+        if released:
+            message += (
+                f"; its DRA devices {device_list(devices)} are freed when the resourceclaim "
+                f"controller releases the victims' claims {', '.join(keys)}"
+            )
+    return Preemption(
+        gang.key,
+        gang.priority,
+        picked,
+        placements,
+        message,
+        reason,
+        held(plan),
+        devices,
+        released,
+    )
+
+
+def planned_devices(plan: Plan) -> tuple[DeviceId, ...]:
+    """The DRA devices the plan allocates (to claims it allocates itself)."""
+    return tuple(
+        sorted(
+            {
+                device
+                for claim in plan.claims
+                if claim.allocation is not None
+                for device in claim.allocation.charged()
+            }
+        )
+    )
+
+
+def _claims_taking(
+    dra: DraCache, keys: Iterable[str], devices: frozenset[DeviceId]
+) -> tuple[str, ...]:
+    """Those of the claims `keys` whose allocation takes one of `devices`."""
+    found = []
+    for key in sorted(keys):
+        allocation = dra.allocation_of(key)
+        if allocation is not None and not devices.isdisjoint(allocation.charged()):
+            found.append(key)
+    return tuple(found)
+
+
+def _victim_of(dra: DraCache, key: str, picked: Iterable[VictimGang]) -> str:
+    """The victim gang a released claim is reserved for (or made for)."""
+    claim = dra.claims.get(key)
+    users = set() if claim is None else {c.uid for c in claim.reserved_for} | {claim.owner_uid}
+    for victim in picked:
+        if any(pod.uid in users for pod in victim.pods):
+            return victim.key
+    return ""
+
+
+def device_list(devices: Iterable[DeviceId]) -> str:
+    """`driver/pool/device` names, at most NAMED_DEVICES, the rest counted."""
+    names = [f"{d.driver}/{d.pool}/{d.device}" for d in devices]
+    shown = ", ".join(names[:NAMED_DEVICES])
+    if len(names) > NAMED_DEVICES:
+        shown += f" and {len(names) - NAMED_DEVICES} more"
+    return shown
 
 
 def held(plan: Plan) -> tuple[tuple[str, str], ...]:
