@@ -25,7 +25,12 @@ The model:
   claims is planned with them resolved (scheduler/planner/volume_claims.py), the drained pods
   taken as gone, so it reserves where its volumes can be reached; the static PVs that
   plan chose are not held (the reservation holds room, not volumes: the claims are
-  resolved again when the gang is planned).
+  resolved again when the gang is planned). A gang with DRA claims is planned with
+  the drained pods' ResourceClaims released as the resourceclaim controller will
+  release them once those pods end (cache/dra/view.py), so it reserves where their
+  devices will free; the devices its plan allocates are kept with its room
+  (DraCache.keep, under "<gang> (starvation reservation)"), so that no backfilled gang
+  is given them as they free; they are lifted and held again with the room.
 - **Where: the nodes it would fit on soonest.** Run times are unknown to the
   scheduler, so "soonest" is "the least running work to wait for": nodes are ranked by
   the GPUs (then the pods) of the running pods this scheduler bound on them (`_leaving`:
@@ -73,6 +78,7 @@ from dataclasses import dataclass, field
 
 from cache import resources as res
 from cache.cluster import AssumeError, ClusterCache, Placement, Reservation
+from cache.dra.slices import DeviceId
 from cache.dra.store import DraCache
 from cache.pod import PodInfo
 from cache.quota import GPU, QuotaBook, excess, usage_of
@@ -84,7 +90,7 @@ from scheduler.gangs.isolation import FATAL
 from scheduler.planner.planner import Planner
 from scheduler.planner.result import Plan, Unschedulable
 from scheduler.planner.volume_claims import plan_with_claims
-from scheduler.sharing.preemption import Preemption, WhatIf
+from scheduler.sharing.preemption import Preemption, WhatIf, planned_devices
 from scheduler.sharing.quotas import (
     needed_usage,
     refuse_before_planning,
@@ -120,6 +126,8 @@ class Held:
     # Whether the gang would borrow beyond its quota's min: then a gang within its own
     # min passes the reservation (a guarantee beats priority, and so a reservation).
     borrowing: bool = False
+    # The DRA devices its plan allocates, kept with its room.
+    devices: tuple[DeviceId, ...] = ()
 
     @property
     def nodes(self) -> frozenset[str]:
@@ -396,15 +404,16 @@ class StarvationGuard:
             self._release(held)
         try:
             self.cache.update_snapshot(snapshot)
-            placements = self._soonest(gang, snapshot)
+            plan = self._soonest(gang, snapshot)
         finally:
             for held in passed:
                 self._hold(held, now)
-        if placements is None:
+        if plan is None:
             return False
         asked = needed_usage(gang).get(GPU, 0)
         borrows = would_borrow(gang, book)
-        made = Held(gang.key, gang.priority, asked, placements, now, ready_since, borrows)
+        placements, devices = tuple(plan.placements), planned_devices(plan)
+        made = Held(gang.key, gang.priority, asked, placements, now, ready_since, borrows, devices)
         if not self._hold(made, now):
             return False
         self._made += 1
@@ -420,9 +429,9 @@ class StarvationGuard:
         log.info("gang %s: reserved nodes %s", gang.key, ", ".join(sorted(made.nodes)))
         return True
 
-    def _soonest(self, gang: Gang, snapshot: Snapshot) -> tuple[Placement, ...] | None:
-        """The placements of `gang` on the nodes it would fit on soonest (module
-        docstring), or None when it would not fit even with every node drained."""
+    def _soonest(self, gang: Gang, snapshot: Snapshot) -> Plan | None:
+        """The plan of `gang` on the nodes it would fit on soonest (module docstring),
+        or None when it would not fit even with every node drained."""
         book = self.cache.quotas
         if refuse_before_planning(gang, book):
             return None
@@ -456,8 +465,7 @@ class StarvationGuard:
                 high = middle
             else:
                 low = middle
-        plan = plan_draining(high)
-        return tuple(plan.placements) if plan is not None else None
+        return plan_draining(high)
 
     def _within_max_with_reservations(self, gang: Gang) -> bool:
         """Whether the namespace's usage, its other gangs' reservations and the gang's
@@ -536,14 +544,24 @@ class StarvationGuard:
             self.held.pop(held.gang, None)
             return False
         self.held[held.gang] = held
+        if held.devices and self.dra is not None:
+            self.dra.keep(kept_for(held.gang), held.devices)
         return True
 
     def _release(self, held: Held) -> None:
         for placement in held.placements:
             if self.cache.reservation(placement.pod_uid) == Reservation.RESERVED:
                 self.cache.forget(placement.pod_uid)
+        if held.devices and self.dra is not None:
+            self.dra.release_kept(kept_for(held.gang))
 
     def _holds(self, held: Held) -> bool:
         return all(
             self.cache.reservation(p.pod_uid) == Reservation.RESERVED for p in held.placements
         )
+
+
+def kept_for(gang_key: str) -> str:
+    """The owner of the devices a reservation keeps (DraCache.keep): apart from a
+    preemption's, which is kept under the gang's key."""
+    return f"{gang_key} (starvation reservation)"

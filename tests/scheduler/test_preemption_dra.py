@@ -298,3 +298,41 @@ def test_only_the_victims_own_claims_count_as_released() -> None:
     [attempt] = run(core)
     assert isinstance(attempt.result, Unschedulable) and attempt.preemption is None
     assert core.dra.kept(f"{NS}/two") == frozenset()
+
+
+# --- the starvation guard --------------------------------------------------------------------
+def test_a_starving_dra_gang_reserves_the_devices_a_running_pods_claim_will_free() -> None:
+    """n1's two devices are allocated to the claim of a running pod this scheduler bound;
+    a gang needing both starves. Drained in the guard's what-if, that pod releases its
+    claim: the gang reserves n1 and keeps the two devices, so a gang of its priority
+    that comes once they are free is not given them; the reserved gang is placed."""
+    r0_claim = allocated_claim("r0-gpu", (0, 1), [pod_ref("r0")])
+    r0 = running("r0", 0, "r0-gpu")
+    core = core_on(2, r0_claim, claim_obj("large-gpu", NS, count=2), r0)
+    core.starvation.guard_seconds = 10.0
+    core.apply_pod(EventType.ADDED, pending("large", 0, "large-gpu"), 0.0)
+    run(core, 1.0)
+    assert core.starvation.announcements() == []  # has not waited long enough
+    run(core, 20.0)
+    assert core.starvation.announcements() == [(f"{NS}/large", frozenset({"n1"}))]
+    owner = f"{NS}/large (starvation reservation)"
+    assert core.dra.kept(owner) == {gpu(0), gpu(1)}
+    assert core.dra.allocation_of(f"{NS}/r0-gpu") is not None  # the what-if changed nothing
+    # r0 ends and the controller releases its claim while the large gang backs off: a
+    # gang of the same priority tried first finds the devices kept; the large gang, due
+    # next, is placed on them.
+    core.apply_pod(EventType.DELETED, r0, 20.5)
+    feed(core, deallocated(r0_claim, "2"), event="MODIFIED")
+    assert core.dra.holder(gpu(0)) == f"gang {owner}"
+    feed(core, claim_obj("fill-gpu", NS, count=1))
+    core.apply_pod(EventType.ADDED, pending("fill", 0, "fill-gpu"), 20.5)
+    attempts = run(core, 20.5)
+    assert [a.gang.key for a in attempts] == [f"{NS}/fill", f"{NS}/large"]
+    fill, placed = attempts
+    assert isinstance(fill.result, Unschedulable)
+    assert "2 devices, 2 in use" in fill.result.message
+    assert isinstance(placed.result, Plan), placed.result
+    [claim] = placed.result.claims
+    assert claim.allocation is not None and len(claim.allocation.results) == 2
+    assert core.dra.kept(owner) == frozenset()
+    assert taken_twice(core) == []
