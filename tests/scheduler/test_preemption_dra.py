@@ -16,6 +16,8 @@ from scheduler.cycle.core import SchedulingCore
 from scheduler.planner.dra_claims import resolve_dra
 from scheduler.planner.dra_reach import ReachMemo
 from scheduler.planner.result import Plan, Unschedulable
+from scheduler.sharing.preemption import RECLAIM
+from tests.cache.test_quota import quota_obj
 from tests.dra_objects import DRIVER, allocation, claim_obj, device_class_obj, slice_obj
 from tests.factories import pod_obj
 from tests.scheduler.dra_cores import dra_core, feed, taken_twice
@@ -29,12 +31,12 @@ def gpu(index: int, node: str = "n1") -> DeviceId:
     return DeviceId(DRIVER, node, f"gpu-{index}")
 
 
-def uid(pod: str) -> str:
-    return f"uid-{NS}-{pod}"
+def uid(pod: str, ns: str = NS) -> str:
+    return f"uid-{ns}-{pod}"
 
 
-def pod_ref(pod: str) -> dict[str, str]:
-    return {"resource": "pods", "name": pod, "uid": uid(pod)}
+def pod_ref(pod: str, ns: str = NS) -> dict[str, str]:
+    return {"resource": "pods", "name": pod, "uid": uid(pod, ns)}
 
 
 def allocated_claim(
@@ -45,10 +47,11 @@ def allocated_claim(
     finalizer: bool = True,
     owner: str = "",
     rv: str = "1",
+    ns: str = NS,
 ) -> dict[str, Any]:
     """A claim as an allocator leaves it: allocated on n1's `devices`, reserved for
     `consumers`, with the delete-protection finalizer (unless told otherwise)."""
-    obj = claim_obj(name, NS, count=len(devices))
+    obj = claim_obj(name, ns, count=len(devices))
     meta = obj["metadata"]
     meta.update(uid=f"claim-{name}", resourceVersion=rv)
     if finalizer:
@@ -82,11 +85,19 @@ def with_claims(pod: dict[str, Any], *claims: str) -> dict[str, Any]:
     return pod
 
 
-def running(name: str, priority: int, *claims: str, scheduler: str = "gang-scheduler") -> dict:
+def running(
+    name: str,
+    priority: int,
+    *claims: str,
+    scheduler: str = "gang-scheduler",
+    ns: str = NS,
+    cpu: str = "1",
+) -> dict[str, Any]:
     """A one-pod gang this scheduler bound on n1 (signed), using `claims`."""
     pod = pod_obj(
         name,
-        namespace=NS,
+        namespace=ns,
+        cpu=cpu,
         gang=name,
         min_member=1,
         priority=priority,
@@ -97,22 +108,26 @@ def running(name: str, priority: int, *claims: str, scheduler: str = "gang-sched
     return signed(with_claims(pod, *claims))
 
 
-def pending(name: str, priority: int, *claims: str, never: bool = False) -> dict[str, Any]:
-    pod = pod_obj(name, namespace=NS, gang=name, min_member=1, priority=priority)
+def pending(
+    name: str, priority: int, *claims: str, never: bool = False, ns: str = NS, cpu: str = "1"
+) -> dict[str, Any]:
+    pod = pod_obj(name, namespace=ns, cpu=cpu, gang=name, min_member=1, priority=priority)
     if never:
         pod["spec"]["preemptionPolicy"] = "Never"
     return with_claims(pod, *claims)
 
 
-def core_on(gpus: int, *objs: dict[str, Any]) -> SchedulingCore:
-    """One node, n1, with `gpus` DRA devices; `objs`: claims, then pods."""
-    core = dra_core("n1")
+def core_on(gpus: int, *objs: dict[str, Any], cpu: str = "64") -> SchedulingCore:
+    """One node, n1, with `gpus` DRA devices; `objs`: quotas, claims, then pods."""
+    core = dra_core("n1", cpu=cpu)
     core.cache.assignment_key = TEST_KEY  # the running gangs were bound with it
     core.preempter.enabled = True
     feed(core, device_class_obj(), slice_obj("n1", gpus))
     for obj in objs:
         if obj["kind"] == "ResourceClaim":
             feed(core, obj)
+        elif obj["kind"] == "ElasticQuota":
+            core.apply_elasticquota(EventType.ADDED, obj, 0.0)
         else:
             core.apply_pod(EventType.ADDED, obj, 0.0)
     return core
@@ -336,3 +351,29 @@ def test_a_starving_dra_gang_reserves_the_devices_a_running_pods_claim_will_free
     assert claim.allocation is not None and len(claim.allocation.results) == 2
     assert core.dra.kept(owner) == frozenset()
     assert taken_twice(core) == []
+
+
+# --- reclaim -----------------------------------------------------------------------------
+def test_a_team_within_its_min_reclaims_a_borrowing_gang_whose_claim_holds_the_devices() -> None:
+    """Teams a and b are each guaranteed 4 of n1's 8 cpus. b runs "own" (4 cpus) and
+    "borrow" (4 cpus beyond its min, with a claim on both devices); a's gang asks for 4
+    cpus and both devices: it reclaims "borrow", whose claim the what-if releases."""
+    cpus = {"cpu": "4"}
+    objs = [
+        quota_obj("a", {"cpu": "8"}, cpus),
+        quota_obj("b", {"cpu": "8"}, cpus),
+        allocated_claim("b-gpu", (0, 1), [pod_ref("borrow", "b")], ns="b"),
+        claim_obj("a-gpu", "a", count=2),
+        running("own", 100, ns="b", cpu="4"),
+        running("borrow", 100, "b-gpu", ns="b", cpu="4"),
+        pending("job", 0, "a-gpu", ns="a", cpu="4"),
+    ]
+    core = core_on(2, *objs, cpu="8")
+    [attempt] = run(core)
+    decision = attempt.preemption
+    assert decision is not None, attempt.result
+    assert decision.reason == RECLAIM
+    assert [v.key for v in decision.victims] == ["b/borrow"]
+    assert decision.devices == (gpu(0), gpu(1))
+    assert decision.released_claims == (("b/b-gpu", "b/borrow"),)
+    assert core.dra.kept("a/job") == {gpu(0), gpu(1)}
