@@ -273,8 +273,9 @@ class VictimFit:
     # The core's claims and PVs: the preemptor's claims are resolved as on its own
     # planning path (scheduler/planner/volume_claims.py), with the victims' claims freed.
     volumes: VolumeCache
-    # The core's devices: the preemptor's DRA claims are resolved as on its own path;
-    # a what-if frees no device (a victim's claims are released by their controller).
+    # The core's devices: the preemptor's DRA claims are resolved as on its own path,
+    # the victims' claims released as their controller will release them
+    # (cache/dra/view.py; the DraCache itself is only read).
     dra: DraCache | None = None
     plans: dict[frozenset[str], Plan | None] = field(default_factory=dict)
     _freed: dict[str, dict[str, _Freed]] = field(default_factory=dict)  # per gang
