@@ -36,6 +36,9 @@ MAX_REMEMBERED_NODES = 20_000
 # Metrics label for devices of drivers that publish no slice (not a DNS name, so no driver
 # can be called so).
 OTHER_DRIVERS = "_other"
+# How `holder` names a device kept for a gang (`keep`), before the gang's key: never
+# the start of a claim's "ns/name" (a namespace has no space).
+KEPT_FOR = "gang "
 
 
 class Hold(StrEnum):
@@ -390,7 +393,7 @@ class DraCache:
         if held:
             return held
         kept = self._kept_for.get(device)
-        return f"gang {min(kept)}" if kept else ""
+        return f"{KEPT_FOR}{min(kept)}" if kept else ""
 
     def taken(self) -> frozenset[DeviceId]:
         """Every device an allocation, a hold or a gang's keep takes."""
@@ -493,7 +496,8 @@ class DraCache:
             for device in allocation.charged():
                 other = self.holder(device) or wanted.get(device, "")
                 if other:
-                    raise AssumeError(f"device {device} of claim {key} is taken by claim {other}")
+                    taker = other if other.startswith(KEPT_FOR) else f"claim {other}"
+                    raise AssumeError(f"device {device} of claim {key} is taken by {taker}")
                 wanted[device] = key
         for key, allocation in allocations:
             self._assumed[key] = _Assumed(self.claims[key].uid, allocation)
