@@ -141,6 +141,9 @@ def _gang(
         "lastReason": entry.last_reason,
         "nominatedNodes": sorted({p.node for p in decision.placements}) if decision else [],
         "preempting": [victim.key for victim in decision.victims] if decision else [],
+        # The DRA devices kept for its decision, and the victims' claims it waits for.
+        "keptDevices": [str(device) for device in decision.devices] if decision else [],
+        "releasingClaims": [key for key, _ in decision.released_claims] if decision else [],
     }
     if reserved is not None:
         report["reservedNodes"] = sorted(reserved.get(entry.key, ()))

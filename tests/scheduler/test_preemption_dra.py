@@ -16,6 +16,7 @@ from scheduler.cycle.core import SchedulingCore
 from scheduler.planner.dra_claims import resolve_dra
 from scheduler.planner.dra_reach import ReachMemo
 from scheduler.planner.result import Plan, Unschedulable
+from scheduler.process.queue_report import queue_report
 from scheduler.sharing.preemption import RECLAIM
 from tests.cache.test_quota import quota_obj
 from tests.dra_objects import DRIVER, allocation, claim_obj, device_class_obj, slice_obj
@@ -235,6 +236,9 @@ def test_a_dra_gang_evicts_the_gang_whose_claim_holds_its_devices_and_keeps_them
     assert f"releases the victims' claims {NS}/low-gpu" in decision.message
     assert core.dra.kept(f"{NS}/high") == {gpu(0), gpu(1)}
     assert core.dra.allocation_of(f"{NS}/low-gpu") is not None  # the what-if changed nothing
+    [shown] = [g for g in queue_report(core, 1.0)["gangs"] if g["key"] == f"{NS}/high"]
+    assert shown["keptDevices"] == ["gpu.example.com/n1/gpu-0", "gpu.example.com/n1/gpu-1"]
+    assert shown["releasingClaims"] == [f"{NS}/low-gpu"]
 
     # The victim is gone; its claim is not released yet: the gang waits, and says why.
     core.apply_pod(EventType.DELETED, low, 2.0)
