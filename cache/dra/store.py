@@ -3,13 +3,16 @@ pools they make, the devices each node reaches, and which devices are taken.
 
 Taken means: charged by a claim's `status.allocation`, whoever allocated it
 (kube-scheduler, another scheduler, this one), except results with admin access (as
-kube-scheduler counts them); or held by a claim this scheduler is allocating, reserved
-as cache/cluster.py reserves pods: `assume` a whole set of allocations or none,
-`mark_written` when the API accepted the status write, `mark_unknown` when the write
-ended unseen, `confirm` to record the allocation without waiting for its event, and
-`forget` when the write definitely failed. Nothing expires on a clock: a hold ends when
-the claim's event shows an allocation (the API's word replaces it), when the claim is
-deleted, or through `forget` (never after the API accepted the write).
+kube-scheduler counts them): whole (a result without shareID) or a share (with one, its
+consumedCapacity counted against the device: `use`); and the counters the pool's devices
+in use draw from its counter sets (`counters_drawn`). Or held by a claim this scheduler
+is allocating, reserved as cache/cluster.py reserves pods: `assume` a whole set of
+allocations or none, `mark_written` when the API accepted the status write,
+`mark_unknown` when the write ended unseen, `confirm` to record the allocation without
+waiting for its event, and `forget` when the write definitely failed. Nothing expires on
+a clock: a hold ends when the claim's event shows an allocation (the API's word replaces
+it), when the claim is deleted, or through `forget` (never after the API accepted the
+write).
 
 Events older than the stored object (both resourceVersions decimal) are dropped; a
 relist replaces a kind wholesale, so the store equals one built fresh from the list.
@@ -28,6 +31,7 @@ from cache.dra.classes import DeviceClass, class_from_api
 from cache.dra.nodes import binding_reaches
 from cache.dra.pools import Pool, assemble
 from cache.dra.slices import NODE_NAME, PER_DEVICE, Device, DeviceId, PoolId, Slice, slice_from_api
+from cache.dra.usage import Counters, DeviceUse, capacity_overrun, device_use, draw, overdrawn
 
 DELETED = "DELETED"
 # Nodes whose reachable devices are remembered between slice changes: one entry per
@@ -88,7 +92,10 @@ class DraCache:
         self._shared: dict[PoolId, int] = {}  # pools with slices reaching many nodes
         self._allocated: dict[DeviceId, set[str]] = {}  # device -> claims whose status holds it
         self._assumed: dict[str, _Assumed] = {}
-        self._held: dict[DeviceId, str] = {}  # device -> assumed claim
+        self._held: dict[DeviceId, set[str]] = {}  # device -> assumed claims (shares: many)
+        # Per pool with counter sets: the counters its devices in use draw, and which
+        # devices those are (kept until the pool or what is taken of it changes).
+        self._drawn: dict[PoolId, tuple[Counters, frozenset[str]]] = {}
         self._nodes: dict[str, tuple[int, tuple[tuple[str, str], ...], NodeDevices]] = {}
         # Change tracking for answers kept per node (the planner's DRA reach): the
         # stamp of each node's last change to the devices it reaches or which of them
@@ -213,6 +220,7 @@ class DraCache:
     def _touch_pool(self, pool_id: PoolId) -> None:
         """Stamp every node a slice of the pool names; a pool with slices reaching
         nodes otherwise changes the epoch."""
+        self._drawn.pop(pool_id, None)
         if pool_id in self._shared:
             self.reach_epoch += 1
         members = self._by_pool.get(pool_id)
@@ -346,11 +354,51 @@ class DraCache:
         self.generation += 1
 
     def holder(self, device: DeviceId) -> str:
-        """The claim ("ns/name") that takes `device`, "" when it is free."""
+        """A claim ("ns/name") that takes `device`, whole or a share of it; "" when it
+        is free."""
         holders = self._allocated.get(device)
         if holders:
             return min(holders)
-        return self._held.get(device, "")
+        held = self._held.get(device)
+        return min(held) if held else ""
+
+    def use(self, device: DeviceId) -> DeviceUse:
+        """What allocations and holds take of `device`: whole, or the sum of shares."""
+        keys = self._allocated.get(device, set()) | self._held.get(device, set())
+        return device_use(self._allocations(keys), device)
+
+    def _allocations(self, keys: Iterable[str]) -> list[Allocation]:
+        found = (self.allocation_of(key) for key in sorted(keys))
+        return [allocation for allocation in found if allocation is not None]
+
+    def device(self, device_id: DeviceId) -> Device | None:
+        """The record of a device of a usable pool (None when it is not published)."""
+        pool = self.pool(PoolId(device_id.driver, device_id.pool))
+        if pool is None or not pool.usable:
+            return None
+        return pool.device(device_id.device)
+
+    def counters_drawn(self, pool_id: PoolId) -> tuple[Counters, frozenset[str]]:
+        """What the pool's devices in use (allocated or held, whole or shared) draw from
+        its counter sets, and the names of those devices."""
+        kept = self._drawn.get(pool_id)
+        if kept is not None:
+            return kept
+        drawn: Counters = {}
+        names: set[str] = set()
+        pool = self.pool(pool_id)
+        if pool is not None and pool.counters:
+            for piece in pool.slices:
+                for device in piece.devices:
+                    if not device.consumes_counters:
+                        continue
+                    device_id = DeviceId(pool_id.driver, pool_id.pool, device.name)
+                    if device_id in self._allocated or device_id in self._held:
+                        draw(drawn, device)
+                        names.add(device.name)
+        kept = (drawn, frozenset(names))
+        self._drawn[pool_id] = kept
+        return kept
 
     def taken(self) -> frozenset[DeviceId]:
         """Every device an allocation or a hold takes."""
@@ -392,7 +440,7 @@ class DraCache:
     def assume(self, allocations: Sequence[tuple[str, Allocation]]) -> None:
         """Hold every allocation ("ns/name", allocation) or none (AssumeError says why):
         each claim known, unallocated and not held, and no device taken or named twice."""
-        wanted: dict[DeviceId, str] = {}
+        wanted: dict[DeviceId, set[str]] = {}
         keys: set[str] = set()
         for key, allocation in allocations:
             claim = self.claims.get(key)
@@ -400,16 +448,66 @@ class DraCache:
                 raise AssumeError(f"claim {key} is unknown, allocated or already held")
             keys.add(key)
             for device in allocation.charged():
-                other = self.holder(device) or wanted.get(device, "")
-                if other:
-                    raise AssumeError(f"device {device} of claim {key} is taken by claim {other}")
-                wanted[device] = key
+                wanted.setdefault(device, set()).add(key)
+        why = self._overcommit(allocations, wanted)
+        if why:
+            raise AssumeError(why)
         for key, allocation in allocations:
             self._assumed[key] = _Assumed(self.claims[key].uid, allocation)
-        self._held.update(wanted)
+        for device, claims in wanted.items():
+            self._held.setdefault(device, set()).update(claims)
         self._touch_devices(wanted)
         if allocations:
             self.generation += 1
+
+    def _overcommit(
+        self, allocations: Sequence[tuple[str, Allocation]], wanted: Mapping[DeviceId, set[str]]
+    ) -> str:
+        """Why holding `allocations` would over-commit a device or a counter set ("" when
+        it would not): a device taken whole is used by nothing else; shares fit the
+        device's capacity, with every other share; no counter set gives more than it
+        holds."""
+        adding = [allocation for _, allocation in allocations]
+        for key, allocation in allocations:
+            whole = allocation.whole()
+            if len(set(whole)) != len(whole):
+                return f"claim {key} names a device twice"
+        touched_pools: set[PoolId] = set()
+        for device_id, claims in wanted.items():
+            before = self.use(device_id)
+            new = device_use(adding, device_id)
+            key = min(claims)
+            if new.whole and (before.in_use or len(claims) > 1 or new.shares):
+                other = self.holder(device_id) or max(claims)
+                return f"device {device_id} of claim {key} is taken by claim {other}"
+            device = self.device(device_id)
+            if new.shares:
+                if before.whole:
+                    other = self.holder(device_id)
+                    return f"device {device_id} of claim {key} is taken by claim {other}"
+                if device is None or not device.allow_multiple_allocations:
+                    return f"device {device_id} of claim {key} cannot be shared"
+                overrun = capacity_overrun(device, before.consumed, new.consumed)
+                if overrun:
+                    return f"claim {key}: {overrun}"
+            if device is not None and device.consumes_counters and not before.in_use:
+                touched_pools.add(PoolId(device_id.driver, device_id.pool))
+        for pool_id in sorted(touched_pools):
+            pool = self.pool(pool_id)
+            if pool is None:
+                continue
+            drawn, counted = self.counters_drawn(pool_id)
+            total: Counters = {name: dict(c) for name, c in drawn.items()}
+            for device_id in wanted:
+                if PoolId(device_id.driver, device_id.pool) != pool_id:
+                    continue
+                device = pool.device(device_id.device)
+                if device is not None and device.name not in counted:
+                    draw(total, device)
+            why = overdrawn(pool.counters, total)
+            if why:
+                return f"pool {pool_id}: {why}"
+        return ""
 
     def mark_written(self, key: str) -> None:
         held = self._assumed.get(key)
@@ -450,8 +548,11 @@ class DraCache:
         if held is None:
             return
         for device in held.allocation.charged():
-            if self._held.get(device) == key:
-                del self._held[device]
+            claims = self._held.get(device)
+            if claims is not None:
+                claims.discard(key)
+                if not claims:
+                    del self._held[device]
         self._touch_devices(held.allocation.charged())
         self.generation += 1
 
