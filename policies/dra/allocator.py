@@ -48,6 +48,7 @@ from cache.dra.topology import DeviceTopology, device_topology
 from cache.dra.usage import Counters, DeviceUse, capacity_overrun, draw, overdrawn
 from policies.dra.capacity import Consumed, consumption
 from policies.dra.gang import ClaimChoice, GangMember, PodAllocation, Tentative
+from policies.dra.partitions import by_remainder
 from policies.dra.results import Picked, build_allocation, share_id
 from policies.dra.selection import SelectorError, Selectors
 from policies.dra.topology import preferred_set
@@ -274,6 +275,8 @@ class PodSearch:
                 continue
             slot.consumed[candidate.device_id] = consumed
             fitting.append(candidate)
+        # Partitions: the one leaving the largest useful remainder first (partitions.py).
+        fitting = by_remainder(fitting, self.allocator.cache, self.tentative.devices())
         slot.fitting = fitting
         return fitting
 
