@@ -237,3 +237,29 @@ def test_holding_shares_beyond_the_capacity_is_refused_by_the_cache() -> None:
     assert isinstance(b, PodAllocation)
     with pytest.raises(AssumeError, match="capacity memory of device gpu-0"):
         cache.assume(b.new_allocations())
+
+
+def test_a_negative_consumed_capacity_written_by_others_never_makes_room() -> None:
+    cache = one_gpu()
+    results_written = [
+        share("gpu-0", str(uuid.uuid4()), memory="40Gi"),
+        share("gpu-0", str(uuid.uuid4()), memory="-40Gi"),
+    ]
+    cache.apply_claim(
+        "ADDED",
+        claim_obj("theirs", [exactly()], allocation={"devices": {"results": results_written}}),
+    )
+    assert isinstance(allocate(cache, capacity_request(memory="1Gi")), str)
+
+
+def test_all_mode_leaves_out_a_shared_device_without_room() -> None:
+    cache = cache_with(
+        slice_obj(
+            "s", [shared_device("gpu-0", memory="40Gi"), shared_device("gpu-1", memory="40Gi")]
+        ),
+        class_obj(),
+    )
+    hold(cache, allocate(cache, capacity_request(memory="35Gi"), name="a"))
+    every = {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "allocationMode": "All"}}
+    every["exactly"]["capacity"] = {"requests": {"memory": "10Gi"}}
+    assert [r["device"] for r in results(allocate(cache, every, name="b"))] == ["gpu-1"]

@@ -195,3 +195,13 @@ def test_holding_partitions_beyond_the_counters_is_refused_by_the_cache() -> Non
     cache.assume(whole.new_allocations())
     with pytest.raises(AssumeError, match="counter memory of counter set gpu-0"):
         cache.assume(half.new_allocations())
+
+
+def test_a_counter_set_holding_a_negative_amount_gives_nothing() -> None:
+    objs = gpu_partitions()
+    objs[0]["spec"]["sharedCounters"][0]["counters"]["memory"]["value"] = "-1"
+    cache = cache_with(*objs, kind("q", "quarter"))
+    why = ClaimAllocator(cache, {}).allocate(member("q"))
+    assert isinstance(why, str) and "7 not supported" in why
+    quarter = cache.device(DeviceId(DRIVER, "node-1", "quarter-0"))
+    assert quarter is not None and "more than counter set gpu-0 holds (-1)" in quarter.refusal
