@@ -42,7 +42,7 @@ from cache.dra.claims import (
 from cache.dra.classes import DeviceClass
 from cache.dra.fields import BLOCKING_EFFECTS, MAX_RESERVED_FOR, MAX_RESULTS, Attribute
 from cache.dra.nodes import terms_reach
-from cache.dra.slices import DeviceId, PoolId
+from cache.dra.slices import Device, DeviceId, PoolId
 from cache.dra.store import Candidate, DraCache, NodeDevices
 from cache.dra.topology import DeviceTopology, device_topology
 from cache.dra.usage import Counters, DeviceUse, capacity_overrun, draw, overdrawn
@@ -50,7 +50,7 @@ from policies.dra.capacity import Consumed, consumption
 from policies.dra.gang import ClaimChoice, GangMember, PodAllocation, Tentative
 from policies.dra.partitions import by_remainder
 from policies.dra.results import Picked, build_allocation, share_id
-from policies.dra.selection import SelectorError, Selectors
+from policies.dra.selection import MAX_RESULTS_PER_DEVICE, SelectorError, Selectors
 from policies.dra.topology import preferred_set
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -269,7 +269,7 @@ class PodSearch:
                 continue
             if _blocked_by_taint(candidate, slot.exact):
                 continue
-            consumed = consumption(device, dict(slot.exact.capacity), f"{slot.path}.capacity")
+            consumed = _consumption(device, slot)
             if isinstance(consumed, str):
                 slot.capacity_refusals.append(consumed)
                 continue
@@ -629,6 +629,26 @@ class PodSearch:
         if len(free) < slot.exact.count:
             return f"{who}: {len(free)} of {slot.exact.count} devices of class {cls} match {counts}"
         return ""
+
+
+# Entries a device record's memo may hold with consumption results: its selector
+# results' bound plus 64 distinct capacity requests.
+MAX_MEMO_PER_DEVICE = MAX_RESULTS_PER_DEVICE + 64
+
+
+def _consumption(device: Device, slot: _Slot) -> Consumed | str:
+    """What one allocation of the device consumes for the slot's capacity request (or
+    why it cannot), remembered on the device record: 5,000 nodes of 8 devices are asked
+    each cycle, and a record is replaced whenever its slice changes."""
+    key = ("consumption", slot.exact.capacity, slot.path)
+    memo = device.memo
+    known = memo.get(key)
+    if known is not None:
+        return known  # type: ignore[no-any-return]
+    found = consumption(device, dict(slot.exact.capacity), f"{slot.path}.capacity")
+    if len(memo) < MAX_MEMO_PER_DEVICE:
+        memo[key] = found
+    return found
 
 
 def _admits(constraint: Constraint, values: Sequence[Attribute], value: Attribute) -> bool:

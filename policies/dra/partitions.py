@@ -21,9 +21,15 @@ from cache.dra.slices import Device, DeviceId, PoolId
 from cache.dra.store import Candidate, DraCache
 from cache.dra.usage import Counters, draw, overdrawn
 
-# Candidates judged per request: beyond this the listing order is kept (each judgement
-# walks the pool's devices).
+# Candidates judged per request, and devices looked at over all their judgements:
+# beyond either the listing order is kept (a pool may hold thousands of partitions
+# over many slices; judging must not cost more than the search it orders).
 MAX_JUDGED = 64
+MAX_LOOKS = 20_000
+
+
+class _OverBudget(Exception):
+    pass
 
 
 def _size(device: Device) -> Fraction:
@@ -40,7 +46,11 @@ def by_remainder(
     if len(drawing) < 2 or len(drawing) > MAX_JUDGED:
         return list(fitting)
     taken = set(in_use)
-    scores = {i: _remainder(fitting[i], cache, taken) for i in drawing}
+    budget = [MAX_LOOKS]
+    try:
+        scores = {i: _remainder(fitting[i], cache, taken, budget) for i in drawing}
+    except _OverBudget:
+        return list(fitting)
     ordered = sorted(drawing, key=lambda i: (-scores[i], i))
     result = list(fitting)
     for slot, index in zip(drawing, ordered, strict=True):
@@ -48,7 +58,9 @@ def by_remainder(
     return result
 
 
-def _remainder(candidate: Candidate, cache: DraCache, taken: set[DeviceId]) -> Fraction:
+def _remainder(
+    candidate: Candidate, cache: DraCache, taken: set[DeviceId], budget: list[int]
+) -> Fraction:
     """The size of the largest partition of the candidate's pool still allocatable once
     the candidate is taken (-1 when none is)."""
     pool_id = PoolId(candidate.device_id.driver, candidate.device_id.pool)
@@ -69,6 +81,9 @@ def _remainder(candidate: Candidate, cache: DraCache, taken: set[DeviceId]) -> F
         busy.add(candidate.device.name)
     best = Fraction(-1)
     for piece in pool.slices:
+        budget[0] -= len(piece.devices)
+        if budget[0] < 0:
+            raise _OverBudget
         for other in piece.devices:
             if other.name in busy or other.refusal or not other.consumes_counters:
                 continue

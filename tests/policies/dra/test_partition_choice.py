@@ -77,3 +77,21 @@ def test_within_a_gpu_the_slice_that_keeps_the_larger_neighbour_free() -> None:
     assert not isinstance(found, str)
     cache.assume(found.new_allocations())
     assert devices_of(allocator.allocate(member("h"))) == ["half-1"]
+
+
+def test_judging_is_bounded_then_listing_order_is_kept(monkeypatch: Any) -> None:
+    from policies.dra import partitions
+
+    monkeypatch.setattr(partitions, "MAX_LOOKS", 5)
+    devices = []
+    for gpu in ("g0", "g1"):
+        devices.append(_part(f"whole-{gpu}", gpu, memory="80"))
+        devices += [_part(f"quarter-{gpu}-{i}", gpu, memory="20") for i in range(4)]
+    cache = cache_with(
+        counter_slice("counters", {"g0": {"memory": "80"}, "g1": {"memory": "80"}}, count=2),
+        slice_obj("parts", devices, count=2),
+        class_obj(),
+        claim_obj("theirs", [], allocation=allocated((DRIVER, "node-1", "quarter-g1-0"))),
+        kind("q", "quarter"),
+    )
+    assert devices_of(ClaimAllocator(cache, {}).allocate(member("q"))) == ["quarter-g0-0"]
