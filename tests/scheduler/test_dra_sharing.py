@@ -113,3 +113,19 @@ def test_the_reach_memo_follows_counters_drawn_by_others() -> None:
     plan = core.schedule_next(1000.0)
     assert plan is not None and isinstance(plan.result, Plan), plan
     assert devices(plan.result, "ns/mine") == ["half-0"]
+
+
+def test_a_rollback_knows_its_shares_by_share_id() -> None:
+    """The writer's rollback removes only the allocation it wrote: the same shares of a
+    device allocated again by someone else (other shareIDs) are not its own."""
+    from cache.dra.claims import Allocation, DeviceResult
+    from scheduler.kube.dra_claims import allocation_is
+
+    ours = Allocation(
+        results=(DeviceResult("gpu", DRIVER, "node-1", "gpu-0", share_id="a" * 8),),
+    )
+    assert allocation_is(ours.to_api(), ours)
+    theirs = Allocation(
+        results=(DeviceResult("gpu", DRIVER, "node-1", "gpu-0", share_id="b" * 8),),
+    )
+    assert not allocation_is(theirs.to_api(), ours)
