@@ -116,10 +116,14 @@ def slice_from_api(obj: Mapping[str, Any]) -> Slice:
         spec = mapping(mapping(obj).get("spec"))
         pool = mapping(spec.get("pool"))
         driver, pool_name, generation = "", "", 0
+        binding = NodeBinding()
         try:
             driver = f.text(spec.get("driver"), "driver")
             pool_name = f.text(pool.get("name"), "pool.name")
             generation = f.int64(pool.get("generation"), "pool.generation", low=0)
+            # Where it reaches, when that much is readable: the nodes it names then
+            # say why the pool is invalid, instead of not seeing the pool at all.
+            binding = _slice_binding(spec)
         except MALFORMED:
             pass
         return Slice(
@@ -128,6 +132,7 @@ def slice_from_api(obj: Mapping[str, Any]) -> Slice:
             driver=driver,
             pool=pool_name,
             generation=generation,
+            binding=binding,
             problems=(f"resourceslice {name!r}: {error}",),
         )
 

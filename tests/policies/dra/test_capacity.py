@@ -263,3 +263,31 @@ def test_all_mode_leaves_out_a_shared_device_without_room() -> None:
     every = {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "allocationMode": "All"}}
     every["exactly"]["capacity"] = {"requests": {"memory": "10Gi"}}
     assert [r["device"] for r in results(allocate(cache, every, name="b"))] == ["gpu-1"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "problem"),
+    [
+        ({"default": "1Gi", "validValues": ["2Gi", "1Gi"]}, "must be sorted in ascending order"),
+        ({"default": "1Gi", "validRange": {"min": "1Gi", "step": "0"}}, "step must be positive"),
+        ({"default": "1Gi", "validValues": ["1Gi"], "validRange": {"min": "1Gi"}}, "sets both"),
+        ({"default": "1Gi", "validRange": {"max": "2Gi"}}, "validRange.min is required"),
+    ],
+)
+def test_a_policy_the_api_server_refuses_makes_the_pool_invalid(
+    policy: dict[str, Any], problem: str
+) -> None:
+    """From a source that does not validate (the API server refuses these): the slice
+    has a problem naming the field and no device of its pool is shared under a policy
+    read wrongly."""
+    why = allocate(one_gpu({"memory": policy}), capacity_request(memory="1Gi"))
+    assert isinstance(why, str)
+    assert "is invalid" in why and "capacity[memory].requestPolicy" in why and problem in why
+
+
+def test_a_policy_without_multiple_allocations_makes_the_pool_invalid() -> None:
+    plain = device("gpu-0")
+    plain["capacity"] = {"memory": {"value": "40Gi", "requestPolicy": {"default": "1Gi"}}}
+    cache = cache_with(slice_obj("s", [plain]), class_obj())
+    why = allocate(cache, capacity_request(memory="1Gi"))
+    assert isinstance(why, str) and "requestPolicy needs allowMultipleAllocations" in why
