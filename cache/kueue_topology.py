@@ -32,21 +32,21 @@ from typing import Any
 from cache.limits import MAX_INT32, shown
 from cache.topology_requirement import TopologyRequirement, label_key_problem
 
-_PREFIX = "kueue.x-k8s.io/"
-REQUIRED = _PREFIX + "podset-required-topology"
-PREFERRED = _PREFIX + "podset-preferred-topology"
-UNCONSTRAINED = _PREFIX + "podset-unconstrained-topology"
-SLICE_REQUIRED = _PREFIX + "podset-slice-required-topology"
-SLICE_SIZE = _PREFIX + "podset-slice-size"
-SLICE_CONSTRAINTS = _PREFIX + "podset-slice-required-topology-constraints"
-PODSET_GROUP = _PREFIX + "podset-group-name"
+REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topology"
+SLICE_REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE_ANNOTATION = "kueue.x-k8s.io/podset-slice-size"
+SLICE_CONSTRAINTS_ANNOTATION = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+PODSET_GROUP_ANNOTATION = "kueue.x-k8s.io/podset-group-name"
+_LEVEL_ANNOTATIONS = (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION, UNCONSTRAINED_ANNOTATION)
 TOPOLOGY_ANNOTATIONS = (
-    REQUIRED,
-    PREFERRED,
-    UNCONSTRAINED,
-    SLICE_REQUIRED,
-    SLICE_SIZE,
-    SLICE_CONSTRAINTS,
+    REQUIRED_ANNOTATION,
+    PREFERRED_ANNOTATION,
+    UNCONSTRAINED_ANNOTATION,
+    SLICE_REQUIRED_ANNOTATION,
+    SLICE_SIZE_ANNOTATION,
+    SLICE_CONSTRAINTS_ANNOTATION,
 )
 SOURCE = "Kueue annotations (kueue.x-k8s.io/podset-*)"
 # Go's strconv.ParseBool, which Kueue reads the unconstrained annotation with.
@@ -67,18 +67,24 @@ def kueue_topology(
     if not any(key in annotations for key in TOPOLOGY_ANNOTATIONS):
         return None, []
     problems: list[str] = []
-    levels = [key for key in (REQUIRED, PREFERRED, UNCONSTRAINED) if key in annotations]
+    levels = [
+        key
+        for key in (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION, UNCONSTRAINED_ANNOTATION)
+        if key in annotations
+    ]
     if len(levels) > 1:
         problems.append(
             f"annotations {' and '.join(levels)} contradict each other: a pod set has at "
             "most one of required, preferred and unconstrained topology"
         )
-    required = _level(annotations, REQUIRED, problems)
-    preferred = _level(annotations, PREFERRED, problems)
-    if UNCONSTRAINED in annotations:
-        value = annotations[UNCONSTRAINED]
+    required = _level(annotations, REQUIRED_ANNOTATION, problems)
+    preferred = _level(annotations, PREFERRED_ANNOTATION, problems)
+    if UNCONSTRAINED_ANNOTATION in annotations:
+        value = annotations[UNCONSTRAINED_ANNOTATION]
         if not isinstance(value, str) or value not in _TRUE | _FALSE:
-            problems.append(f"annotation {UNCONSTRAINED} must be true or false, got {shown(value)}")
+            problems.append(
+                f"annotation {UNCONSTRAINED_ANNOTATION} must be true or false, got {shown(value)}"
+            )
     slice_size, slice_key = _slice(annotations, problems)
     if problems:
         return None, problems
@@ -109,23 +115,32 @@ def _level(annotations: Mapping[str, Any], key: str, problems: list[str]) -> str
 
 def _slice(annotations: Mapping[str, Any], problems: list[str]) -> tuple[int | None, str | None]:
     """(slice size, slice level) from the two-annotation form or the JSON form."""
-    if SLICE_CONSTRAINTS in annotations:
-        for other in (SLICE_REQUIRED, SLICE_SIZE):
+    if SLICE_CONSTRAINTS_ANNOTATION in annotations:
+        for other in (SLICE_REQUIRED_ANNOTATION, SLICE_SIZE_ANNOTATION):
             if other in annotations:
                 problems.append(
-                    f"annotation {SLICE_CONSTRAINTS} may not be set with {other}: Kueue "
+                    f"annotation {SLICE_CONSTRAINTS_ANNOTATION} may not be set with {other}: Kueue "
                     "reads one form of slices or the other"
                 )
-        return _slice_layers(annotations[SLICE_CONSTRAINTS], problems)
-    has_level, has_size = SLICE_REQUIRED in annotations, SLICE_SIZE in annotations
+        return _slice_layers(annotations[SLICE_CONSTRAINTS_ANNOTATION], problems)
+    has_level, has_size = (
+        SLICE_REQUIRED_ANNOTATION in annotations,
+        SLICE_SIZE_ANNOTATION in annotations,
+    )
     if not has_level and not has_size:
         return None, None
     if not has_size:
-        problems.append(f"annotation {SLICE_SIZE} must be set with {SLICE_REQUIRED}")
+        problems.append(
+            f"annotation {SLICE_SIZE_ANNOTATION} must be set with {SLICE_REQUIRED_ANNOTATION}"
+        )
     if not has_level:
-        problems.append(f"annotation {SLICE_SIZE} may not be set without {SLICE_REQUIRED}")
-    level = _level(annotations, SLICE_REQUIRED, problems)
-    size = _slice_size(annotations.get(SLICE_SIZE), f"annotation {SLICE_SIZE}", problems)
+        problems.append(
+            f"annotation {SLICE_SIZE_ANNOTATION} may not be set without {SLICE_REQUIRED_ANNOTATION}"
+        )
+    level = _level(annotations, SLICE_REQUIRED_ANNOTATION, problems)
+    size = _slice_size(
+        annotations.get(SLICE_SIZE_ANNOTATION), f"annotation {SLICE_SIZE_ANNOTATION}", problems
+    )
     if level is None or size is None:
         return None, None
     return size, level
@@ -148,7 +163,7 @@ def _slice_size(value: object, field: str, problems: list[str]) -> int | None:
 
 
 def _slice_layers(text: object, problems: list[str]) -> tuple[int | None, str | None]:
-    field = f"annotation {SLICE_CONSTRAINTS}"
+    field = f"annotation {SLICE_CONSTRAINTS_ANNOTATION}"
     if not isinstance(text, str) or len(text) > MAX_CONSTRAINTS_TEXT:
         problems.append(
             f"{field} must be a JSON list of at most {MAX_LAYERS} {{topology, size}} "

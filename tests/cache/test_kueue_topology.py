@@ -11,20 +11,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cache.kueue_topology import (
-    PODSET_GROUP,
-    PREFERRED,
-    REQUIRED,
-    SLICE_CONSTRAINTS,
-    SLICE_REQUIRED,
-    SLICE_SIZE,
-    SOURCE,
-    UNCONSTRAINED,
-    kueue_topology,
-)
+from cache import kueue_topology as kueue
+from cache.kueue_topology import SOURCE, kueue_topology
 from cache.pod import pod_from_api
 from cache.topology_requirement import TopologyRequirement
 from tests.factories import pod_obj
+
+PODSET_GROUP = kueue.PODSET_GROUP_ANNOTATION
+PREFERRED = kueue.PREFERRED_ANNOTATION
+REQUIRED = kueue.REQUIRED_ANNOTATION
+SLICE_CONSTRAINTS = kueue.SLICE_CONSTRAINTS_ANNOTATION
+SLICE_REQUIRED = kueue.SLICE_REQUIRED_ANNOTATION
+SLICE_SIZE = kueue.SLICE_SIZE_ANNOTATION
+UNCONSTRAINED = kueue.UNCONSTRAINED_ANNOTATION
 
 RACK = "cloud.provider.com/topology-rack"
 BLOCK = "cloud.provider.com/topology-block"
@@ -76,38 +75,101 @@ def test_unconstrained_and_podset_group_state_no_requirement() -> None:
 @pytest.mark.parametrize(
     ("annotations", "named"),
     [
-        ({REQUIRED: RACK, PREFERRED: BLOCK}, f"annotations {REQUIRED} and {PREFERRED}"),
-        ({REQUIRED: RACK, UNCONSTRAINED: "true"}, f"annotations {REQUIRED} and {UNCONSTRAINED}"),
+        (
+            {REQUIRED: RACK, PREFERRED: BLOCK},
+            f"annotations {REQUIRED} and {PREFERRED}",
+        ),
+        (
+            {REQUIRED: RACK, UNCONSTRAINED: "true"},
+            f"annotations {REQUIRED} and {UNCONSTRAINED}",
+        ),
         ({REQUIRED: "not a key!"}, f"annotation {REQUIRED}"),
         ({REQUIRED: ""}, f"annotation {REQUIRED}"),
         ({PREFERRED: "a/b/c"}, f"annotation {PREFERRED}"),
         ({PREFERRED: "x" * 100_000}, f"annotation {PREFERRED}"),
         ({UNCONSTRAINED: "yes"}, f"annotation {UNCONSTRAINED}"),
         ({SLICE_REQUIRED: RACK}, f"annotation {SLICE_SIZE} must be set"),
-        ({SLICE_SIZE: "4"}, f"annotation {SLICE_SIZE} may not be set without"),
-        ({SLICE_REQUIRED: RACK, SLICE_SIZE: "0"}, f"annotation {SLICE_SIZE}"),
-        ({SLICE_REQUIRED: RACK, SLICE_SIZE: "-3"}, f"annotation {SLICE_SIZE}"),
-        ({SLICE_REQUIRED: RACK, SLICE_SIZE: "2.5"}, f"annotation {SLICE_SIZE}"),
-        ({SLICE_REQUIRED: RACK, SLICE_SIZE: "9" * 5000}, f"annotation {SLICE_SIZE}"),
-        ({SLICE_REQUIRED: RACK, SLICE_SIZE: "4294967296"}, f"annotation {SLICE_SIZE}"),
-        ({SLICE_REQUIRED: "Bad Key", SLICE_SIZE: "4"}, f"annotation {SLICE_REQUIRED}"),
-        ({SLICE_CONSTRAINTS: "[{"}, f"annotation {SLICE_CONSTRAINTS} is not valid JSON"),
-        ({SLICE_CONSTRAINTS: "[]"}, f"annotation {SLICE_CONSTRAINTS} must be a JSON list"),
-        ({SLICE_CONSTRAINTS: "[" * 3000 + "]" * 3000}, f"annotation {SLICE_CONSTRAINTS}"),
-        ({SLICE_CONSTRAINTS: "x" * 10_000}, f"annotation {SLICE_CONSTRAINTS} must be"),
-        ({SLICE_CONSTRAINTS: '[{"topology": "r", "size": 0}]'}, f"{SLICE_CONSTRAINTS}[0].size"),
-        ({SLICE_CONSTRAINTS: '[{"topology": "r", "size": 1e999}]'}, f"{SLICE_CONSTRAINTS}[0].size"),
-        ({SLICE_CONSTRAINTS: '[{"topology": 5, "size": 2}]'}, f"{SLICE_CONSTRAINTS}[0].topology"),
-        ({SLICE_CONSTRAINTS: '[{"size": 2}]'}, f"{SLICE_CONSTRAINTS}[0].topology"),
-        ({SLICE_CONSTRAINTS: '[{"topology": "r"}]'}, f"{SLICE_CONSTRAINTS}[0].size must be set"),
-        ({SLICE_CONSTRAINTS: '[{"topology": "r", "size": 2, "x": 1}]'}, "is not a field Kueue"),
-        ({SLICE_CONSTRAINTS: "[7]"}, f"{SLICE_CONSTRAINTS}[0] must be an object"),
+        (
+            {SLICE_SIZE: "4"},
+            f"annotation {SLICE_SIZE} may not be set without",
+        ),
+        (
+            {SLICE_REQUIRED: RACK, SLICE_SIZE: "0"},
+            f"annotation {SLICE_SIZE}",
+        ),
+        (
+            {SLICE_REQUIRED: RACK, SLICE_SIZE: "-3"},
+            f"annotation {SLICE_SIZE}",
+        ),
+        (
+            {SLICE_REQUIRED: RACK, SLICE_SIZE: "2.5"},
+            f"annotation {SLICE_SIZE}",
+        ),
+        (
+            {SLICE_REQUIRED: RACK, SLICE_SIZE: "9" * 5000},
+            f"annotation {SLICE_SIZE}",
+        ),
+        (
+            {SLICE_REQUIRED: RACK, SLICE_SIZE: "4294967296"},
+            f"annotation {SLICE_SIZE}",
+        ),
+        (
+            {SLICE_REQUIRED: "Bad Key", SLICE_SIZE: "4"},
+            f"annotation {SLICE_REQUIRED}",
+        ),
+        (
+            {SLICE_CONSTRAINTS: "[{"},
+            f"annotation {SLICE_CONSTRAINTS} is not valid JSON",
+        ),
+        (
+            {SLICE_CONSTRAINTS: "[]"},
+            f"annotation {SLICE_CONSTRAINTS} must be a JSON list",
+        ),
+        (
+            {SLICE_CONSTRAINTS: "[" * 3000 + "]" * 3000},
+            f"annotation {SLICE_CONSTRAINTS}",
+        ),
+        (
+            {SLICE_CONSTRAINTS: "x" * 10_000},
+            f"annotation {SLICE_CONSTRAINTS} must be",
+        ),
+        (
+            {SLICE_CONSTRAINTS: '[{"topology": "r", "size": 0}]'},
+            f"{SLICE_CONSTRAINTS}[0].size",
+        ),
+        (
+            {SLICE_CONSTRAINTS: '[{"topology": "r", "size": 1e999}]'},
+            f"{SLICE_CONSTRAINTS}[0].size",
+        ),
+        (
+            {SLICE_CONSTRAINTS: '[{"topology": 5, "size": 2}]'},
+            f"{SLICE_CONSTRAINTS}[0].topology",
+        ),
+        (
+            {SLICE_CONSTRAINTS: '[{"size": 2}]'},
+            f"{SLICE_CONSTRAINTS}[0].topology",
+        ),
+        (
+            {SLICE_CONSTRAINTS: '[{"topology": "r"}]'},
+            f"{SLICE_CONSTRAINTS}[0].size must be set",
+        ),
+        (
+            {SLICE_CONSTRAINTS: '[{"topology": "r", "size": 2, "x": 1}]'},
+            "is not a field Kueue",
+        ),
+        (
+            {SLICE_CONSTRAINTS: "[7]"},
+            f"{SLICE_CONSTRAINTS}[0] must be an object",
+        ),
         (
             {SLICE_CONSTRAINTS: json.dumps([{"topology": BLOCK, "size": 8}] * 2)},
             "states 2 slice layers; this scheduler places one slice level",
         ),
         (
-            {SLICE_CONSTRAINTS: '[{"topology": "r", "size": 2}]', SLICE_SIZE: "2"},
+            {
+                SLICE_CONSTRAINTS: '[{"topology": "r", "size": 2}]',
+                SLICE_SIZE: "2",
+            },
             f"annotation {SLICE_CONSTRAINTS} may not be set with {SLICE_SIZE}",
         ),
     ],
@@ -123,7 +185,15 @@ def test_what_kueue_refuses_is_refused_on_the_pod_naming_the_annotation(
 
 @given(
     st.dictionaries(
-        st.sampled_from([REQUIRED, PREFERRED, UNCONSTRAINED, SLICE_REQUIRED, SLICE_SIZE]),
+        st.sampled_from(
+            [
+                REQUIRED,
+                PREFERRED,
+                UNCONSTRAINED,
+                SLICE_REQUIRED,
+                SLICE_SIZE,
+            ]
+        ),
         st.one_of(st.text(max_size=80), st.integers(), st.none(), st.lists(st.integers())),
     )
     | st.fixed_dictionaries(

@@ -98,18 +98,25 @@ VALUES = st.one_of(
 
 # Kueue's TAS annotations as its webhook writes them and as it refuses them: members of
 # one gang may draw different ones (a disagreement), a slice larger than the gang...
+HOST = "kubernetes.io/hostname"
 KUEUE_TOPOLOGIES = st.sampled_from(
     [
         {},
-        {kueue.REQUIRED: "topology.kubernetes.io/zone"},
-        {kueue.REQUIRED: "kubernetes.io/hostname"},
-        {kueue.PREFERRED: "topology.kubernetes.io/zone"},
-        {kueue.SLICE_REQUIRED: "kubernetes.io/hostname", kueue.SLICE_SIZE: "1"},
-        {kueue.SLICE_REQUIRED: "kubernetes.io/hostname", kueue.SLICE_SIZE: "3"},
-        {kueue.SLICE_CONSTRAINTS: '[{"topology": "kubernetes.io/hostname", "size": 2}]'},
-        {kueue.REQUIRED: "x" * 70_000},
-        {kueue.SLICE_CONSTRAINTS: "[" * 3000 + "]" * 3000},
-        {kueue.UNCONSTRAINED: "true"},
+        {kueue.REQUIRED_ANNOTATION: "topology.kubernetes.io/zone"},
+        {kueue.REQUIRED_ANNOTATION: "kubernetes.io/hostname"},
+        {kueue.PREFERRED_ANNOTATION: "topology.kubernetes.io/zone"},
+        {
+            kueue.SLICE_REQUIRED_ANNOTATION: "kubernetes.io/hostname",
+            kueue.SLICE_SIZE_ANNOTATION: "1",
+        },
+        {
+            kueue.SLICE_REQUIRED_ANNOTATION: "kubernetes.io/hostname",
+            kueue.SLICE_SIZE_ANNOTATION: "3",
+        },
+        {kueue.SLICE_CONSTRAINTS_ANNOTATION: '[{"topology": "kubernetes.io/hostname", "size": 2}]'},
+        {kueue.REQUIRED_ANNOTATION: "x" * 70_000},
+        {kueue.SLICE_CONSTRAINTS_ANNOTATION: "[" * 3000 + "]" * 3000},
+        {kueue.UNCONSTRAINED_ANNOTATION: "true"},
     ]
 )
 POD_FIELDS: list[tuple[Any, ...]] = [

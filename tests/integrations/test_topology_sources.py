@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from cache.kueue_topology import REQUIRED, SLICE_REQUIRED, SLICE_SIZE
+from cache import kueue_topology as kueue
 from cache.volcano_tiers import VolcanoTiers
 from tests.factories import node_obj, pod_obj
 from tests.integrations.controllers import VOLCANO_JOB_UID, volcano_pod, volcano_podgroup_obj
@@ -23,6 +23,10 @@ from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_wit
 from tests.kube.test_runner import unschedulable_message as message
 from tests.kubeapi import KAI_PODGROUPS, VOLCANO_PODGROUPS, KubeApiEmulator
 from tests.waiting import eventually, free_port
+
+REQUIRED = kueue.REQUIRED_ANNOTATION
+SLICE_REQUIRED = kueue.SLICE_REQUIRED_ANNOTATION
+SLICE_SIZE = kueue.SLICE_SIZE_ANNOTATION
 
 pytestmark = pytest.mark.asyncio
 
@@ -61,7 +65,11 @@ async def test_the_peers_requirements_become_the_gangs(tmp_path: Path) -> None:
             }
             api.put(KAI_PODGROUPS, kai_group)
             api.put_pod(kai_pod("pg-train", 0))
-            kueue = {REQUIRED: BLOCK, SLICE_REQUIRED: RACK, SLICE_SIZE: "2"}
+            kueue = {
+                REQUIRED: BLOCK,
+                SLICE_REQUIRED: RACK,
+                SLICE_SIZE: "2",
+            }
             api.put_pod(pod_obj("tas-0", gang="tas", min_member=4, gpus=1, annotations=kueue))
             debug = free_port()
             config = fast_config(free_port(), debug_port=debug)

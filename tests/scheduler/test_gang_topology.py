@@ -4,12 +4,17 @@ and tells every pending member, like the other gang problems."""
 
 from __future__ import annotations
 
+from cache import kueue_topology as kueue
 from cache.kai import kai_podgroup_from_api
-from cache.kueue_topology import REQUIRED, SLICE_REQUIRED, SLICE_SIZE, SOURCE
+from cache.kueue_topology import SOURCE
 from cache.topology_requirement import TopologyRequirement
 from cache.volcano import volcano_podgroup_from_api
 from scheduler.gangs.gang import GangIndex, assemble_gangs
 from tests.factories import make_pod
+
+REQUIRED = kueue.REQUIRED_ANNOTATION
+SLICE_REQUIRED = kueue.SLICE_REQUIRED_ANNOTATION
+SLICE_SIZE = kueue.SLICE_SIZE_ANNOTATION
 
 SCHED = "gang-scheduler"
 RACK, BLOCK = "example.com/rack", "example.com/block"
