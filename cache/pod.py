@@ -20,6 +20,7 @@ from cache.gpu import (
     parse_assignment,
 )
 from cache.jsonobj import MALFORMED, mapping, metadata, object_uid, text_field
+from cache.kueue_topology import kueue_topology
 from cache.limits import MAX_INT32, MIN_INT32, shown
 from cache.pod_claims import PodResourceClaim, claim_statuses, pod_resource_claims
 from cache.ports import HostPort, parse_host_ports
@@ -34,6 +35,8 @@ from cache.terms import (
     parse_spread_constraints,
     parse_tolerations,
 )
+from cache.topology_requirement import TopologyRequirement
+from cache.volcano_tiers import DEFAULT_VOLCANO_TIERS, VolcanoTiers
 from cache.volumes import PodClaim, VolumeNeed, pod_claims
 from cache.workload_labels import infer_gang
 
@@ -98,6 +101,9 @@ class GangKeys:
     # Namespaces whose pods get a gang from their controller's labels when they name
     # none ("*": all; cache/workload_labels.py). Empty: no inference (the default).
     infer_namespaces: frozenset[str] = frozenset()
+    # Volcano's networkTopology tiers as node label keys (the scheduler's
+    # topology.volcanoTiers), read with Volcano's PodGroups (cache/volcano.py).
+    volcano_tiers: VolcanoTiers = DEFAULT_VOLCANO_TIERS
 
     def infers(self, namespace: str) -> bool:
         return bool(self.infer_namespaces) and (
@@ -175,6 +181,11 @@ class PodInfo:
     # (policies/dra/topology.py), for the gpu-topology score; resolved with
     # `dra_reach`. None (or a node it does not name): neutral.
     dra_topology: NodeScores | None = None
+    # Where the pod's gang may run, as the pod's own annotations state it (Kueue's TAS
+    # annotations, cache/kueue_topology.py); None: they state nothing, or what they
+    # state cannot be followed (then `problems` says why). The gang's requirement
+    # merges its members' with its PodGroup's (cache/gang_topology.py).
+    topology: TopologyRequirement | None = None
 
     @property
     def key(self) -> str:
@@ -429,8 +440,11 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         inferred = infer_gang(labels, mapping(annotations), meta.get("ownerReferences"))
         gang_name = inferred.name if inferred is not None else None
     problems.extend(unsupported.unsupported_fields(spec, in_gang=gang_name is not None))
+    topology = None
     if annotations:
         problems.extend(unsupported.unsupported_annotations(mapping(annotations)))
+        topology, refused = kueue_topology(mapping(annotations))
+        problems.extend(refused)
     min_member = annotations.get(keys.min_member_annotation)
     min_member_key = None
     if min_member is None and inferred is not None and inferred.size_text is not None:
@@ -493,6 +507,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
         resource_claims=resource_claims,
         claim_statuses=statuses,
+        topology=topology,
     )
 
 

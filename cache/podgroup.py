@@ -42,6 +42,10 @@ class PodGroupInfo:
     # Where the gang's members may run (cache/topology_requirement.py), from whichever
     # of the source's fields states it; None: no topology stated.
     topology: TopologyRequirement | None = None
+    # What the gang cannot be placed without (a topology value that cannot be read, a
+    # field this scheduler does not support): the gang waits and its pods say why,
+    # never placed as if the field were absent. Each is also in `problems`.
+    refusals: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:

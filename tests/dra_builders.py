@@ -163,3 +163,65 @@ def kubernetes_138765_objects() -> tuple[dict[str, Any], ...]:
         ),
         claim_obj("strict", [exactly(selectors=(f"{memory} >= 80",))]),
     )
+
+
+def shared_device(
+    name: str, policies: dict[str, dict[str, Any]] | None = None, **capacity: str
+) -> dict[str, Any]:
+    """A device that allows multiple allocations (consumable capacity), with capacities
+    (name -> quantity) and, per capacity name, a requestPolicy."""
+    body = device(name)
+    body["allowMultipleAllocations"] = True
+    body["capacity"] = {
+        key: {
+            "value": value,
+            **({"requestPolicy": policies[key]} if key in (policies or {}) else {}),
+        }
+        for key, value in capacity.items()
+    }
+    return body
+
+
+def partition(name: str, counter_set: str = "gpu-0", **counters: str) -> dict[str, Any]:
+    """A device that consumes counters of one counter set (a partition of a GPU)."""
+    body = device(name)
+    body["consumesCounters"] = [
+        {"counterSet": counter_set, "counters": {k: {"value": v} for k, v in counters.items()}}
+    ]
+    return body
+
+
+def counter_slice(
+    name: str,
+    sets: dict[str, dict[str, str]],
+    node: str = "node-1",
+    pool: str | None = None,
+    **kw: Any,
+) -> dict[str, Any]:
+    """A slice holding only sharedCounters (set name -> counter -> quantity)."""
+    obj = slice_obj(name, [], node=node, pool=pool, **kw)
+    del obj["spec"]["devices"]
+    obj["spec"]["sharedCounters"] = [
+        {"name": set_name, "counters": {k: {"value": v} for k, v in counters.items()}}
+        for set_name, counters in sets.items()
+    ]
+    return obj
+
+
+def capacity_request(name: str = "gpu", count: int = 1, **requests: str) -> dict[str, Any]:
+    """An `exactly` request asking for capacity (name -> quantity) of each device."""
+    return exactly(name, count=count, capacity={"requests": dict(requests)})
+
+
+def share(
+    device_name: str, share_id: str, pool: str = "node-1", request: str = "gpu", **consumed: str
+) -> dict[str, Any]:
+    """One allocation result: a share of a device, as another scheduler wrote it."""
+    return {
+        "request": request,
+        "driver": DRIVER,
+        "pool": pool,
+        "device": device_name,
+        "shareID": share_id,
+        "consumedCapacity": dict(consumed),
+    }

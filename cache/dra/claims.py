@@ -1,17 +1,19 @@
 """ResourceClaims as slim records: what is requested, how it is constrained and
 configured, and the allocation (if any) with the consumers it is reserved for.
 
-A request this scheduler cannot allocate as kube-scheduler would (a capacity request:
-consumable capacity) keeps a `refusal` naming the field; the claim is then refused when
-a pod needs it, never allocated with the field ignored. A claim whose structure cannot
-be read keeps its identity and a problem; its allocation, when readable, is still
-charged (devices someone allocated are in use whatever else the object says).
+A request this scheduler cannot allocate as kube-scheduler would keeps a `refusal`
+naming the field; the claim is then refused when a pod needs it, never allocated with
+the field ignored. Capacity requests (consumable capacity) are read, keyed as written.
+A claim whose structure cannot be read keeps its identity and a problem; its
+allocation, when readable, is still charged (devices someone allocated are in use
+whatever else the object says).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from cache.dra import fields as f
@@ -42,6 +44,9 @@ class ExactRequest:
     admin_access: bool | None = None
     tolerations: tuple[f.DeviceToleration, ...] = ()
     refusal: str = ""
+    # capacity.requests (consumable capacity), keyed as written: a device's capacity of
+    # the same key must cover each, within its requestPolicy.
+    capacity: tuple[tuple[str, Fraction], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,8 @@ class DeviceResult:
     admin_access: bool = False
     share_id: str = ""
     tolerations: tuple[f.DeviceToleration, ...] = ()
+    # consumedCapacity of a share (keyed as the device's capacity is written).
+    consumed: tuple[tuple[str, Fraction], ...] = ()
 
     @property
     def device_id(self) -> DeviceId:
@@ -101,6 +108,8 @@ class DeviceResult:
             body["shareID"] = self.share_id
         if self.tolerations:
             body["tolerations"] = [t.to_api() for t in self.tolerations]
+        if self.consumed:
+            body["consumedCapacity"] = {k: f.format_quantity(v) for k, v in self.consumed}
         return body
 
 
@@ -129,6 +138,15 @@ class Allocation:
         """The devices this allocation takes from others: every result but those with
         admin access (kube-scheduler's foreachAllocatedDevice skips them)."""
         return tuple(r.device_id for r in self.results if not r.admin_access)
+
+    def whole(self) -> tuple[DeviceId, ...]:
+        """The devices taken whole: charged results without a shareID."""
+        return tuple(r.device_id for r in self.results if not r.admin_access and not r.share_id)
+
+    def shares(self) -> tuple[DeviceResult, ...]:
+        """The shares of devices it takes (results with a shareID, as kube-scheduler's
+        AllocatedSharedDeviceIDs; their consumedCapacity counts against the device)."""
+        return tuple(r for r in self.results if not r.admin_access and r.share_id)
 
     def to_api(self) -> dict[str, Any]:
         body: dict[str, Any] = {"devices": {"results": [r.to_api() for r in self.results]}}
@@ -279,9 +297,7 @@ def _exact(body: Mapping[str, Any], name: str, what: str, sub: bool) -> ExactReq
     admin = None if sub else f.flag(body.get("adminAccess"), f"{what}.adminAccess")
     if sub and body.get("adminAccess") is not None:
         raise ValueError(f"{what}.adminAccess is not a field of a sub-request")
-    refusal = ""
-    if body.get("capacity") is not None:
-        refusal = f"{what}.capacity (consumable capacity) is not supported"
+    capacity = _capacity_requests(body.get("capacity"), f"{what}.capacity")
     return ExactRequest(
         name=name,
         device_class=f.text(body.get("deviceClassName"), f"{what}.deviceClassName", required=True),
@@ -290,8 +306,30 @@ def _exact(body: Mapping[str, Any], name: str, what: str, sub: bool) -> ExactReq
         count=count,
         admin_access=admin,
         tolerations=f.tolerations(body.get("tolerations"), f"{what}.tolerations"),
-        refusal=refusal,
+        capacity=capacity,
     )
+
+
+def _capacity_requests(raw: object, what: str) -> tuple[tuple[str, Fraction], ...]:
+    """capacity.requests: name (as written) -> amount. A quantity that does not parse
+    (a wrong unit) is a problem of the claim, as the API server refuses to decode it.
+    A negative amount is refused too: the API server stores it, but kube-scheduler
+    would then count a share that gives capacity back to the device."""
+    body = mapping(raw)
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ValueError(f"{what} must be a map, not {type(raw).__name__}")
+    requests = f.entries(body.get("requests"), f"{what}.requests", f.MAX_ATTRIBUTES_AND_CAPACITIES)
+    found: list[tuple[str, Fraction]] = []
+    for key, value in requests.items():
+        name = f.text(key, f"{what}.requests key", limit=f.MAX_NAME + 1 + 32, required=True)
+        amount = f.quantity(value, f"{what}.requests[{name}]")
+        if amount < 0:
+            raise ValueError(
+                f"{what}.requests[{name}] is negative ({f.format_quantity(amount)}): a capacity "
+                "request must not be negative"
+            )
+        found.append((name, amount))
+    return tuple(sorted(found))
 
 
 def _request(raw: object, what: str) -> Request:
@@ -358,6 +396,7 @@ def _allocation(raw: object) -> Allocation:
                 admin_access=bool(f.flag(entry.get("adminAccess"), f"{where}.adminAccess")),
                 share_id=f.text(entry.get("shareID"), f"{where}.shareID", limit=64),
                 tolerations=f.tolerations(entry.get("tolerations"), f"{where}.tolerations"),
+                consumed=_consumed(entry.get("consumedCapacity"), f"{where}.consumedCapacity"),
             )
         )
     config = []
@@ -390,3 +429,13 @@ def _consumer(raw: object, what: str) -> Consumer:
         uid=f.text(body.get("uid"), f"{what}.uid", limit=64, required=True),
         api_group=f.text(body.get("apiGroup"), f"{what}.apiGroup"),
     )
+
+
+def _consumed(raw: object, what: str) -> tuple[tuple[str, Fraction], ...]:
+    """consumedCapacity of a result someone wrote. A negative amount is read as zero:
+    it must never make room on the device for others."""
+    found = []
+    for key, value in f.entries(raw, what, f.MAX_ATTRIBUTES_AND_CAPACITIES).items():
+        name = f.text(key, f"{what} key", limit=f.MAX_NAME + 1 + 32, required=True)
+        found.append((name, max(Fraction(0), f.quantity(value, f"{what}[{name}]"))))
+    return tuple(sorted(found))

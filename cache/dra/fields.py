@@ -10,11 +10,14 @@ them is hostile or broken and is refused before it is iterated.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 from cache.jsonobj import mapping
 from cache.limits import shown
+from cache.quantity import QuantityError, parse_quantity
 from cache.terms import Requirement, SelectorTerm, parse_required_affinity
 
 # --- bounds (resource.k8s.io/v1 validation) ----------------------------------------------
@@ -327,3 +330,104 @@ def opaque_config(raw: object, what: str) -> OpaqueConfig:
     if len(encoded) > MAX_OPAQUE_TEXT:
         raise ValueError(f"{what}.opaque.parameters are longer than {MAX_OPAQUE_TEXT} bytes")
     return OpaqueConfig(driver, encoded)
+
+
+# --- consumable capacity and counters (KEP-5075, KEP-4815) ---------------------------------
+MAX_COUNTERS = 32  # ResourceSliceMaxCountersPerCounterSet, ...PerDeviceCounterConsumption
+MAX_COUNTER_CONSUMPTIONS = 2  # ResourceSliceMaxDeviceCounterConsumptionsPerDevice
+MAX_POLICY_VALUES = 10  # CapacityRequestPolicyDiscreteMaxOptions
+
+
+class RequestPolicy(NamedTuple):
+    """A device capacity's requestPolicy: how much one share consumes. `valid_values`
+    ascending (the API server refuses them unsorted); `minimum` set when validRange is."""
+
+    default: Fraction | None = None
+    valid_values: tuple[Fraction, ...] = ()
+    minimum: Fraction | None = None
+    maximum: Fraction | None = None
+    step: Fraction | None = None
+
+
+class CounterSet(NamedTuple):
+    """A sharedCounters entry, or a device's consumption of one (consumesCounters)."""
+
+    name: str
+    counters: Mapping[str, Fraction]
+
+
+def quantity(value: object, what: str) -> Fraction:
+    try:
+        return parse_quantity(value)
+    except QuantityError as error:
+        raise ValueError(f"{what}: {error}") from None
+
+
+def request_policy(raw: object, what: str) -> RequestPolicy | None:
+    """A capacity's requestPolicy, None when absent. Shapes the API server refuses
+    (validValues and validRange together, unsorted values, a range without min, a step
+    that is not positive) raise, so the device is never shared under a policy read
+    wrongly."""
+    if raw is None:
+        return None
+    body = mapping(raw)
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{what} must be a map, not {type(raw).__name__}")
+    default = None if body.get("default") is None else quantity(body["default"], f"{what}.default")
+    raw_values = items(body.get("validValues"), f"{what}.validValues", MAX_POLICY_VALUES)
+    values = tuple(quantity(v, f"{what}.validValues[{i}]") for i, v in enumerate(raw_values))
+    if list(values) != sorted(values):
+        raise ValueError(f"{what}.validValues must be sorted in ascending order")
+    valid_range = body.get("validRange")
+    if values and valid_range is not None:
+        raise ValueError(f"{what} sets both validValues and validRange")
+    if valid_range is None:
+        return RequestPolicy(default, values)
+    span = mapping(valid_range)
+    if span.get("min") is None:
+        raise ValueError(f"{what}.validRange.min is required")
+    low = quantity(span["min"], f"{what}.validRange.min")
+    high = None if span.get("max") is None else quantity(span["max"], f"{what}.validRange.max")
+    step = None if span.get("step") is None else quantity(span["step"], f"{what}.validRange.step")
+    if step is not None and math.ceil(step) <= 0:
+        # The allocator divides by the step's integer value.
+        raise ValueError(f"{what}.validRange.step must be positive")
+    return RequestPolicy(default, (), low, high, step)
+
+
+def counter_sets(raw: object, what: str, limit: int) -> tuple[CounterSet, ...]:
+    """sharedCounters (`name`) or consumesCounters (`counterSet`): each set's counters as
+    exact quantities (any quantity, negative included, is valid to the API server)."""
+    key = "name" if what.endswith("sharedCounters") else "counterSet"
+    found: list[CounterSet] = []
+    for index, item in enumerate(items(raw, what, limit)):
+        body = mapping(item)
+        where = f"{what}[{index}]"
+        name = text(body.get(key), f"{where}.{key}", limit=63, required=True)
+        counters = entries(body.get("counters"), f"{where}.counters", MAX_COUNTERS)
+        if not counters:
+            raise ValueError(f"{where}.counters is required")
+        found.append(
+            CounterSet(
+                name,
+                {
+                    text(counter, f"{where}.counters key", limit=63, required=True): quantity(
+                        mapping(value).get("value"), f"{where}.counters[{counter}].value"
+                    )
+                    for counter, value in counters.items()
+                },
+            )
+        )
+    if len({s.name for s in found}) != len(found):
+        raise ValueError(f"{what} names a counter set twice")
+    return tuple(found)
+
+
+def format_quantity(value: Fraction) -> str:
+    """A quantity as the API accepts it: an integer plainly, else in thousandths,
+    millionths or billionths (rounded up to a billionth, Kubernetes' finest unit)."""
+    for suffix, scale in (("", 1), ("m", 10**3), ("u", 10**6)):
+        scaled = value * scale
+        if scaled.denominator == 1:
+            return f"{scaled.numerator}{suffix}"
+    return f"{math.ceil(value * 10**9)}n"

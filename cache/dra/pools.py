@@ -7,7 +7,11 @@
   an incomplete pool's devices are not allocatable (and "All" requests cannot be
   satisfied while any pool the node reaches is incomplete);
 - a pool whose slices disagree, repeat a device name or could not be read is invalid:
-  none of its devices is allocatable or counted.
+  none of its devices is allocatable or counted;
+- partitionable devices: the pool's counter sets are its slices' sharedCounters; a set
+  named twice, or a device consuming a set or counter that is not there, makes the pool
+  invalid (validateDeviceCounterConsumption); a device drawing more from a set than the
+  set holds gets a refusal (it could never fit; kube-scheduler just never picks it).
 
 One difference, on the safe side: kube-scheduler judges a pool by the slices relevant
 to the node at hand and may still use an older generation that is complete for that
@@ -17,10 +21,12 @@ its newest generation, so devices of a generation being replaced are never alloc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
-from cache.dra.slices import PoolId, Slice
+from cache.dra.fields import format_quantity
+from cache.dra.slices import Device, PoolId, Slice
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +36,12 @@ class Pool:
     expected: int  # resourceSliceCount of the newest generation
     slices: tuple[Slice, ...]  # of the newest generation, by name
     problem: str = ""  # why the pool is invalid ("" when it is not)
+    # sharedCounters of its slices: set name -> counter -> amount the set holds.
+    counters: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict)
+    by_name: Mapping[str, Device] = field(default_factory=dict, compare=False, repr=False)
+
+    def device(self, name: str) -> Device | None:
+        return self.by_name.get(name)
 
     @property
     def complete(self) -> bool:
@@ -84,4 +96,60 @@ def assemble(pool_id: PoolId, slices: Iterable[Slice]) -> Pool | None:
                 seen.add(device.name)
             if problem:
                 break
-    return Pool(pool_id, generation, max(counts), tuple(newest), problem)
+    counters: dict[str, Mapping[str, Fraction]] = {}
+    if not problem:
+        problem, counters = _counter_sets(newest)
+    if not problem and counters:
+        newest = [_judge_consumption(piece, counters) for piece in newest]
+    by_name = {} if problem else {d.name: d for piece in newest for d in piece.devices}
+    return Pool(pool_id, generation, max(counts), tuple(newest), problem, counters, by_name)
+
+
+def _counter_sets(slices: Iterable[Slice]) -> tuple[str, dict[str, Mapping[str, Fraction]]]:
+    """The pool's counter sets, and why the pool is invalid ("" when it is not), as the
+    allocator's getAndValidateCounterSets and validateDeviceCounterConsumption judge
+    it: a set named twice, or a device consuming a set or a counter that is not there."""
+    counters: dict[str, Mapping[str, Fraction]] = {}
+    pieces = list(slices)
+    for piece in pieces:
+        for counter_set in piece.counter_sets:
+            if counter_set.name in counters:
+                return f"duplicate counter set name {counter_set.name}", {}
+            counters[counter_set.name] = counter_set.counters
+    for piece in pieces:
+        for device in piece.devices:
+            for consumption in device.consumes_counters:
+                held = counters.get(consumption.name)
+                if held is None:
+                    return (
+                        f"device {device.name}: consumesCounters names counter set "
+                        f"{consumption.name}, which no slice of the pool has (counter set "
+                        f"{consumption.name} not found)"
+                    ), {}
+                for counter in consumption.counters:
+                    if counter not in held:
+                        return (
+                            f"device {device.name}: consumesCounters names counter {counter}, "
+                            f"which counter set {consumption.name} does not have"
+                        ), {}
+    return "", counters
+
+
+def _judge_consumption(piece: Slice, counters: Mapping[str, Mapping[str, Fraction]]) -> Slice:
+    """The slice with a refusal on each device that draws more from a counter set than
+    the set holds: it could never be allocated, and the reason says why."""
+    judged: list[Device] = []
+    changed = False
+    for device in piece.devices:
+        excess = [
+            f"consumesCounters[{c.name}].counters[{name}] is {format_quantity(amount)}, more "
+            f"than counter set {c.name} holds ({format_quantity(counters[c.name][name])})"
+            for c in device.consumes_counters
+            for name, amount in c.counters.items()
+            if amount > counters[c.name][name]
+        ]
+        if excess and not device.refusal:
+            device = replace(device, refusal="; ".join(excess), memo={})
+            changed = True
+        judged.append(device)
+    return replace(piece, devices=tuple(judged)) if changed else piece

@@ -3,9 +3,10 @@
 Field names follow resource.k8s.io/v1. A slice that cannot be read keeps its identity
 (name, driver, pool, generation where readable) and a problem; its pool is then invalid
 (pools.py), so none of its devices is ever allocated or counted. A device that uses what
-this scheduler does not support (partitionable counters, consumable capacity, binding
-conditions, ...) stays in the slice with a `refusal` naming the field: it is counted,
-never allocated.
+this scheduler does not support (binding conditions, bindsToNode, ...) or whose counters
+do not add up stays in the slice with a `refusal` naming the field: it is counted,
+never allocated. Consumable capacity (allowMultipleAllocations, requestPolicy) and
+partitionable devices (sharedCounters, consumesCounters) are read for the allocator.
 """
 
 from __future__ import annotations
@@ -67,6 +68,14 @@ class Device:
     attributes: Mapping[str, f.Attribute] = field(default_factory=dict)
     capacity: Mapping[str, Fraction] = field(default_factory=dict)
     allow_multiple_allocations: bool = False
+    # The capacities keyed as the slice writes them (a bare name stays bare): consumable
+    # capacity matches a claim's `capacity.requests` and writes `consumedCapacity` by
+    # these keys, literally, as kube-scheduler does.
+    written_capacity: Mapping[str, Fraction] = field(default_factory=dict)
+    # Per capacity (keyed as written), its requestPolicy (only with allowMultipleAllocations).
+    policies: Mapping[str, f.RequestPolicy] = field(default_factory=dict)
+    # consumesCounters: the pool's counter sets this device draws on while allocated.
+    consumes_counters: tuple[f.CounterSet, ...] = ()
     taints: tuple[f.DeviceTaint, ...] = ()
     binding: NodeBinding | None = None
     binds_to_node: bool = False
@@ -86,10 +95,9 @@ class Slice:
     slice_count: int = 0  # spec.pool.resourceSliceCount
     binding: NodeBinding = NodeBinding()
     devices: tuple[Device, ...] = ()
-    # Names of the counter sets of spec.sharedCounters (partitionable devices: the sets
-    # are recorded so that the pool's slices are all counted; the devices that consume
-    # them are refused).
-    counter_sets: tuple[str, ...] = ()
+    # spec.sharedCounters (partitionable devices): the pool's counter sets, which its
+    # devices' consumesCounters draw on.
+    counter_sets: tuple[f.CounterSet, ...] = ()
     problems: tuple[str, ...] = ()
 
     @property
@@ -108,10 +116,14 @@ def slice_from_api(obj: Mapping[str, Any]) -> Slice:
         spec = mapping(mapping(obj).get("spec"))
         pool = mapping(spec.get("pool"))
         driver, pool_name, generation = "", "", 0
+        binding = NodeBinding()
         try:
             driver = f.text(spec.get("driver"), "driver")
             pool_name = f.text(pool.get("name"), "pool.name")
             generation = f.int64(pool.get("generation"), "pool.generation", low=0)
+            # Where it reaches, when that much is readable: the nodes it names then
+            # say why the pool is invalid, instead of not seeing the pool at all.
+            binding = _slice_binding(spec)
         except MALFORMED:
             pass
         return Slice(
@@ -120,6 +132,7 @@ def slice_from_api(obj: Mapping[str, Any]) -> Slice:
             driver=driver,
             pool=pool_name,
             generation=generation,
+            binding=binding,
             problems=(f"resourceslice {name!r}: {error}",),
         )
 
@@ -145,11 +158,8 @@ def _slice(obj: Mapping[str, Any], name: str, version: str) -> Slice:
             continue
         seen.add(device.name)
         devices.append(device)
-    counter_sets = tuple(
-        f.text(mapping(raw).get("name"), f"spec.sharedCounters[{i}].name", required=True)
-        for i, raw in enumerate(
-            f.items(spec.get("sharedCounters"), "spec.sharedCounters", f.MAX_COUNTER_SETS)
-        )
+    counter_sets = f.counter_sets(
+        spec.get("sharedCounters"), "spec.sharedCounters", f.MAX_COUNTER_SETS
     )
     return Slice(
         name=name,
@@ -226,22 +236,43 @@ def _device(raw: object, driver: str, per_device: bool, what: str) -> Device:
         if full in attributes:
             raise ValueError(f"{what}.attributes names {full!r} twice")
         attributes[full] = parsed
+    multiple = bool(
+        f.flag(body.get("allowMultipleAllocations"), f"{what}.allowMultipleAllocations")
+    )
     capacity: dict[str, Fraction] = {}
+    written: dict[str, Fraction] = {}
+    policies: dict[str, f.RequestPolicy] = {}
     for key, value in raw_capacity.items():
         full = f.qualified(key, driver, f"{what}.capacity key")
         amount = parse_quantity(mapping(value).get("value"))
         if full in capacity:
             raise ValueError(f"{what}.capacity names {full!r} twice")
         capacity[full] = amount
-    multiple = bool(
-        f.flag(body.get("allowMultipleAllocations"), f"{what}.allowMultipleAllocations")
+        written[key] = amount
+        policy = f.request_policy(
+            mapping(value).get("requestPolicy"), f"{what}.capacity[{key}].requestPolicy"
+        )
+        if policy is not None:
+            if not multiple:
+                # The API server forbids it: "allowMultipleAllocations must be true".
+                raise ValueError(
+                    f"{what}.capacity[{key}].requestPolicy needs allowMultipleAllocations"
+                )
+            policies[key] = policy
+    consumes = f.counter_sets(
+        body.get("consumesCounters"), f"{what}.consumesCounters", f.MAX_COUNTER_CONSUMPTIONS
     )
+    for consumption in consumes:
+        for counter, amount in consumption.counters.items():
+            if amount < 0:
+                # Validation accepts any quantity; a negative draw would give counters
+                # back to the set, so the device is never allocated.
+                refusals.append(
+                    f"{what}.consumesCounters[{consumption.name}].counters[{counter}] is "
+                    f"negative ({f.format_quantity(amount)}): counters that do not add up"
+                )
     binds = bool(f.flag(body.get("bindsToNode"), f"{what}.bindsToNode"))
     # What this scheduler does not allocate: refused by the field's name.
-    if multiple:
-        refusals.append(f"{what}.allowMultipleAllocations (consumable capacity) is not supported")
-    if body.get("consumesCounters"):
-        refusals.append(f"{what}.consumesCounters (partitionable devices) is not supported")
     if body.get("bindingConditions") or body.get("bindingFailureConditions"):
         refusals.append(f"{what}.bindingConditions (device binding conditions) are not supported")
     if binds:
@@ -253,6 +284,9 @@ def _device(raw: object, driver: str, per_device: bool, what: str) -> Device:
         attributes=attributes,
         capacity=capacity,
         allow_multiple_allocations=multiple,
+        written_capacity=written,
+        policies=policies,
+        consumes_counters=consumes,
         taints=f.taints(body.get("taints"), f"{what}.taints"),
         binding=_device_binding(body, what) if per_device else None,
         binds_to_node=binds,

@@ -3,13 +3,18 @@ pools they make, the devices each node reaches, and which devices are taken.
 
 Taken means: charged by a claim's `status.allocation`, whoever allocated it
 (kube-scheduler, another scheduler, this one), except results with admin access (as
-kube-scheduler counts them); or held by a claim this scheduler is allocating, reserved
-as cache/cluster.py reserves pods: `assume` a whole set of allocations or none,
-`mark_written` when the API accepted the status write, `mark_unknown` when the write
-ended unseen, `confirm` to record the allocation without waiting for its event, and
-`forget` when the write definitely failed. Nothing expires on a clock: a hold ends when
-the claim's event shows an allocation (the API's word replaces it), when the claim is
-deleted, or through `forget` (never after the API accepted the write).
+kube-scheduler counts them): whole (a result without shareID) or a share (with one, its
+consumedCapacity counted against the device: `use`); and the counters the pool's devices
+in use draw from its counter sets (`counters_drawn`). Or held by a claim this scheduler
+is allocating, reserved as cache/cluster.py reserves pods: `assume` a whole set of
+allocations or none, `mark_written` when the API accepted the status write,
+`mark_unknown` when the write ended unseen, `confirm` to record the allocation without
+waiting for its event, and `forget` when the write definitely failed. Nothing expires on
+a clock: a hold ends when the claim's event shows an allocation (the API's word replaces
+it), when the claim is deleted, or through `forget` (never after the API accepted the
+write). Or kept for a gang (`keep`: a preemptor, or a starvation reservation) until it
+is planned again: a kept device is taken whole for every other plan (no share of it is
+given, and it draws its counters), even where the gang planned only a share of it.
 
 Events older than the stored object (both resourceVersions decimal) are dropped; a
 relist replaces a kind wholesale, so the store equals one built fresh from the list.
@@ -28,6 +33,7 @@ from cache.dra.classes import DeviceClass, class_from_api
 from cache.dra.nodes import binding_reaches
 from cache.dra.pools import Pool, assemble
 from cache.dra.slices import NODE_NAME, PER_DEVICE, Device, DeviceId, PoolId, Slice, slice_from_api
+from cache.dra.usage import Counters, DeviceUse, capacity_overrun, device_use, draw, overdrawn
 
 DELETED = "DELETED"
 # Nodes whose reachable devices are remembered between slice changes: one entry per
@@ -91,9 +97,13 @@ class DraCache:
         self._shared: dict[PoolId, int] = {}  # pools with slices reaching many nodes
         self._allocated: dict[DeviceId, set[str]] = {}  # device -> claims whose status holds it
         self._assumed: dict[str, _Assumed] = {}
-        self._held: dict[DeviceId, str] = {}  # device -> assumed claim
+        self._held: dict[DeviceId, set[str]] = {}  # device -> assumed claims (shares: many)
+        # Per pool with counter sets: the counters its devices in use draw, and which
+        # devices those are (kept until the pool or what is taken of it changes).
+        self._drawn: dict[PoolId, tuple[Counters, frozenset[str]]] = {}
         # Devices kept for a gang that evicted their claims' consumers (preemption) until
-        # it is planned again: owner -> devices, and device -> owners.
+        # it is planned again: owner -> devices, and device -> owners. A kept device is
+        # taken whole for everyone else (no share of it, and it draws its counters).
         self._kept: dict[str, frozenset[DeviceId]] = {}
         self._kept_for: dict[DeviceId, set[str]] = {}
         # pod uid -> claims reserved for it or controlled by it (what-ifs ask which
@@ -223,6 +233,7 @@ class DraCache:
     def _touch_pool(self, pool_id: PoolId) -> None:
         """Stamp every node a slice of the pool names; a pool with slices reaching
         nodes otherwise changes the epoch."""
+        self._drawn.pop(pool_id, None)
         if pool_id in self._shared:
             self.reach_epoch += 1
         members = self._by_pool.get(pool_id)
@@ -381,19 +392,91 @@ class DraCache:
         return found
 
     def holder(self, device: DeviceId, released: frozenset[str] = frozenset()) -> str:
-        """The claim ("ns/name") that takes `device`, "" when it is free; a device kept
-        for a gang (`keep`) is taken by "gang <key>". `released`: claims whose
-        allocations count as gone (a what-if: cache/dra/view.py)."""
+        """A claim ("ns/name") that takes `device`, whole or a share of it; "" when it
+        is free; a device kept for a gang (`keep`) is taken by "gang <key>".
+        `released`: claims whose allocations count as gone (a what-if:
+        cache/dra/view.py)."""
         holders = self._allocated.get(device)
         if holders and released:
             holders = holders - released
         if holders:
             return min(holders)
-        held = self._held.get(device, "")
+        held = self._held.get(device)
         if held:
-            return held
+            return min(held)
         kept = self._kept_for.get(device)
         return f"{KEPT_FOR}{min(kept)}" if kept else ""
+
+    def _taker(self, device: DeviceId) -> str:
+        """Who takes `device`, as AssumeError names it ("claim ns/name" or "gang <key>"):
+        a claim taking it whole, else the gang it is kept for, else a claim sharing it."""
+        keys = self._allocated.get(device, set()) | self._held.get(device, set())
+        for key in sorted(keys):
+            allocation = self.allocation_of(key)
+            if allocation is not None and device in allocation.whole():
+                return f"claim {key}"
+        kept = self._kept_for.get(device)
+        if kept:
+            return f"{KEPT_FOR}{min(kept)}"
+        return f"claim {min(keys)}" if keys else ""
+
+    def use(self, device: DeviceId, released: frozenset[str] = frozenset()) -> DeviceUse:
+        """What allocations, holds and keeps take of `device`: whole, or the sum of
+        shares (a kept device is taken whole). `released`: claims whose allocations
+        count as gone (a what-if)."""
+        keys = self._allocated.get(device, set()) | self._held.get(device, set())
+        if released:
+            keys = keys - released
+        use = device_use(self._allocations(keys), device)
+        if device in self._kept_for:
+            use.whole = True
+        return use
+
+    def _allocations(self, keys: Iterable[str]) -> list[Allocation]:
+        found = (self.allocation_of(key) for key in sorted(keys))
+        return [allocation for allocation in found if allocation is not None]
+
+    def device(self, device_id: DeviceId) -> Device | None:
+        """The record of a device of a usable pool (None when it is not published)."""
+        pool = self.pool(PoolId(device_id.driver, device_id.pool))
+        if pool is None or not pool.usable:
+            return None
+        return pool.device(device_id.device)
+
+    def _in_use(self, device: DeviceId, released: frozenset[str]) -> bool:
+        if device in self._held or device in self._kept_for:
+            return True  # holds are this scheduler's own: a what-if never releases them
+        holders = self._allocated.get(device)
+        if not holders:
+            return False
+        return not released or not holders <= released
+
+    def counters_drawn(
+        self, pool_id: PoolId, released: frozenset[str] = frozenset()
+    ) -> tuple[Counters, frozenset[str]]:
+        """What the pool's devices in use (allocated, held or kept, whole or shared) draw
+        from its counter sets, and the names of those devices. `released`: claims whose
+        allocations count as gone (a what-if; such an answer is not remembered)."""
+        if not released:
+            remembered = self._drawn.get(pool_id)
+            if remembered is not None:
+                return remembered
+        drawn: Counters = {}
+        names: set[str] = set()
+        pool = self.pool(pool_id)
+        if pool is not None and pool.counters:
+            for piece in pool.slices:
+                for device in piece.devices:
+                    if not device.consumes_counters:
+                        continue
+                    device_id = DeviceId(pool_id.driver, pool_id.pool, device.name)
+                    if self._in_use(device_id, released):
+                        draw(drawn, device)
+                        names.add(device.name)
+        found = (drawn, frozenset(names))
+        if not released:
+            self._drawn[pool_id] = found
+        return found
 
     def taken(self) -> frozenset[DeviceId]:
         """Every device an allocation, a hold or a gang's keep takes."""
@@ -486,7 +569,7 @@ class DraCache:
     def assume(self, allocations: Sequence[tuple[str, Allocation]]) -> None:
         """Hold every allocation ("ns/name", allocation) or none (AssumeError says why):
         each claim known, unallocated and not held, and no device taken or named twice."""
-        wanted: dict[DeviceId, str] = {}
+        wanted: dict[DeviceId, set[str]] = {}
         keys: set[str] = set()
         for key, allocation in allocations:
             claim = self.claims.get(key)
@@ -494,17 +577,67 @@ class DraCache:
                 raise AssumeError(f"claim {key} is unknown, allocated or already held")
             keys.add(key)
             for device in allocation.charged():
-                other = self.holder(device) or wanted.get(device, "")
-                if other:
-                    taker = other if other.startswith(KEPT_FOR) else f"claim {other}"
-                    raise AssumeError(f"device {device} of claim {key} is taken by {taker}")
-                wanted[device] = key
+                wanted.setdefault(device, set()).add(key)
+        why = self._overcommit(allocations, wanted)
+        if why:
+            raise AssumeError(why)
         for key, allocation in allocations:
             self._assumed[key] = _Assumed(self.claims[key].uid, allocation)
-        self._held.update(wanted)
+        for device, claims in wanted.items():
+            self._held.setdefault(device, set()).update(claims)
         self._touch_devices(wanted)
         if allocations:
             self.generation += 1
+
+    def _overcommit(
+        self, allocations: Sequence[tuple[str, Allocation]], wanted: Mapping[DeviceId, set[str]]
+    ) -> str:
+        """Why holding `allocations` would over-commit a device or a counter set ("" when
+        it would not): a device taken whole is used by nothing else; shares fit the
+        device's capacity, with every other share; no counter set gives more than it
+        holds. A device kept for a gang (`keep`) counts as taken whole: no claim is
+        held on it, and it draws its counters."""
+        adding = [allocation for _, allocation in allocations]
+        for key, allocation in allocations:
+            whole = allocation.whole()
+            if len(set(whole)) != len(whole):
+                return f"claim {key} names a device twice"
+        touched_pools: set[PoolId] = set()
+        for device_id, claims in wanted.items():
+            before = self.use(device_id)
+            new = device_use(adding, device_id)
+            key = min(claims)
+            if new.whole and (before.in_use or len(claims) > 1 or new.shares):
+                other = self._taker(device_id) or f"claim {max(claims)}"
+                return f"device {device_id} of claim {key} is taken by {other}"
+            device = self.device(device_id)
+            if new.shares:
+                if before.whole:
+                    other = self._taker(device_id)
+                    return f"device {device_id} of claim {key} is taken by {other}"
+                if device is None or not device.allow_multiple_allocations:
+                    return f"device {device_id} of claim {key} cannot be shared"
+                overrun = capacity_overrun(device, before.consumed, new.consumed)
+                if overrun:
+                    return f"claim {key}: {overrun}"
+            if device is not None and device.consumes_counters and not before.in_use:
+                touched_pools.add(PoolId(device_id.driver, device_id.pool))
+        for pool_id in sorted(touched_pools):
+            pool = self.pool(pool_id)
+            if pool is None:
+                continue
+            drawn, counted = self.counters_drawn(pool_id)
+            total: Counters = {name: dict(c) for name, c in drawn.items()}
+            for device_id in wanted:
+                if PoolId(device_id.driver, device_id.pool) != pool_id:
+                    continue
+                device = pool.device(device_id.device)
+                if device is not None and device.name not in counted:
+                    draw(total, device)
+            why = overdrawn(pool.counters, total)
+            if why:
+                return f"pool {pool_id}: {why}"
+        return ""
 
     def mark_written(self, key: str) -> None:
         held = self._assumed.get(key)
@@ -545,8 +678,11 @@ class DraCache:
         if held is None:
             return
         for device in held.allocation.charged():
-            if self._held.get(device) == key:
-                del self._held[device]
+            claims = self._held.get(device)
+            if claims is not None:
+                claims.discard(key)
+                if not claims:
+                    del self._held[device]
         self._touch_devices(held.allocation.charged())
         self.generation += 1
 

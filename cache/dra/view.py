@@ -16,7 +16,10 @@ template for that pod. So, once the pods are gone, a claim is released when:
 
 `ReleasedView` answers what the planner asks of a DraCache, with those claims
 unallocated and reserved for nobody and their devices free (unless another
-allocation, a hold or a preemptor's keep also takes them). It never changes the
+allocation, a hold or a preemptor's keep also takes them): a device a released claim
+took whole is free, a share it took gives its consumed capacity back to the device, and
+a partition (a device drawing on its pool's counter sets) no longer in use gives its
+counters back to the pool. It never changes the
 DraCache it reads: the core's stays as the API says, and the answers the planner keeps
 per node (scheduler/planner/dra_reach.py) are reused from it only on nodes the released
 devices do not touch; on those the view has no stamp, so nothing is kept for them.
@@ -30,8 +33,10 @@ from typing import Protocol
 
 from cache.dra.claims import Allocation, Claim
 from cache.dra.classes import DeviceClass
-from cache.dra.slices import DeviceId
+from cache.dra.pools import Pool
+from cache.dra.slices import DeviceId, PoolId
 from cache.dra.store import DraCache, NodeDevices
+from cache.dra.usage import Counters, DeviceUse
 
 
 class DeviceView(Protocol):
@@ -49,6 +54,12 @@ class DeviceView(Protocol):
     def allocation_of(self, key: str) -> Allocation | None: ...
 
     def holder(self, device: DeviceId) -> str: ...
+
+    def use(self, device: DeviceId) -> DeviceUse: ...
+
+    def pool(self, pool_id: PoolId) -> Pool | None: ...
+
+    def counters_drawn(self, pool_id: PoolId) -> tuple[Counters, frozenset[str]]: ...
 
     def node_devices(self, node: str, labels: Mapping[str, str]) -> NodeDevices: ...
 
@@ -114,7 +125,7 @@ class _Claims(Mapping[str, Claim]):
 class ReleasedView:
     """A DraCache as it would be with the claims `released` deallocated."""
 
-    __slots__ = ("_base", "_freed", "_touched", "claims", "released")
+    __slots__ = ("_base", "_drawn", "_freed", "_freed_pools", "_touched", "claims", "released")
 
     def __init__(self, base: DraCache, released: Iterable[str]) -> None:
         self._base = base
@@ -131,6 +142,9 @@ class ReleasedView:
             if claim is not None and claim.allocation is not None:
                 freed.update(claim.allocation.charged())
         self._freed = frozenset(freed)
+        self._freed_pools = frozenset(PoolId(d.driver, d.pool) for d in freed)
+        # Counters drawn in the pools of freed devices, as of the base's generation.
+        self._drawn: dict[PoolId, tuple[int, tuple[Counters, frozenset[str]]]] = {}
         # Nodes whose devices this view frees: answers for them are this view's only.
         self._touched = base.nodes_of_devices(self._freed)
 
@@ -157,6 +171,29 @@ class ReleasedView:
         if device in self._freed:
             return self._base.holder(device, self.released)
         return self._base.holder(device)
+
+    def use(self, device: DeviceId) -> DeviceUse:
+        """What stays taken of `device`: the released claims' shares give their
+        consumed capacity back."""
+        if device in self._freed:
+            return self._base.use(device, self.released)
+        return self._base.use(device)
+
+    def pool(self, pool_id: PoolId) -> Pool | None:
+        return self._base.pool(pool_id)
+
+    def counters_drawn(self, pool_id: PoolId) -> tuple[Counters, frozenset[str]]:
+        """What the pool's devices still in use draw: a partition only the released
+        claims used draws nothing here."""
+        if pool_id not in self._freed_pools:
+            return self._base.counters_drawn(pool_id)
+        generation = self._base.generation
+        remembered = self._drawn.get(pool_id)
+        if remembered is not None and remembered[0] == generation:
+            return remembered[1]
+        found = self._base.counters_drawn(pool_id, self.released)
+        self._drawn[pool_id] = (generation, found)
+        return found
 
     def node_devices(self, node: str, labels: Mapping[str, str]) -> NodeDevices:
         return self._base.node_devices(node, labels)

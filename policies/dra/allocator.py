@@ -13,11 +13,12 @@ search: other devices of the same sub-request first, then the next sub-request.
 A device fits a request when: it is in a complete, valid pool the node reaches (per
 device with perDeviceNodeSelection); this scheduler supports it (`Device.refusal`);
 the class's selectors and the request's selectors match (CEL); every NoSchedule or
-NoExecute taint is tolerated by the request; and it is free: no allocation or hold
-takes it (DraCache), no earlier member of the gang took it (Tentative), and no other
-request of this pod took it. With adminAccess (only in a namespace labelled
-`resource.kubernetes.io/admin-access: "true"`) a device in use may be taken, but not
-twice by one claim. Constraints (matchAttribute, distinctAttribute) hold over the
+NoExecute taint is tolerated by the request; and it is free: no allocation, hold or
+keep takes it (DraCache: a device kept for a preemptor is taken whole; a what-if view,
+cache/dra/view.py, releases its victims' claims), no earlier member of the gang took it
+(Tentative), and no other request of this pod took it. With adminAccess (only in a
+namespace labelled `resource.kubernetes.io/admin-access: "true"`) a device in use may be
+taken, but not twice by one claim. Constraints (matchAttribute, distinctAttribute) hold over the
 devices of the requests they name (all when they name none).
 
 Bounded: one search (one pod, one node) tries at most MAX_SEARCH_STEPS devices; a pod
@@ -28,7 +29,7 @@ may ask for at most MAX_DEVICES_PER_POD new devices, a claim for at most 32
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cache.dra.claims import (
     ALL,
@@ -42,13 +43,16 @@ from cache.dra.claims import (
 from cache.dra.classes import DeviceClass
 from cache.dra.fields import BLOCKING_EFFECTS, MAX_RESERVED_FOR, MAX_RESULTS, Attribute
 from cache.dra.nodes import terms_reach
-from cache.dra.slices import DeviceId
+from cache.dra.slices import Device, DeviceId, PoolId
 from cache.dra.store import Candidate, NodeDevices
 from cache.dra.topology import DeviceTopology, device_topology
+from cache.dra.usage import Counters, DeviceUse, capacity_overrun, draw, overdrawn
 from cache.dra.view import DeviceView
+from policies.dra.capacity import Consumed, consumption
 from policies.dra.gang import ClaimChoice, GangMember, PodAllocation, Tentative
-from policies.dra.results import Picked, build_allocation
-from policies.dra.selection import SelectorError, Selectors
+from policies.dra.partitions import by_remainder
+from policies.dra.results import Picked, build_allocation, share_id
+from policies.dra.selection import MAX_RESULTS_PER_DEVICE, SelectorError, Selectors
 from policies.dra.topology import preferred_set
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -68,7 +72,12 @@ class _Slot:
     sub: str  # the sub-request's name ("" for an `exactly` request)
     exact: ExactRequest
     device_class: DeviceClass
+    path: str = ""  # the request's field path ("spec.devices.requests[0].exactly")
     fitting: list[Candidate] | None = None  # the devices that fit, free or not
+    # What one allocation of each fitting device consumes (consumable capacity).
+    consumed: dict[DeviceId, Consumed] = field(default_factory=dict)
+    # Why devices that match the selectors cannot serve the capacity request.
+    capacity_refusals: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -155,6 +164,8 @@ class PodSearch:
         self._todo: list[_Todo] = []
         # Search state.
         self._chosen: dict[DeviceId, set[int]] = {}  # device -> claims (indices) taking it
+        # Shares this search took of devices that allow multiple allocations.
+        self._shared: dict[DeviceId, list[Consumed]] = {}
         self._picked: list[list[Picked]] = []
         self._subs: list[dict[str, str]] = []
         self._values: list[list[list[Attribute]]] = []  # per claim, per constraint
@@ -210,13 +221,17 @@ class PodSearch:
         self._reused.append(ClaimChoice(claim.key, allocation, new=False))
 
     def _slots(self, claim: Claim, name: str, request: Request) -> list[_Slot]:
-        pairs: list[tuple[str, ExactRequest]] = (
-            [("", request.exactly)]
+        number = next(i for i, r in enumerate(claim.requests) if r.name == name)
+        pairs: list[tuple[str, ExactRequest, str]] = (
+            [("", request.exactly, f"spec.devices.requests[{number}].exactly")]
             if request.exactly is not None
-            else [(sub.name, sub) for sub in request.first_available]
+            else [
+                (sub.name, sub, f"spec.devices.requests[{number}].firstAvailable[{i}]")
+                for i, sub in enumerate(request.first_available)
+            ]
         )
         slots = []
-        for sub, exact in pairs:
+        for sub, exact, path in pairs:
             label = f"{name}/{sub}" if sub else name
             where = f"claim {claim.key} request {label}"
             if exact.refusal:
@@ -233,7 +248,7 @@ class PodSearch:
                 raise _Refused(f"{where}: device class {exact.device_class} does not exist")
             if device_class.problems:
                 raise _Refused(f"{where}: {device_class.problems[0]}")
-            slots.append(_Slot(name, sub, exact, device_class))
+            slots.append(_Slot(name, sub, exact, device_class, path))
         return slots
 
     # --- what fits ---------------------------------------------------------------------
@@ -257,16 +272,73 @@ class PodSearch:
                 continue
             if _blocked_by_taint(candidate, slot.exact):
                 continue
+            consumed = _consumption(device, slot)
+            if isinstance(consumed, str):
+                slot.capacity_refusals.append(consumed)
+                continue
+            slot.consumed[candidate.device_id] = consumed
             fitting.append(candidate)
+        # Partitions: the one leaving the largest useful remainder first (partitions.py).
+        fitting = by_remainder(fitting, self.allocator.cache, self.tentative.devices())
         slot.fitting = fitting
         return fitting
 
     def _taken(self, device: DeviceId) -> bool:
+        """Whether anything uses the device (whole or a share)."""
         return bool(
             self.allocator.cache.holder(device)
             or self.tentative.holder(device)
             or self._chosen.get(device)
+            or self._shared.get(device)
         )
+
+    def _use(self, device: DeviceId) -> DeviceUse:
+        """What the cache, earlier members and this search take of a device."""
+        use = self.allocator.cache.use(device)
+        use.add(self.tentative.use(device))
+        if self._chosen.get(device):
+            use.whole = True
+        for consumed in self._shared.get(device, ()):
+            use.add(DeviceUse(shares=1, consumed=dict(consumed)))
+        return use
+
+    def _room(self, slot: _Slot, candidate: Candidate) -> str:
+        """Why the device cannot take one more allocation for the slot now ("" when it
+        can): taken whole, capacity left short, or counters left short."""
+        device = candidate.device
+        device_id = candidate.device_id
+        use: DeviceUse | None = None
+        if device.allow_multiple_allocations:
+            use = self._use(device_id)
+            if use.whole:
+                return "in use"
+            overrun = capacity_overrun(device, use.consumed, dict(slot.consumed[device_id]))
+            if overrun:
+                return overrun
+        if device.consumes_counters and not (use is not None and use.in_use):
+            return self._counters_short(candidate)
+        return ""
+
+    def _counters_short(self, candidate: Candidate) -> str:
+        """Why the pool's counter sets cannot also give what the device draws ("" when
+        they can): devices in use anywhere (cache), by earlier members, by this search."""
+        cache = self.allocator.cache
+        pool_id = PoolId(candidate.device_id.driver, candidate.device_id.pool)
+        pool = cache.pool(pool_id)
+        if pool is None:
+            return "its pool is gone"
+        drawn, counted = cache.counters_drawn(pool_id)
+        total: Counters = {name: dict(c) for name, c in drawn.items()}
+        extra = {candidate.device_id} | self.tentative.devices() | set(self._chosen)
+        extra |= set(self._shared)
+        for device_id in extra:
+            if (device_id.driver, device_id.pool) != pool_id or device_id.device in counted:
+                continue
+            device = pool.device(device_id.device)
+            if device is not None:
+                draw(total, device)
+        why = overdrawn(pool.counters, total)
+        return f"pool {pool_id}: {why}" if why else ""
 
     # --- the search ----------------------------------------------------------------------
     def __iter__(self) -> Iterator[PodAllocation]:
@@ -358,6 +430,16 @@ class PodSearch:
         if self._node.unusable:
             # "All" cannot be known while a pool the node reaches is incomplete or invalid.
             return
+        # A device whose capacity left cannot serve the request is not part of "all"
+        # (kube-scheduler leaves it out when it gathers the devices).
+        fitting = [
+            c
+            for c in fitting
+            if not c.device.allow_multiple_allocations
+            or not capacity_overrun(
+                c.device, self._use(c.device_id).consumed, dict(slot.consumed[c.device_id])
+            )
+        ]
         if not fitting or len(self._picked[index]) + len(fitting) > MAX_RESULTS:
             return
         added = 0
@@ -405,10 +487,13 @@ class PodSearch:
                 )
         device_id = candidate.device_id
         admin = bool(slot.exact.admin_access)
+        multiple = candidate.device.allow_multiple_allocations
         if admin:
-            if index in self._chosen.get(device_id, ()):
+            if not multiple and index in self._chosen.get(device_id, ()):
                 return False
-        elif self._taken(device_id):
+        elif not multiple and self._taken(device_id):
+            return False
+        if (multiple or candidate.device.consumes_counters) and self._room(slot, candidate):
             return False
         constraints = self._todo[index].claim.constraints
         values = self._values[index]
@@ -423,7 +508,16 @@ class PodSearch:
                 return False
             values[number].append(value)
             pending.append(number)
-        self._chosen.setdefault(device_id, set()).add(index)
+        consumed: Consumed = ()
+        share = ""
+        if multiple:
+            # One share: a shareID and what it consumes, as kube-scheduler records it.
+            consumed = slot.consumed[device_id]
+            self._shared.setdefault(device_id, []).append(consumed)
+            claim = self._todo[index].claim
+            share = share_id(claim, len(self._picked[index]), device_id)
+        else:
+            self._chosen.setdefault(device_id, set()).add(index)
         self._picked[index].append(
             Picked(
                 DeviceResult(
@@ -432,7 +526,9 @@ class PodSearch:
                     pool=device_id.pool,
                     device=device_id.device,
                     admin_access=admin,
+                    share_id=share,
                     tolerations=slot.exact.tolerations,
+                    consumed=consumed,
                 ),
                 candidate.device,
                 candidate.slice,
@@ -446,11 +542,18 @@ class PodSearch:
         for number, constraint in enumerate(constraints):
             if constraint.applies(slot.request, slot.sub):
                 self._values[index][number].pop()
-        holders = self._chosen[candidate.device_id]
+        picked = self._picked[index].pop()
+        device_id = candidate.device_id
+        if picked.result.share_id:
+            shares = self._shared[device_id]
+            shares.pop()
+            if not shares:
+                del self._shared[device_id]
+            return
+        holders = self._chosen[device_id]
         holders.discard(index)
         if not holders:
-            del self._chosen[candidate.device_id]
-        self._picked[index].pop()
+            del self._chosen[device_id]
 
     def _result(self) -> PodAllocation:
         choices = list(self._reused)
@@ -486,7 +589,18 @@ class PodSearch:
 
     def _shortage(self, todo: _Todo, slot: _Slot, total: int, taken: int) -> str:
         fitting = self._fitting(todo, slot)
-        free = [c for c in fitting if slot.exact.admin_access or not self._taken(c.device_id)]
+        free = []
+        short: list[str] = []
+        for candidate in fitting:
+            multiple = candidate.device.allow_multiple_allocations
+            if not slot.exact.admin_access and not multiple and self._taken(candidate.device_id):
+                continue
+            room = self._room(slot, candidate)
+            if room:
+                if room != "in use":
+                    short.append(room)
+                continue
+            free.append(candidate)
         who = f"claim {todo.claim.key} request {slot.label}"
         tainted = sum(1 for c in self._node.candidates if _blocked_by_taint(c, slot.exact))
         refused = sum(1 for c in self._node.candidates if c.device.refusal)
@@ -494,10 +608,16 @@ class PodSearch:
             (
                 f", {tainted} with a taint not tolerated" if tainted else "",
                 f", {refused} not supported" if refused else "",
+                f", {len(slot.capacity_refusals)} outside the capacity request's policy"
+                if slot.capacity_refusals
+                else "",
+                f", {len(short)} without room left ({short[0]})" if short else "",
             )
         )
         counts = f"({total} devices, {taken} in use{extra})"
         cls = slot.device_class.name
+        if not fitting and slot.capacity_refusals:
+            return f"{who}: {slot.capacity_refusals[0]} {counts}"
         if slot.exact.mode == ALL:
             if self._node.unusable:
                 return f"{who}: asks for all devices of class {cls}, but a pool is unusable"
@@ -512,6 +632,26 @@ class PodSearch:
         if len(free) < slot.exact.count:
             return f"{who}: {len(free)} of {slot.exact.count} devices of class {cls} match {counts}"
         return ""
+
+
+# Entries a device record's memo may hold with consumption results: its selector
+# results' bound plus 64 distinct capacity requests.
+MAX_MEMO_PER_DEVICE = MAX_RESULTS_PER_DEVICE + 64
+
+
+def _consumption(device: Device, slot: _Slot) -> Consumed | str:
+    """What one allocation of the device consumes for the slot's capacity request (or
+    why it cannot), remembered on the device record: 5,000 nodes of 8 devices are asked
+    each cycle, and a record is replaced whenever its slice changes."""
+    key = ("consumption", slot.exact.capacity, slot.path)
+    memo = device.memo
+    known = memo.get(key)
+    if known is not None:
+        return known  # type: ignore[no-any-return]
+    found = consumption(device, dict(slot.exact.capacity), f"{slot.path}.capacity")
+    if len(memo) < MAX_MEMO_PER_DEVICE:
+        memo[key] = found
+    return found
 
 
 def _admits(constraint: Constraint, values: Sequence[Attribute], value: Attribute) -> bool:

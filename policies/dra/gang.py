@@ -21,6 +21,7 @@ from typing import Protocol
 
 from cache.dra.claims import Allocation
 from cache.dra.slices import DeviceId
+from cache.dra.usage import DeviceUse, device_use
 
 # Alternatives tried over a whole gang before the search gives up: each is one pod's
 # allocation on its node, found by the allocator (itself bounded per pod and node).
@@ -61,15 +62,27 @@ class Tentative:
     __slots__ = ("_by_pod", "_claims", "_taken")
 
     def __init__(self) -> None:
-        self._taken: dict[DeviceId, str] = {}  # device -> claim key
+        self._taken: dict[DeviceId, set[str]] = {}  # device -> claim keys (shares: many)
         self._claims: dict[str, _Shared] = {}
         self._by_pod: dict[str, PodAllocation] = {}
 
     def holder(self, device: DeviceId) -> str:
-        return self._taken.get(device, "")
+        """A claim that takes the device, whole or a share of it ("" when none)."""
+        keys = self._taken.get(device)
+        return min(keys) if keys else ""
 
-    def held(self) -> Mapping[DeviceId, str]:
-        """Every device earlier members took (device -> claim key)."""
+    def use(self, device: DeviceId) -> DeviceUse:
+        """What the earlier members' new claims take of the device."""
+        keys = self._taken.get(device)
+        if not keys:
+            return DeviceUse()
+        return device_use((self._claims[key].allocation for key in sorted(keys)), device)
+
+    def devices(self) -> frozenset[DeviceId]:
+        return frozenset(self._taken)
+
+    def held(self) -> Mapping[DeviceId, set[str]]:
+        """Every device earlier members took, whole or a share (device -> claim keys)."""
         return self._taken
 
     def claim(self, key: str) -> Allocation | None:
@@ -88,7 +101,7 @@ class Tentative:
                     continue  # allocated before the gang: nothing to hold here
                 shared = self._claims[claim.key] = _Shared(claim.allocation)
                 for device in claim.allocation.charged():
-                    self._taken[device] = claim.key
+                    self._taken.setdefault(device, set()).add(claim.key)
             shared.owners.add(uid)
         self._by_pod[uid] = choice
 
@@ -104,8 +117,11 @@ class Tentative:
             if not shared.owners:
                 del self._claims[claim.key]
                 for device in shared.allocation.charged():
-                    if self._taken.get(device) == claim.key:
-                        del self._taken[device]
+                    keys = self._taken.get(device)
+                    if keys is not None:
+                        keys.discard(claim.key)
+                        if not keys:
+                            del self._taken[device]
 
 
 @dataclass(frozen=True, slots=True)

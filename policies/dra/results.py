@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cache.dra.claims import AllocatedConfig, Allocation, Claim, DeviceResult
 from cache.dra.classes import DeviceClass
-from cache.dra.slices import NODE_NAME, NODE_SELECTOR, Device, Slice
+from cache.dra.slices import NODE_NAME, NODE_SELECTOR, Device, DeviceId, Slice
 from cache.terms import NODE_NAME_FIELD, Requirement, SelectorTerm
 
 FROM_CLASS = "FromClass"
@@ -79,3 +80,19 @@ def _node_selector(picked: Sequence[Picked], node: str) -> tuple[SelectorTerm, .
                 if requirement not in merged:
                     merged.append(requirement)
     return (tuple(merged),) if merged else None
+
+
+# Share IDs are name-based UUIDs under this namespace (see share_id).
+SHARE_NAMESPACE = uuid.UUID("6f1b0d2e-6a8e-5b7c-9d43-3c1f2a4e8b50")
+
+
+def share_id(claim: Claim, position: int, device: DeviceId) -> str:
+    """The shareID of the claim's result at `position` on `device`: an RFC 4122 UUID in
+    its lowercase form, as the API server requires. kube-scheduler draws a random one
+    (uuid.NewUUID); here it is name-based (version 5) on the claim's uid and
+    resourceVersion, the result's position and the device, so that a plan is
+    reproducible (the simulator, the reach memo's property test) while every share is
+    still unique: two claims differ in uid, two results of one claim in position, and
+    the same claim allocated again after a deallocation in resourceVersion."""
+    name = f"{claim.uid or claim.key}/{claim.resource_version}/{position}/{device}"
+    return str(uuid.uuid5(SHARE_NAMESPACE, name))

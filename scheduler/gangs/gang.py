@@ -49,9 +49,11 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Literal
 
+from cache.gang_topology import gang_topology
 from cache.limits import INT32_DIGITS, shown, small_int
 from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
 from cache.podgroup import PODGROUP_GROUP, PodGroupInfo
+from cache.topology_requirement import TopologyRequirement
 from cache.workload_labels import WORKLOAD_APIS, is_inferred_gang
 from scheduler.gangs import roles
 from scheduler.gangs.isolation import FATAL, describe
@@ -67,6 +69,8 @@ MAX_MIN_MEMBER = 2**31 - 1
 # also admit control characters that int() refuses).
 _WHOLE_NUMBER = re.compile(r"[ \t]*([0-9]+)[ \t]*")
 _NAMES_SHOWN = 3
+# How a problem that keeps the gang waiting ends (PodGroupInfo.refusals, topology).
+WAITS_UNTIL_FIXED = "the gang waits until it is fixed"
 
 
 def gate_message(pod: PodInfo) -> str:
@@ -106,8 +110,14 @@ class Gang:
     timeout_seconds: int | None = None
     size_source: SizeSource = "default"
     problems: list[Problem] = field(default_factory=list)
-    # Why assembling the gang raised (crash isolation): such a gang is never ready.
+    # Why the gang can never be placed as it stands: assembling it raised (crash
+    # isolation), or its definition states what cannot be followed (a refused topology
+    # value, an unsupported field: PodGroupInfo.refusals; members that disagree on
+    # their topology). Such a gang is never ready.
     broken: str | None = None
+    # Where its members may run (cache/topology_requirement.py): its PodGroup's and its
+    # members' requirement merged (cache/gang_topology.py); None: nothing stated.
+    topology: TopologyRequirement | None = None
     # Least members per role, and the pod label naming a member's role (scheduler/gangs/roles.py).
     role_minimums: dict[str, int] = field(default_factory=dict)
     role_label: str = ""
@@ -406,6 +416,7 @@ def _build_gang(
         _size_single(gang, keys)
     else:
         _size_gang(gang, podgroup, keys)
+    _topology(gang, podgroup if named is not None else None, everyone)
     for pod in pending:
         if pod.problems:
             gang.problems.append(
@@ -477,7 +488,22 @@ def build_partial(
     _size_gang(gang, podgroup, keys)
     if gang.size_source == "default" or len(bound) >= gang.min_member:
         return None
+    gang.topology, _ = gang_topology(podgroup, bound, gang.min_member)
     return gang
+
+
+def _topology(gang: Gang, podgroup: PodGroupInfo | None, members: list[PodInfo]) -> None:
+    """The gang's topology requirement; where its sources disagree, or ask what can
+    never be met, the gang is broken (it waits) and every pending member is told."""
+    gang.topology, problems = gang_topology(podgroup, members, gang.min_member)
+    if not problems:
+        return
+    message = f"gang {gang.key}: {'; '.join(problems)}; {WAITS_UNTIL_FIXED}"
+    if gang.broken is None:
+        gang.broken = message
+    gang.problems.extend(
+        Problem("Pod", pod.key, "InvalidTopology", message) for pod in gang.pending
+    )
 
 
 def _age_order(pod: PodInfo) -> tuple[float, str]:
@@ -559,21 +585,28 @@ def _size_gang(gang: Gang, podgroup: PodGroupInfo | None, keys: GangKeys) -> Non
         texts = list(podgroup.problems)
         if group_size is not None and not group_size_valid and not texts:
             texts.append(f"PodGroup spec.minMember must be a positive integer, got {group_size!r}")
+        if podgroup.refusals:
+            who = podgroup.described or f"PodGroup {podgroup.key}"
+            gang.broken = (
+                f"{who} states what this scheduler cannot follow: "
+                f"{'; '.join(podgroup.refusals)}; the gang waits until it is fixed"
+            )
         for text in texts:
+            then = WAITS_UNTIL_FIXED if text in podgroup.refusals else instead
             if podgroup.api == PODGROUP_GROUP:
                 gang.problems.append(
                     Problem(
                         "PodGroup",
                         podgroup.key,
                         "InvalidPodGroup",
-                        f"PodGroup {podgroup.key}: {text}; {instead}",
+                        f"PodGroup {podgroup.key}: {text}; {then}",
                     )
                 )
             else:
                 # Events go on objects of scheduler-plugins' PodGroup kind only (the
                 # adapter's references); another API's PodGroup is named on its pods.
                 named = podgroup.described or f"PodGroup {podgroup.key} ({podgroup.api})"
-                message = f"{named}: {text}; {instead}"
+                message = f"{named}: {text}; {then}"
                 gang.problems.extend(
                     Problem("Pod", pod.key, "InvalidPodGroup", message) for pod in gang.pending
                 )

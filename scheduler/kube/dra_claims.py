@@ -167,15 +167,18 @@ def _reserved_uids(obj: Mapping[str, Any]) -> set[str]:
     return {str(e.get("uid")) for e in _reserved(obj) if isinstance(e, Mapping)}
 
 
-def _devices(raw: object) -> set[tuple[str, str, str, str]]:
-    """(request, driver, pool, device) of an allocation as the API has it."""
+def _devices(raw: object) -> set[tuple[str, str, str, str, str]]:
+    """(request, driver, pool, device, shareID) of an allocation as the API has it: a
+    share is told apart by its shareID (another allocation of the same shares of a
+    device is not ours)."""
     body = raw if isinstance(raw, Mapping) else {}
     devices = body.get("devices")
     results = devices.get("results") if isinstance(devices, Mapping) else None
     found = set()
     for entry in results if isinstance(results, list) else []:
         if isinstance(entry, Mapping):
-            found.add(tuple(str(entry.get(k, "")) for k in ("request", "driver", "pool", "device")))
+            keys = ("request", "driver", "pool", "device", "shareID")
+            found.add(tuple(str(entry.get(k, "")) for k in keys))
     return found  # type: ignore[return-value]
 
 

@@ -56,6 +56,7 @@ from cache.gang_groups import GroupParser
 from cache.jsonobj import mapping, metadata
 from cache.kai import KAI_GROUP, KAI_PLURAL, KAI_VERSION, kai_podgroup_from_api
 from cache.native_gang import NATIVE_GROUP, NATIVE_PLURAL, NATIVE_VERSION, native_podgroup_from_api
+from cache.pod import GangKeys
 from cache.podgroup import PODGROUP_GROUP, PODGROUP_PLURAL, PODGROUP_VERSION
 from cache.quota import QUOTA_GROUP, QUOTA_PLURAL, QUOTA_VERSION
 from cache.volcano import VOLCANO_GROUP, VOLCANO_PLURAL, VOLCANO_VERSION, volcano_podgroup_from_api
@@ -537,6 +538,19 @@ class Informer:
             self._on_change()
 
 
+def _configured(
+    kinds: tuple[tuple[ResourceKind, GroupParser], ...], keys: GangKeys
+) -> list[tuple[ResourceKind, GroupParser]]:
+    """The gang-definition parsers with the configuration they read: Volcano's with the
+    tiers its networkTopology is mapped by (topology.volcanoTiers)."""
+    return [
+        (kind, partial(volcano_podgroup_from_api, tiers=keys.volcano_tiers))
+        if parse is volcano_podgroup_from_api
+        else (kind, parse)
+        for kind, parse in kinds
+    ]
+
+
 class ClusterInformers:
     """The informers that keep one SchedulingCore current: pods, nodes, PodGroups.
 
@@ -589,7 +603,9 @@ class ClusterInformers:
                 partial(core.apply_gang_group, parse),
                 partial(core.relist_gang_groups, parse, _api_group(kind)),
             )
-            for kind, parse in (GANG_GROUP_KINDS if podgroups else ())
+            for kind, parse in (
+                _configured(GANG_GROUP_KINDS, core.cache.gang_keys) if podgroups else ()
+            )
         ]
         # Owners of inferred gangs: only where some namespace is opted in.
         inferring = bool(core.cache.gang_keys.infer_namespaces)

@@ -45,6 +45,8 @@ from cache.pod import (
 )
 from cache.resources import MILLI_PER_GPU, SHARED_GPU
 from cache.signing import SigningKeys
+from cache.topology_requirement import label_key_problem
+from cache.volcano_tiers import DEFAULT_VOLCANO_TIERS, VolcanoTiers, tiers_from_hierarchy
 from policies.profile import (
     DEFAULT_CANDIDATE_LIMIT,
     DEFAULT_TOPOLOGY_KEYS,
@@ -287,7 +289,11 @@ class GangKeysConfig:
         default=MIN_ROLE_MEMBERS_ANNOTATION, metadata=_leaf("minRoleMembersAnnotation", _text)
     )
 
-    def keys(self, infer_namespaces: frozenset[str] = frozenset()) -> GangKeys:
+    def keys(
+        self,
+        infer_namespaces: frozenset[str] = frozenset(),
+        volcano_tiers: VolcanoTiers | None = None,
+    ) -> GangKeys:
         return GangKeys(
             self.label,
             self.volcano_annotation,
@@ -295,6 +301,7 @@ class GangKeysConfig:
             self.role_label,
             self.min_role_members_annotation,
             infer_namespaces=infer_namespaces,
+            volcano_tiers=volcano_tiers if volcano_tiers is not None else DEFAULT_VOLCANO_TIERS,
         )
 
 
@@ -353,6 +360,43 @@ class PolicyConfig:
         return weights
 
 
+_TIER_FIELDS = ("nodeLabel", "tierName")
+_TIER_SHAPE = "{nodeLabel, tierName}"
+
+
+def _volcano_tiers(value: object, path: str) -> VolcanoTiers | None:
+    """Volcano's HyperNode tiers as node label keys, tier 1 first: a list of
+    {nodeLabel, tierName}; null derives them from topology.keys (cache/volcano_tiers.py)."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ConfigError(
+            path, f"must be a list of {{nodeLabel, tierName}}, tier 1 first, got {shown(value)}"
+        )
+    keys: list[str] = []
+    names: list[tuple[str, int]] = []
+    for i, entry in enumerate(value):
+        where = f"{path}[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(where, f"must be a mapping {_TIER_SHAPE}, got {shown(entry)}")
+        for key in entry:
+            if key not in _TIER_FIELDS:
+                raise ConfigError(f"{where}.{key}", _unknown_field(str(key), list(_TIER_FIELDS)))
+        label = entry.get("nodeLabel")
+        problem = label_key_problem(label, "nodeLabel")
+        if problem is not None:
+            raise ConfigError(f"{where}.nodeLabel", problem)
+        if label in keys:
+            raise ConfigError(f"{where}.nodeLabel", f"{shown(label)} is listed twice")
+        keys.append(str(label))
+        if "tierName" in entry:
+            name = _text(entry["tierName"], f"{where}.tierName")
+            if any(known == name for known, _ in names):
+                raise ConfigError(f"{where}.tierName", f"{shown(name)} is listed twice")
+            names.append((name, i + 1))
+    return VolcanoTiers(keys=tuple(keys), names=tuple(names))
+
+
 @dataclass(frozen=True)
 class TopologyConfig:
     """The network hierarchy a gang is kept compact in, broadest level first."""
@@ -361,6 +405,17 @@ class TopologyConfig:
         default=DEFAULT_TOPOLOGY_KEYS, metadata=_leaf("keys", _label_keys)
     )
     network_weight: float = field(default=1.0, metadata=_leaf("networkWeight", non_negative_number))
+    # Volcano's networkTopology tiers as label keys, tier 1 (the narrowest) first;
+    # None: derived from `keys` as Volcano's label discoverer would (docs/conventions.md).
+    volcano_tiers: VolcanoTiers | None = field(
+        default=None, metadata=_leaf("volcanoTiers", _volcano_tiers)
+    )
+
+    @property
+    def effective_volcano_tiers(self) -> VolcanoTiers:
+        if self.volcano_tiers is not None:
+            return self.volcano_tiers
+        return tiers_from_hierarchy(self.keys)
 
 
 # Obsolete: reservations no longer expire on a clock (docs/kubernetes.md,
@@ -755,7 +810,9 @@ def build_core_from(config: SchedulerConfig, keys: SigningKeys | None = None) ->
         scheduler_name=config.scheduler_name,
         cache=ClusterCache(
             share_milli=MILLI_PER_GPU // config.fractional_gpu.units_per_gpu,
-            gang_keys=config.gang.keys(config.gang_inference.namespaces),
+            gang_keys=config.gang.keys(
+                config.gang_inference.namespaces, config.topology.effective_volcano_tiers
+            ),
             assignment_key=keys if keys is not None else local_keys(config),
         ),
         queue=GangQueue(

@@ -201,8 +201,9 @@ def gang_report(core: SchedulingCore, now: float) -> list[dict[str, Any]]:
     and where it came from, pending and bound member counts, priority, created,
     message (the waiting message, else the last reason it could not be placed),
     attempts, backoffUntil (no retry before), nextRetry/nextRetryInSeconds (the latest
-    it will be retried if nothing changes), and the problems found in its members'
-    specs. A gang whose members are all reserved while their
+    it will be retried if nothing changes), the problems found in its members'
+    specs, and its topology requirement (required, preferred, sliceSize, sliceKey,
+    source; null when none is stated). A gang whose members are all reserved while their
     binds are in flight is no longer assembled; it shows its queue state only.
     """
     report: list[dict[str, Any]] = []
@@ -259,6 +260,22 @@ def _entry(
         "nextRetry": rfc3339(retry_at),
         "nextRetryInSeconds": round(max(0.0, retry_at - now), 3) if retry_at else None,
         "problems": list(_problems(gang)),
+        "topology": _topology(gang),
+    }
+
+
+def _topology(gang: Gang | None) -> dict[str, Any] | None:
+    """The gang's topology requirement (cache/topology_requirement.py), as its sources
+    stated it merged into one; None: none stated (or refused: see problems)."""
+    requirement = gang.topology if gang is not None else None
+    if requirement is None:
+        return None
+    return {
+        "required": requirement.required_key,
+        "preferred": list(requirement.preferred_keys),
+        "sliceSize": requirement.slice_size,
+        "sliceKey": requirement.slice_key,
+        "source": requirement.source,
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from cache import kueue_topology as kueue
 from cache.dra.topology import NVLINK_CLIQUE_LABEL
 from cache.gpu import COUNT_LABEL, MEMORY_LABEL, PRODUCT_LABEL, TOPOLOGY_ANNOTATION
 from cache.kubelet_devices import KUBELET_DEVICES_ANNOTATION
@@ -95,6 +96,29 @@ VALUES = st.one_of(
     ),
 )
 
+# Kueue's TAS annotations as its webhook writes them and as it refuses them: members of
+# one gang may draw different ones (a disagreement), a slice larger than the gang...
+HOST = "kubernetes.io/hostname"
+KUEUE_TOPOLOGIES = st.sampled_from(
+    [
+        {},
+        {kueue.REQUIRED_ANNOTATION: "topology.kubernetes.io/zone"},
+        {kueue.REQUIRED_ANNOTATION: "kubernetes.io/hostname"},
+        {kueue.PREFERRED_ANNOTATION: "topology.kubernetes.io/zone"},
+        {
+            kueue.SLICE_REQUIRED_ANNOTATION: "kubernetes.io/hostname",
+            kueue.SLICE_SIZE_ANNOTATION: "1",
+        },
+        {
+            kueue.SLICE_REQUIRED_ANNOTATION: "kubernetes.io/hostname",
+            kueue.SLICE_SIZE_ANNOTATION: "3",
+        },
+        {kueue.SLICE_CONSTRAINTS_ANNOTATION: '[{"topology": "kubernetes.io/hostname", "size": 2}]'},
+        {kueue.REQUIRED_ANNOTATION: "x" * 70_000},
+        {kueue.SLICE_CONSTRAINTS_ANNOTATION: "[" * 3000 + "]" * 3000},
+        {kueue.UNCONSTRAINED_ANNOTATION: "true"},
+    ]
+)
 POD_FIELDS: list[tuple[Any, ...]] = [
     ("metadata",),
     ("metadata", "name"),
@@ -109,6 +133,8 @@ POD_FIELDS: list[tuple[Any, ...]] = [
     ("metadata", "annotations", MIN_MEMBER_ANNOTATION),
     ("metadata", "annotations", VOLCANO_GANG_ANNOTATION),
     ("metadata", "annotations", "gang-scheduler.io/gpu-devices"),
+    # Kueue's TAS annotations (cache/kueue_topology.py), any value.
+    *(("metadata", "annotations", key) for key in kueue.TOPOLOGY_ANNOTATIONS),
     ("spec",),
     ("spec", "priority"),
     ("spec", "schedulerName"),
@@ -214,6 +240,7 @@ def hostile_pod(draw: st.DrawFn) -> Any:
         gpus=draw(st.sampled_from([0, 1, 2])),
         node_name=draw(st.sampled_from(["", *HOSTILE_NODES])),
         resource_version=str(draw(st.integers(1, 5))),
+        annotations=draw(KUEUE_TOPOLOGIES),
     )
     return corrupted(template, draw(_corruptions(POD_FIELDS)))
 

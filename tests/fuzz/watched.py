@@ -92,6 +92,8 @@ def _volcano(name: str) -> dict[str, Any]:
             "minTaskMember": {"worker": 2},
             "minResources": {"nvidia.com/gpu": "2"},
             "queue": "default",
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+            "subGroupPolicy": [{"name": "workers", "subGroupSize": 2}],
         },
     }
 
@@ -113,7 +115,16 @@ def _kai(name: str) -> dict[str, Any]:
         "apiVersion": "scheduling.run.ai/v2alpha2",
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": "default", "uid": f"uid-kai-{name}"},
-        "spec": {"minMember": 2, "queue": "default-queue"},
+        "spec": {
+            "minMember": 2,
+            "queue": "default-queue",
+            "topologyConstraint": {
+                "topology": "cluster-topology",
+                "requiredTopologyLevel": "topology.kubernetes.io/zone",
+                "preferredTopologyLevel": "kubernetes.io/hostname",
+            },
+            "subGroups": [{"name": "workers", "minMember": 2}],
+        },
     }
 
 
@@ -139,6 +150,13 @@ HOSTILE_OBJECTS: dict[str, st.SearchStrategy[Any]] = {
             ("spec", "minResources"),
             ("spec", "queue"),
             ("status",),
+            # Topology (cache/volcano.py): any mode, tier, tier name, subgroup topology.
+            ("spec", "networkTopology"),
+            ("spec", "networkTopology", "mode"),
+            ("spec", "networkTopology", "highestTierAllowed"),
+            ("spec", "networkTopology", "highestTierName"),
+            ("spec", "subGroupPolicy"),
+            ("spec", "subGroupPolicy", 0, "networkTopology"),
         ],
     ),
     "native-podgroups": _hostile(
@@ -155,7 +173,19 @@ HOSTILE_OBJECTS: dict[str, st.SearchStrategy[Any]] = {
     ),
     "kai-podgroups": _hostile(
         GANG_NAMES.map(_kai),
-        [("spec",), ("spec", "minMember"), ("spec", "queue"), ("status",)],
+        [
+            ("spec",),
+            ("spec", "minMember"),
+            ("spec", "queue"),
+            ("status",),
+            # Topology (cache/kai.py): any level, Topology name, subgroup constraint.
+            ("spec", "topologyConstraint"),
+            ("spec", "topologyConstraint", "requiredTopologyLevel"),
+            ("spec", "topologyConstraint", "preferredTopologyLevel"),
+            ("spec", "topologyConstraint", "topology"),
+            ("spec", "subGroups"),
+            ("spec", "subGroups", 0, "topologyConstraint"),
+        ],
     ),
     # The owners of inferred gangs, named as the gangs their hostile pods may infer.
     "jobs": _hostile(

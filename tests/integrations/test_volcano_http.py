@@ -16,6 +16,14 @@ from tests.kubeapi import VOLCANO_PODGROUPS, KubeApiEmulator
 from tests.waiting import eventually
 
 
+def scheduled_message(api: KubeApiEmulator, name: str) -> str:
+    pod = api.get_pod("default", name) or {}
+    for condition in pod.get("status", {}).get("conditions", []):
+        if condition["type"] == "PodScheduled":
+            return str(condition.get("message", ""))
+    return ""
+
+
 @pytest.mark.asyncio
 async def test_a_volcano_job_is_never_bound_partially(tmp_path: Path) -> None:
     async def scenario() -> None:
@@ -28,7 +36,11 @@ async def test_a_volcano_job_is_never_bound_partially(tmp_path: Path) -> None:
                 await eventually(
                     lambda: api.request_count("list", "podgroups") >= 2, "podgroups listed"
                 )
-                await asyncio.sleep(0.5)  # cycles run: the 2 of 3 must stay unbound
+                # A cycle has judged the two: they say they wait for the third.
+                await eventually(
+                    lambda: "waiting for 1 more member" in scheduled_message(api, "mnist-worker-0"),
+                    "the two told they wait for the third",
+                )
                 assert bound(api) == {}
                 api.put_pod(volcano_pod("mnist", "worker", 2))
                 await eventually(lambda: len(bound(api)) == 3, "the whole job bound")

@@ -188,3 +188,20 @@ def test_a_gang_inferred_from_the_pods_owner_survives_slim_decoding() -> None:
     decoded = SlimPodDecoder().pod(raw)
     assert decoded["metadata"]["ownerReferences"] == pod["metadata"]["ownerReferences"]
     assert record(decoded) == record(json.loads(raw))
+
+
+def test_kueues_topology_annotations_survive_slim_decoding() -> None:
+    """cache/kueue_topology.py reads the pod's annotations: slim decoding keeps them
+    whole, so the pod's requirement is the same either way."""
+    pod = with_bulk(running_pod("tas-0", "", 0, "t"))
+    pod["metadata"].setdefault("annotations", {}).update(
+        {
+            "kueue.x-k8s.io/podset-required-topology": "example.com/block",
+            "kueue.x-k8s.io/podset-slice-required-topology": "example.com/rack",
+            "kueue.x-k8s.io/podset-slice-size": "4",
+        }
+    )
+    raw = json.dumps(pod).encode()
+    slim = pod_from_api(SlimPodDecoder().pod(raw))
+    assert slim.topology is not None and slim.topology.slice_size == 4
+    assert slim == pod_from_api(json.loads(raw))

@@ -70,15 +70,22 @@ def devices(plan: Plan, claim: str) -> list[str]:
 
 
 def taken_twice(core: SchedulingCore) -> list[DeviceId]:
-    """Devices two claims take (allocated or held), which must never happen."""
+    """Devices two claims take (allocated or held), which must never happen unless
+    every use of the device is a share (consumable capacity)."""
     seen: dict[DeviceId, str] = {}
+    whole: set[DeviceId] = set()
     twice = []
     for key in core.dra.claims:
         allocation = core.dra.allocation_of(key)
         if allocation is None:
             continue
         for device in allocation.charged():
-            if device in seen and seen[device] != key:
+            if (
+                device in seen
+                and seen[device] != key
+                and (device in whole or device in allocation.whole())
+            ):
                 twice.append(device)
             seen[device] = key
+        whole.update(allocation.whole())
     return twice

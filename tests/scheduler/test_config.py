@@ -422,3 +422,42 @@ def test_the_format_is_versioned_and_a_file_without_a_version_is_v1alpha1() -> N
         assert "gang-scheduler.io/v1alpha1" in str(error.value) or "SchedulerConfiguration" in str(
             error.value
         )
+
+
+# --- Volcano's tiers (topology.volcanoTiers) ---------------------------------------------------
+def test_volcano_tiers_default_to_the_hierarchy_and_reach_the_cache() -> None:
+    derived = parse_config(
+        "topology: {keys: [example.com/block, example.com/rack, kubernetes.io/hostname]}"
+    )
+    assert derived.topology.effective_volcano_tiers.keys == (
+        "example.com/rack",
+        "example.com/block",
+    )
+    core = build_core_from(derived)
+    assert core.cache.gang_keys.volcano_tiers.keys == ("example.com/rack", "example.com/block")
+    listed = parse_config(
+        "topology:\n  volcanoTiers:\n  - {nodeLabel: volcano.sh/tor, tierName: rack}\n"
+        "  - {nodeLabel: topology.kubernetes.io/zone}\n"
+    )
+    tiers = listed.topology.effective_volcano_tiers
+    assert tiers.keys == ("volcano.sh/tor", "topology.kubernetes.io/zone")
+    assert (tiers.tier_named("rack"), tiers.tier_named("zone")) == (1, None)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("volcanoTiers: volcano.sh/tor", "topology.volcanoTiers: must be a list of"),
+        ("volcanoTiers: [volcano.sh/tor]", "topology.volcanoTiers[0]: must be a mapping"),
+        ("volcanoTiers: [{nodeLabel: 'a b'}]", "topology.volcanoTiers[0].nodeLabel: nodeLabel"),
+        ("volcanoTiers: [{tierName: rack}]", "topology.volcanoTiers[0].nodeLabel: nodeLabel"),
+        ("volcanoTiers: [{nodeLabel: a, tier: 1}]", "topology.volcanoTiers[0].tier: unknown"),
+        ("volcanoTiers: [{nodeLabel: a}, {nodeLabel: a}]", '[1].nodeLabel: "a" is listed twice'),
+        (
+            "volcanoTiers: [{nodeLabel: a, tierName: r}, {nodeLabel: b, tierName: r}]",
+            '[1].tierName: "r" is listed twice',
+        ),
+    ],
+)
+def test_volcano_tiers_are_checked_at_start(text: str, expected: str) -> None:
+    assert expected in error_of(f"topology: {{{text}}}")

@@ -112,7 +112,7 @@ def test_what_is_still_unsupported_is_refused_naming_the_field() -> None:
         slice_obj("s", [device("gpu-0")]),
         class_obj(),
         class_obj("backed", extendedResourceName="example.com/gpu"),
-        claim_obj("cap", [exactly(capacity={"requests": {"memory": "1Gi"}})]),
+        claim_obj("cap", [exactly(capacity={"requests": {"memory": "-1Gi"}})]),
     )
     add_pods(core, claiming("p", "cap", gang=None))
     extended = claiming("e", gang=None)
@@ -123,7 +123,10 @@ def test_what_is_still_unsupported_is_refused_naming_the_field() -> None:
     while (attempt := core.schedule_next(0.0)) is not None:
         assert isinstance(attempt.result, Unschedulable)
         reasons.update(attempt.result.reasons)
-    assert "spec.devices.requests[0].exactly.capacity (consumable capacity)" in reasons["uid-ns-p"]
+    assert (
+        "spec.devices.requests[0].exactly.capacity.requests[memory] is negative"
+        in reasons["uid-ns-p"]
+    )
     assert "example.com/gpu is provided through DRA by DeviceClass backed" in reasons["uid-ns-e"]
 
 

@@ -22,7 +22,19 @@ from scheduler.planner.dra_claims import resolve_dra
 from scheduler.planner.dra_reach import ReachMemo
 from scheduler.planner.planner import Planner
 from scheduler.planner.volume_claims import plan_with_claims
-from tests.dra_builders import DRIVER, allocated, claim_obj, class_obj, device, exactly, slice_obj
+from tests.dra_builders import (
+    DRIVER,
+    allocated,
+    claim_obj,
+    class_obj,
+    counter_slice,
+    device,
+    exactly,
+    partition,
+    share,
+    shared_device,
+    slice_obj,
+)
 from tests.factories import node_obj
 from tests.scheduler.dra_cores import MEMORY, claiming
 
@@ -39,6 +51,10 @@ changes = st.one_of(
     st.tuples(st.just("running claim"), node_index, st.integers(0, 3)),
     st.tuples(st.just("claim ends"), st.integers(0, 8)),
     st.tuples(st.just("labels"), node_index, st.sampled_from(("a", "b"))),
+    # Partitionable devices and consumable capacity: a pool of one GPU's partitions and
+    # a shared device, and claims of others drawing its counters or taking shares.
+    st.tuples(st.just("partitions"), node_index, st.booleans()),
+    st.tuples(st.just("running share"), node_index, st.integers(0, 3)),
 )
 gangs = st.tuples(
     st.just("gang"),
@@ -101,6 +117,35 @@ class _World:
         elif kind == "claim ends":
             obj = claim_obj(f"run-{step[1]}", [exactly()], rv=self.rv())
             self.dra.apply_claim(DELETED, obj)
+        elif kind == "partitions":
+            _, node, present = step
+            pool = f"parts-{NODES[node]}"
+            parts = [partition("whole", memory="80"), partition("half-0", memory="40")]
+            parts += [partition("half-1", memory="40"), shared_device("shared", memory="40")]
+            for part, size in zip(parts, (80, 40, 40, 40), strict=True):
+                part["attributes"] = {"memory": {"int": size}}
+            objs = (
+                counter_slice(
+                    f"c-{NODES[node]}", {"gpu": {"memory": "80"}}, NODES[node], pool, count=2
+                ),
+                slice_obj(f"p-{NODES[node]}", parts, NODES[node], pool, count=2),
+            )
+            for obj in objs:
+                obj["metadata"]["resourceVersion"] = self.rv()
+                self.dra.apply_slice("ADDED" if present else DELETED, obj)
+        elif kind == "running share":
+            _, node, which = step
+            pool = f"parts-{NODES[node]}"
+            name = ("whole", "half-0", "half-1", "shared")[which]
+            result = (
+                share(name, f"00000000-0000-4000-8000-{self.version:012d}", pool, memory="10")
+                if name == "shared"
+                else allocated((DRIVER, pool, name))["devices"]["results"][0]
+            )
+            self.running += 1
+            status = {"devices": {"results": [result]}}
+            obj = claim_obj(f"run-{self.running}", [exactly()], allocation=status, rv=self.rv())
+            self.dra.apply_claim("ADDED", obj)
         elif kind == "labels":
             _, node, value = step
             obj = node_obj(NODES[node], labels={"zone": value})
@@ -163,6 +208,15 @@ ONE_GPU = ("gang", [1], 0, False, "hold")
 # A plan's hold, a running pod's claim ending, a class changing: each changes where
 # the same demand fits, and each is seen.
 @example(history=[(("slice", 0, [80]), ONE_GPU), (("labels", 1, "a"), ONE_GPU)])
+# Counters drawn by another's claim, then given back: the kept reach follows.
+@example(
+    history=[
+        (("partitions", 0, True), ONE_GPU),
+        (("running share", 0, 0), ONE_GPU),
+        (("claim ends", 1), ONE_GPU),
+        (("running share", 0, 3), ONE_GPU),
+    ]
+)
 @example(
     history=[
         (("slice", 0, [80]), ("gang", [1], 0, False, "forget")),

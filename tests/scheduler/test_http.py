@@ -189,6 +189,7 @@ async def test_debug_gangs_shows_waiting_and_unschedulable_gangs(server: Server)
         "nextRetry": None,
         "nextRetryInSeconds": None,
         "problems": [],
+        "topology": None,
     }
     huge = gangs["default/huge"]
     assert huge["state"] == "unschedulable" and huge["attempts"] == 1

@@ -5,6 +5,8 @@ released, and its words name the devices and the claims it waits for."""
 
 from __future__ import annotations
 
+import uuid
+from fractions import Fraction
 from typing import Any
 
 from cache.cluster import EventType
@@ -19,6 +21,18 @@ from scheduler.planner.result import Plan, Unschedulable
 from scheduler.process.queue_report import queue_report
 from scheduler.sharing.preemption import RECLAIM
 from tests.cache.test_quota import quota_obj
+from tests.dra_builders import (
+    allocated,
+    capacity_request,
+    class_obj,
+    counter_slice,
+    exactly,
+    partition,
+    shared_device,
+)
+from tests.dra_builders import claim_obj as built_claim
+from tests.dra_builders import share as share_of
+from tests.dra_builders import slice_obj as built_slice
 from tests.dra_objects import DRIVER, allocation, claim_obj, device_class_obj, slice_obj
 from tests.factories import pod_obj
 from tests.scheduler.dra_cores import dra_core, feed, taken_twice
@@ -381,3 +395,125 @@ def test_a_team_within_its_min_reclaims_a_borrowing_gang_whose_claim_holds_the_d
     assert decision.devices == (gpu(0), gpu(1))
     assert decision.released_claims == (("b/b-gpu", "b/borrow"),)
     assert core.dra.kept("a/job") == {gpu(0), gpu(1)}
+
+
+# --- shares and partitions -------------------------------------------------------------------
+def _share_claim(name: str, memory: str, consumer: str, share: int) -> dict[str, Any]:
+    """A claim another allocator left holding a share of n1's gpu-0 (`memory` of its
+    capacity), reserved for `consumer`, with the delete-protection finalizer."""
+    result = share_of("gpu-0", str(uuid.UUID(int=share)), pool="n1", memory=memory)
+    obj = built_claim(
+        name,
+        [capacity_request(memory=memory)],
+        namespace=NS,
+        allocation={"devices": {"results": [result]}},
+    )
+    obj["metadata"]["finalizers"] = [DELETE_PROTECTION]
+    obj["status"]["reservedFor"] = [pod_ref(consumer)]
+    return obj
+
+
+def _memory_consumed(core: SchedulingCore, device: DeviceId) -> Fraction:
+    total = Fraction(0)
+    for key in core.dra.claims:
+        allocation = core.dra.allocation_of(key)
+        for result in allocation.results if allocation is not None else ():
+            if result.device_id == device:
+                total += sum((amount for _, amount in result.consumed), Fraction(0))
+    return total
+
+
+def test_a_preemptor_needing_a_share_gets_the_capacity_a_victims_share_held() -> None:
+    """gpu-0 (40Gi, shared) holds a share of 10Gi for a pod that stays and one of 30Gi
+    for a lower gang; a gang asking 20Gi of it preempts the lower gang (the what-if gives
+    the victim's 30Gi back, not the other share's 10Gi), keeps gpu-0 whole until the
+    victim's claim is released (a gang of even higher priority asking 15Gi, which would
+    leave the preemptor short, is not given a share of it) and then gets its share."""
+    gpu0 = DeviceId(DRIVER, "n1", "gpu-0")
+    low_claim = _share_claim("low-gpu", "30Gi", "low", 1)
+    low = running("low", 1, "low-gpu")
+    core = dra_core("n1")
+    core.cache.assignment_key = TEST_KEY
+    core.preempter.enabled = True
+    feed(core, class_obj(), built_slice("s", [shared_device("gpu-0", memory="40Gi")], node="n1"))
+    feed(core, _share_claim("keeper-gpu", "10Gi", "keeper", 2), low_claim)
+    feed(core, built_claim("high-gpu", [capacity_request(memory="20Gi")], namespace=NS))
+    for pod in (running("keeper", 50, "keeper-gpu"), low, pending("high", 10, "high-gpu")):
+        core.apply_pod(EventType.ADDED, pod, 0.0)
+
+    [attempt] = run(core)
+    decision = attempt.preemption
+    assert decision is not None, attempt.result
+    assert [v.key for v in decision.victims] == [f"{NS}/low"]
+    assert decision.devices == (gpu0,)
+    assert decision.released_claims == ((f"{NS}/low-gpu", f"{NS}/low"),)
+    assert core.dra.kept(f"{NS}/high") == {gpu0}
+
+    feed(core, built_claim("top-gpu", [capacity_request(memory="15Gi")], namespace=NS))
+    core.apply_pod(EventType.ADDED, pending("top", 20, "top-gpu", never=True), 1.5)
+    core.apply_pod(EventType.DELETED, low, 2.0)
+    waiting = {a.gang.key: a for a in run(core, 2.0)}[f"{NS}/high"].result
+    assert isinstance(waiting, Unschedulable)
+    assert f"release their claims {NS}/low-gpu" in waiting.message
+    feed(core, deallocated(low_claim, "2"), event="MODIFIED")
+    attempts = {a.gang.key: a for a in run(core, 60.0)}
+    placed = attempts[f"{NS}/high"].result
+    assert isinstance(placed, Plan), placed
+    [claim] = placed.claims
+    assert claim.allocation is not None
+    [result] = claim.allocation.results
+    assert result.device == "gpu-0" and result.share_id
+    assert dict(result.consumed) == {"memory": 20 * 2**30}
+    top = attempts[f"{NS}/top"].result
+    assert isinstance(top, Unschedulable), top
+    assert core.dra.kept(f"{NS}/high") == frozenset()
+    assert _memory_consumed(core, gpu0) == 30 * 2**30
+    assert taken_twice(core) == []
+
+
+def test_a_preemptor_needing_a_partition_gets_the_counters_a_victims_partition_drew() -> None:
+    """One GPU split as a whole partition (80) or two halves (40 each) of one counter set:
+    the lower gang's claim holds the whole one; a gang asking a half preempts it (the
+    what-if gives the counters back) and gets a half once the claim is released."""
+    parts = [partition("whole", memory="80"), partition("half-0", memory="40")]
+    parts.append(partition("half-1", memory="40"))
+    for part in parts:
+        part["attributes"] = {"kind": {"string": part["name"].split("-")[0]}}
+    low_claim = built_claim(
+        "low-gpu",
+        [exactly()],
+        namespace=NS,
+        allocation=allocated((DRIVER, "n1", "whole")),
+    )
+    low_claim["metadata"]["finalizers"] = [DELETE_PROTECTION]
+    low_claim["status"]["reservedFor"] = [pod_ref("low")]
+    low = running("low", 1, "low-gpu")
+    core = dra_core("n1")
+    core.cache.assignment_key = TEST_KEY
+    core.preempter.enabled = True
+    feed(
+        core,
+        class_obj(),
+        counter_slice("counters", {"gpu-0": {"memory": "80"}}, node="n1", count=2),
+        built_slice("parts", parts, node="n1", count=2),
+        low_claim,
+    )
+    half = exactly(selectors=(f'device.attributes["{DRIVER}"].kind == "half"',))
+    feed(core, built_claim("high-gpu", [half], namespace=NS))
+    for pod in (low, pending("high", 10, "high-gpu")):
+        core.apply_pod(EventType.ADDED, pod, 0.0)
+
+    [attempt] = run(core)
+    decision = attempt.preemption
+    assert decision is not None, attempt.result
+    assert [v.key for v in decision.victims] == [f"{NS}/low"]
+    assert decision.devices == (DeviceId(DRIVER, "n1", "half-0"),)
+    core.apply_pod(EventType.DELETED, low, 2.0)
+    run(core, 2.0)
+    feed(core, deallocated(low_claim, "2"), event="MODIFIED")
+    [placed] = run(core, 60.0)
+    assert isinstance(placed.result, Plan), placed.result
+    [claim] = placed.result.claims
+    assert claim.allocation is not None
+    assert [r.device for r in claim.allocation.results] == ["half-0"]
+    assert taken_twice(core) == []
