@@ -8,24 +8,32 @@ ResourceLists. Three dimensions are accounted (docs/quotas.md):
   same physical devices. A quota may name either; naming both is a problem (the smaller
   value is enforced, the safe side of an ambiguous limit).
 - cpu (milli-cores) and memory (bytes).
+- DRA devices per DeviceClass, and the capacity their shares consume, under the names
+  of cache/dra/quota.py (`gpu.deviceclass.resource.k8s.io/devices`), in thousandths.
 A dimension absent from `max` is not limited; absent from `min`, nothing is guaranteed.
 
 Usage is charged per pod by the cache (`QuotaLedger`): every pod bound and not finished,
-and every pod assumed by a plan, whoever scheduled it, counts for its namespace.
+and every pod assumed by a plan, whoever scheduled it, counts for its namespace; and per
+ResourceClaim (cache/dra/store.py): every claim allocated, by its status or by a plan
+this scheduler holds, counts once for its namespace.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from cache import resources as res
+from cache.dra.fields import format_quantity
+from cache.dra.quota import DEVICE_CLASS_DOMAIN, DEVICES, dra_resource_problem, is_dra_resource
 from cache.gpu import GpuRequest
 from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.limits import shown
 from cache.pod import parse_time
+from cache.quantity import to_milli
 
 QUOTA_GROUP = "scheduling.x-k8s.io"
 QUOTA_VERSION = "v1alpha1"
@@ -40,6 +48,10 @@ MAX_WEIGHT = 1_000_000.0
 GPU = "gpu"
 # The dimensions accounted, in the order a refusal names the first one exceeded.
 DIMENSIONS = (GPU, res.CPU, res.MEMORY)
+# DRA resources one ResourceList of a quota may name (the rest are not enforced): each
+# is a dimension every check walks.
+MAX_DRA_RESOURCES = 64
+DEVICES_SUFFIX = DEVICE_CLASS_DOMAIN + DEVICES
 
 Amounts = Mapping[str, int]
 
@@ -67,8 +79,9 @@ def _amounts(raw: object, share_milli: int, where: str, problems: list[str]) -> 
     enforced (a problem says so). Never raises: an unreadable list counts as absent."""
     if raw is not None and not isinstance(raw, Mapping):
         problems.append(f"ElasticQuota {where} is not a resource list; not enforced")
-    listed = mapping(raw)
+    listed = dict(mapping(raw))
     try:
+        devices = _dra_amounts(listed, where, problems)
         parsed = res.parse_resource_list(listed)
     except ValueError as error:
         problems.append(f"ElasticQuota {where}: {error}; not enforced")
@@ -93,8 +106,48 @@ def _amounts(raw: object, share_milli: int, where: str, problems: list[str]) -> 
             amounts[name] = parsed.pop(name)
     if parsed:
         names = ", ".join(sorted(shown(name) for name in parsed))
-        problems.append(f"ElasticQuota {where}: {names} not enforced (only GPU, cpu, memory)")
+        problems.append(
+            f"ElasticQuota {where}: {names} not enforced (only GPU, cpu, memory and DRA "
+            "devices per DeviceClass)"
+        )
+    amounts.update(devices)
     return amounts
+
+
+def _dra_amounts(listed: dict[Any, object], where: str, problems: list[str]) -> dict[str, int]:
+    """Takes the DRA resources out of `listed`, in thousandths (ValueError: a value is
+    malformed or negative). A name of the DRA family that is not one counted, and names
+    beyond MAX_DRA_RESOURCES, are problems and not enforced."""
+    named = sorted(name for name in listed if isinstance(name, str) and is_dra_resource(name))
+    amounts: dict[str, int] = {}
+    refused: list[str] = []
+    for name in named:
+        value = listed.pop(name)
+        problem = dra_resource_problem(name)
+        if problem:
+            refused.append(f"{shown(name)} ({problem})")
+            continue
+        if len(amounts) == MAX_DRA_RESOURCES:
+            refused.append(f"{shown(name)} (more than {MAX_DRA_RESOURCES} DRA resources)")
+            continue
+        try:
+            amount = to_milli(value)
+        except ValueError as error:
+            raise ValueError(f"resource {shown(name)}: {error}") from None
+        if amount < 0:
+            raise ValueError(f"resource {shown(name)}: {shown(value)} must not be negative")
+        amounts[name] = amount
+    if refused:
+        shown_names = ", ".join(refused[:8]) + (", ..." if len(refused) > 8 else "")
+        problems.append(f"ElasticQuota {where}: {shown_names} not enforced")
+    return amounts
+
+
+def ordered(dims: Iterable[str]) -> list[str]:
+    """Dimensions in the order a refusal names the first one exceeded: GPU, cpu, memory,
+    then DRA resources by name."""
+    present = set(dims)
+    return [dim for dim in DIMENSIONS if dim in present] + sorted(present - set(DIMENSIONS))
 
 
 def quota_names(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -175,11 +228,27 @@ def display_name(dim: str) -> str:
 
 def format_amount(dim: str, amount: int) -> str:
     """An amount as a user reads it: GPUs as a decimal count (12, 0.5), cpu and memory
-    as Kubernetes quantities."""
+    as Kubernetes quantities, DRA resources as quantities (kept in thousandths)."""
     if dim == GPU:
         whole, milli = divmod(amount, res.MILLI_PER_GPU)
         return f"{whole}.{milli:03d}".rstrip("0") if milli else str(whole)
+    if is_dra_resource(dim):
+        return _format_dra(dim, amount)
     return res.format_amount(dim, amount)
+
+
+_BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
+
+
+def _format_dra(dim: str, milli: int) -> str:
+    """A DRA amount (thousandths): a capacity that is a whole number of Mi or more with
+    its binary suffix (20Gi, as capacities are written), else a plain quantity."""
+    value = Fraction(milli, 1000)
+    if not dim.endswith(DEVICES_SUFFIX) and value.denominator == 1 and value:
+        for suffix, size in _BINARY_SUFFIXES:
+            if value.numerator % size == 0:
+                return f"{value.numerator // size}{suffix}"
+    return format_quantity(value)
 
 
 def as_resource_list(amounts: Amounts) -> dict[str, str]:
@@ -195,6 +264,9 @@ def as_resource_list(amounts: Amounts) -> dict[str, str]:
                 listed[res.WHOLE_GPU] = str(amount // res.MILLI_PER_GPU)
         else:
             listed[dim] = res.format_amount(dim, amount)
+    for dim in ordered(amounts):
+        if is_dra_resource(dim):
+            listed[dim] = format_amount(dim, amounts[dim])
     return listed
 
 
@@ -216,10 +288,11 @@ class Excess:
 
 
 def excess(quota: QuotaInfo, used: Amounts, asked: Amounts) -> Excess | None:
-    """The first dimension (GPU, cpu, memory) where `used` plus `asked` is above max;
-    None when the ask fits. A dimension not asked for is never exceeded by the ask, even
-    when usage is already above max (max lowered below usage: running pods stay)."""
-    for dim in DIMENSIONS:
+    """The first dimension (GPU, cpu, memory, DRA resources) where `used` plus `asked`
+    is above max; None when the ask fits. A dimension not asked for is never exceeded by
+    the ask, even when usage is already above max (max lowered below usage: running pods
+    stay)."""
+    for dim in ordered(quota.max):
         limit = quota.max.get(dim)
         want = asked.get(dim, 0)
         if limit is not None and want and used.get(dim, 0) + want > limit:

@@ -32,8 +32,10 @@ from cache.dra.claims import Allocation, Claim, claim_from_api
 from cache.dra.classes import DeviceClass, class_from_api
 from cache.dra.nodes import binding_reaches
 from cache.dra.pools import Pool, assemble
+from cache.dra.quota import claim_usage
 from cache.dra.slices import NODE_NAME, PER_DEVICE, Device, DeviceId, PoolId, Slice, slice_from_api
 from cache.dra.usage import Counters, DeviceUse, capacity_overrun, device_use, draw, overdrawn
+from cache.quota import QuotaLedger
 
 DELETED = "DELETED"
 # Nodes whose reachable devices are remembered between slice changes: one entry per
@@ -45,6 +47,11 @@ OTHER_DRIVERS = "_other"
 # How `holder` names a device kept for a gang (`keep`), before the gang's key: never
 # the start of a claim's "ns/name" (a namespace has no space).
 KEPT_FOR = "gang "
+
+
+def quota_key(claim_key: str) -> str:
+    """The claim's entry in the quota ledger (beside pods' uids, which hold no "/")."""
+    return f"claim:{claim_key}"
 
 
 class Hold(StrEnum):
@@ -83,7 +90,10 @@ class NodeDevices:
 
 
 class DraCache:
-    def __init__(self) -> None:
+    def __init__(self, quota_ledger: QuotaLedger | None = None) -> None:
+        # Where each allocated claim's devices are charged to its namespace's quota
+        # (docs/quotas.md, "DRA devices"); None: not charged anywhere.
+        self.quota_ledger = quota_ledger
         self.slices: dict[str, Slice] = {}
         self.classes: dict[str, DeviceClass] = {}
         self.claims: dict[str, Claim] = {}
@@ -369,6 +379,21 @@ class DraCache:
                 for device in record.allocation.charged():
                     self._allocated.setdefault(device, set()).add(key)
         self.generation += 1
+        self._charge(key)
+
+    def _charge(self, key: str) -> None:
+        """Charge the claim's allocation (its status's, else the one held) to its
+        namespace's quota, once however many pods share it; discharge it when it has
+        none. Kept per claim, so a charge is replaced or removed exactly."""
+        ledger = self.quota_ledger
+        if ledger is None:
+            return
+        claim = self.claims.get(key)
+        allocation = self.allocation_of(key)
+        if claim is None or allocation is None:
+            ledger.discharge(quota_key(key))
+            return
+        ledger.charge(quota_key(key), claim.namespace, claim_usage(claim, allocation))
 
     def _index_pods(self, key: str, claim: Claim, add: bool) -> None:
         pods = {c.uid for c in claim.reserved_for if c.resource == "pods" and not c.api_group}
@@ -583,6 +608,7 @@ class DraCache:
             raise AssumeError(why)
         for key, allocation in allocations:
             self._assumed[key] = _Assumed(self.claims[key].uid, allocation)
+            self._charge(key)
         for device, claims in wanted.items():
             self._held.setdefault(device, set()).update(claims)
         self._touch_devices(wanted)
@@ -685,6 +711,7 @@ class DraCache:
                     del self._held[device]
         self._touch_devices(held.allocation.charged())
         self.generation += 1
+        self._charge(key)
 
     def _settle_hold(self, claim: Claim) -> None:
         """A claim's event ends its hold when it shows an allocation (the API's word) or

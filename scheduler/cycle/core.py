@@ -179,7 +179,7 @@ class SchedulingCore:
         # DRA: ResourceSlices, DeviceClasses and ResourceClaims (scheduler/kube feeds
         # them; the simulator has none), the claims each planned gang holds allocated
         # in it, and the gangs whose members use claims (what a DRA change may help).
-        self.dra = DraCache()
+        self.dra = DraCache(quota_ledger=self.cache.quotas.ledger)
         self._held_claims: dict[str, list[str]] = {}
         self._dra_gangs: set[str] = set()
         # Objects whose last event could not be applied (crash isolation), logged once.
@@ -673,7 +673,7 @@ class SchedulingCore:
         try:
             result = refuse_before_planning(gang, self.cache.quotas) or self._plan(gang)
             if isinstance(result, Plan):
-                result = within_quota(gang, result, self.cache.quotas, self.cache.pod)
+                result = within_quota(gang, result, self.cache.quotas, self.cache.pod, self.dra)
             if isinstance(result, Plan):
                 self._assume(result, now)
         except FATAL:

@@ -8,6 +8,11 @@ twice: before planning, with the cheapest members the gang needs (a gang that ca
 fit is refused without planning it), and on the plan itself, which may place members beyond
 minMember: those extras are left out, largest first, until the rest fits; a plan
 whose needed members alone go over is refused, never reserved.
+
+DRA devices (docs/quotas.md, "DRA devices"): the plan's claims that it allocates count
+as well, each claim once however many members share it (a claim allocated already,
+by anyone, is in the ledger). A member left out takes its `reservedFor` entries with
+it, and a claim no kept member uses is not allocated.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
 from cache import resources as res
+from cache.dra.quota import claim_usage
+from cache.dra.store import DraCache
 from cache.pod import PodInfo
-from cache.quota import DIMENSIONS, QuotaBook, excess, usage_of
+from cache.quota import QuotaBook, excess, ordered, usage_of
 from policies.fair_share import borrowing, dominant_share, refuse_borrowing
 from scheduler.gangs.gang import Gang
 from scheduler.gangs.queue import GangQueue
-from scheduler.planner.result import Plan, Unschedulable
+from scheduler.planner.result import ClaimAllocation, Plan, Unschedulable
 
 
 def _usage(pod: PodInfo) -> dict[str, int]:
@@ -32,9 +39,54 @@ def _total(pods: Iterable[PodInfo]) -> dict[str, int]:
     return res.total_of(_usage(pod) for pod in pods)
 
 
-def _size(pod: PodInfo) -> tuple[int, ...]:
-    usage = _usage(pod)
-    return tuple(usage.get(dim, 0) for dim in DIMENSIONS)
+def _size(pod: PodInfo, claims: Mapping[str, Mapping[str, int]] | None = None) -> tuple[int, ...]:
+    """How large a member is, for trimming: GPU, cpu, memory, then its claims' DRA
+    resources (`claims`: pod uid -> what the claims it uses would count)."""
+    usage = dict(_usage(pod))
+    if claims:
+        res.add(usage, claims.get(pod.uid, {}))
+    return tuple(usage.get(dim, 0) for dim in ordered(usage))
+
+
+def _allocates(claim: ClaimAllocation, kept: Iterable[str]) -> bool:
+    """Whether the plan still allocates the claim once only the `kept` members stay: it
+    allocates it, and a kept member (or a consumer that is not a pod, a PodGroup) uses
+    it."""
+    if claim.allocation is None:
+        return False
+    members = set(kept)
+    return any(c.resource != "pods" or c.uid in members for c in claim.reserved_for)
+
+
+def _claims_usage(plan: Plan, kept: Iterable[str], dra: DraCache | None) -> dict[str, int]:
+    """What the claims the plan allocates for the `kept` members count against the
+    quota, each claim once."""
+    total: dict[str, int] = {}
+    if dra is None or not plan.claims:
+        return total
+    members = set(kept)
+    for claim in plan.claims:
+        record = dra.claims.get(claim.key)
+        if record is None or claim.allocation is None or not _allocates(claim, members):
+            continue
+        res.add(total, claim_usage(record, claim.allocation))
+    return total
+
+
+def _member_claims(plan: Plan, dra: DraCache | None) -> dict[str, dict[str, int]]:
+    """pod uid -> what the claims the plan allocates for it would count (a shared claim
+    counted for each of its members: for ordering only)."""
+    found: dict[str, dict[str, int]] = {}
+    if dra is None:
+        return found
+    for claim in plan.claims:
+        record = dra.claims.get(claim.key)
+        if record is None or claim.allocation is None:
+            continue
+        usage = claim_usage(record, claim.allocation)
+        for consumer in claim.reserved_for:
+            res.add(found.setdefault(consumer.uid, {}), usage)
+    return found
 
 
 def _limit(gang: Gang, book: QuotaBook, asked: Mapping[str, int]) -> str | None:
@@ -86,28 +138,40 @@ def would_borrow(gang: Gang, book: QuotaBook) -> bool:
 
 
 def within_quota(
-    gang: Gang, plan: Plan, book: QuotaBook, pod_of: Callable[[str], PodInfo | None]
+    gang: Gang,
+    plan: Plan,
+    book: QuotaBook,
+    pod_of: Callable[[str], PodInfo | None],
+    dra: DraCache | None = None,
 ) -> Plan | Unschedulable:
     """The plan, trimmed of members beyond the gang's need until its namespace stays
     within what its quota allows, or the gang's refusal. Members of a gang with
     inter-pod terms are never trimmed (a kept member may have been placed for a
-    dropped one)."""
+    dropped one). `dra`: where the plan's claims are read (their requests name the
+    DeviceClass of each device allocated); None counts no claim."""
     if book.governing(gang.namespace) is None:
         return plan
     members = [pod_of(p.pod_uid) for p in plan.placements]
     placed = [pod for pod in members if pod is not None]
-    first = _limit(gang, book, _total(placed))
+
+    def asked(pods: list[PodInfo]) -> dict[str, int]:
+        total = _total(pods)
+        res.add(total, _claims_usage(plan, (pod.uid for pod in pods), dra))
+        return total
+
+    first = _limit(gang, book, asked(placed))
     if first is None:
         return plan
     if any(pod.has_pod_constraints for pod in placed):
         return _refuse(gang, first)
-    kept = sorted(placed, key=_size)
+    member_claims = _member_claims(plan, dra)
+    kept = sorted(placed, key=lambda pod: _size(pod, member_claims))
     left_out: dict[str, str] = {}
     # Every member left out is told what the whole plan would have taken.
     message: str | None = first
     while message is not None and len(kept) > gang.needed:
         left_out[kept.pop().uid] = first
-        message = _limit(gang, book, _total(kept))
+        message = _limit(gang, book, asked(kept))
     if message is not None or not kept:
         # As the planner: a plan places at least one member, else the gang waits.
         return _refuse(gang, first)
@@ -115,11 +179,17 @@ def within_quota(
 
 
 def _trimmed(plan: Plan, left_out: Mapping[str, str]) -> Plan:
+    claims = []
+    for claim in plan.claims:
+        reserved = tuple(c for c in claim.reserved_for if c.uid not in left_out)
+        if reserved:
+            claims.append(dataclasses.replace(claim, reserved_for=reserved))
     return dataclasses.replace(
         plan,
         placements=tuple(p for p in plan.placements if p.pod_uid not in left_out),
         left_out={**plan.left_out, **left_out},
         volumes={uid: v for uid, v in plan.volumes.items() if uid not in left_out},
+        claims=tuple(claims),
     )
 
 

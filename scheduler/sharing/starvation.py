@@ -513,7 +513,7 @@ class StarvationGuard:
         result = plan_with_claims(planner, gang, view, self.volumes, self.cache, uids, self.dra)
         if not isinstance(result, Plan):
             return None
-        admitted = within_quota(gang, result, self.cache.quotas, self.cache.pod)
+        admitted = within_quota(gang, result, self.cache.quotas, self.cache.pod, self.dra)
         return admitted if isinstance(admitted, Plan) else None
 
     def _leads_to_placement(self, gang: Gang, held: Held, snapshot: Snapshot, now: float) -> bool:

@@ -316,7 +316,7 @@ class VictimFit:
         )
         plan: Plan | None = None
         if isinstance(result, Plan):
-            admitted = within_quota(self.gang, result, self.cache.quotas, self.cache.pod)
+            admitted = within_quota(self.gang, result, self.cache.quotas, self.cache.pod, self.dra)
             plan = admitted if isinstance(admitted, Plan) else None
         self.plans[keys] = plan
         return plan
