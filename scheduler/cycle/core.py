@@ -595,17 +595,19 @@ class SchedulingCore:
             else:
                 self.queue.add_or_update(key, gang.priority, gang.created, now)
                 self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
-            self.queue.set_borrowing(key, would_borrow(gang, self.cache.quotas), gang.namespace)
+            self.queue.set_borrowing(
+                key, would_borrow(gang, self.cache.quotas, self.dra), gang.namespace
+            )
         for key in self.borrowing_watch.to_judge():
             judged = self.gangs.get(key)
             if judged is not None and key in self.queue:
-                borrows = would_borrow(judged, self.cache.quotas)
+                borrows = would_borrow(judged, self.cache.quotas, self.dra)
                 self.queue.set_borrowing(key, borrows, judged.namespace)
         self.borrower_order.update(self.queue, self.cache.quotas)
 
     def _borrows_now(self, key: str) -> bool:
         gang = self.gangs.get(key)
-        return gang is not None and would_borrow(gang, self.cache.quotas)
+        return gang is not None and would_borrow(gang, self.cache.quotas, self.dra)
 
     def waiting(self) -> list[tuple[Gang, str]]:
         """Gangs that are not ready, with the message their pods should carry. Asked
@@ -671,7 +673,7 @@ class SchedulingCore:
         held = {pod.uid for pod in gang.pending if self.cache.is_assumed(pod.uid)}
         result: Plan | Unschedulable
         try:
-            result = refuse_before_planning(gang, self.cache.quotas) or self._plan(gang)
+            result = refuse_before_planning(gang, self.cache.quotas, self.dra) or self._plan(gang)
             if isinstance(result, Plan):
                 result = within_quota(gang, result, self.cache.quotas, self.cache.pod, self.dra)
             if isinstance(result, Plan):

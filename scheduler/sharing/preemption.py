@@ -58,7 +58,7 @@ from policies.profile import Profile
 from scheduler.gangs.gang import Gang
 from scheduler.gangs.isolation import FATAL
 from scheduler.planner.result import Plan, Unschedulable
-from scheduler.sharing.quotas import needed_usage
+from scheduler.sharing.quotas import claims_held, needed_usage
 from scheduler.sharing.reclaim import (
     anyone_borrows,
     floors_kept,
@@ -88,6 +88,9 @@ class VictimGang:
     # Every member this scheduler bound: all of them are evicted. A member pinned to
     # its node by its creator is not among them (never evicted, never freed).
     pods: tuple[PodInfo, ...]
+    # What the DRA claims reserved for its members count against its quota (each claim
+    # once, whoever allocated it): a victim gives them back too (docs/quotas.md).
+    devices: Mapping[str, int] = field(default_factory=dict, compare=False)
     # Weighed once per gang found running, for reclaim and priority alike (a search at
     # 5,000 nodes weighs thousands of gangs): GPUs its members hold, when its oldest
     # member was created, and, when first asked, what it counts against its quota.
@@ -117,7 +120,9 @@ class VictimGang:
         the sums taken in the one pass above)."""
         if self._holding is None:
             cpu, memory = self._cpu_memory
-            weighed = holding_of(self.key, self.namespace, self.gpu_milli, cpu, memory)
+            weighed = holding_of(
+                self.key, self.namespace, self.gpu_milli, cpu, memory, self.devices
+            )
             object.__setattr__(self, "_holding", weighed)
         assert self._holding is not None
         return self._holding
@@ -289,7 +294,7 @@ class Preempter:
             # No pod at all ranks below the gang (often: one priority for every pod):
             # nothing to group, which is the costly part on a large cluster.
             return {}
-        takes = taker(self.cache.quotas, gang.namespace, needed_usage(gang).keys())
+        takes = taker(self.cache.quotas, gang.namespace, needed_usage(gang, self.dra).keys())
         gangs = running() if running is not None else self._running(gang, now)
         return {
             key: victim
@@ -344,13 +349,15 @@ class Preempter:
         """The gang as a `VictimGang`: the last search's when its members are the same
         records (what it sums is read from fields a record never changes), else anew."""
         known = self._weighed.get(key)
+        devices = claims_held(pods, self.dra) if self.dra is not None else {}
         if (
             known is not None
             and len(known.pods) == len(pods)
             and all(old is new for old, new in zip(known.pods, pods, strict=True))
+            and known.devices == devices
         ):
             return known
-        return VictimGang(key, max(pod.priority for pod in pods), tuple(pods))
+        return VictimGang(key, max(pod.priority for pod in pods), tuple(pods), devices)
 
     # --- the search -----------------------------------------------------------------------
     def _by_priority(
@@ -376,7 +383,7 @@ class Preempter:
         running: Callable[[], dict[str, VictimGang]],
     ) -> Preemption | None:
         book = self.cache.quotas
-        asked = reclaimed_resources(gang, book)
+        asked = reclaimed_resources(gang, book, self.dra)
         if not asked or not anyone_borrows(book, gang.namespace, asked):
             return None  # checked per quota before looking at every running pod
         gangs = running()

@@ -21,7 +21,8 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
 from cache import resources as res
-from cache.dra.quota import claim_usage
+from cache.dra.claims import EXACT_COUNT
+from cache.dra.quota import MILLI, claim_usage, devices_resource
 from cache.dra.store import DraCache
 from cache.pod import PodInfo
 from cache.quota import QuotaBook, excess, ordered, usage_of
@@ -115,26 +116,86 @@ def _refuse(gang: Gang, message: str) -> Unschedulable:
     )
 
 
-def _cheapest_needed(gang: Gang) -> dict[str, int]:
-    return _total(sorted(gang.placeable, key=_size)[: gang.needed])
+def _cheapest_needed(gang: Gang, dra: DraCache | None = None) -> dict[str, int]:
+    needed = sorted(gang.placeable, key=_size)[: gang.needed]
+    total = _total(needed)
+    if dra is not None:
+        res.add(total, claims_demand(needed, dra))
+    return total
 
 
-def refuse_before_planning(gang: Gang, book: QuotaBook) -> Unschedulable | None:
+def pod_claim_keys(pod: PodInfo) -> list[str]:
+    """The keys ("ns/name") of the ResourceClaims the pod names, made ones included
+    (a template's claim as `status.resourceClaimStatuses` names it)."""
+    keys = []
+    for ref in pod.resource_claims:
+        name = ref.claim_name or pod.claim_statuses.get(ref.name, "")
+        if name:
+            keys.append(f"{pod.namespace}/{name}")
+    return keys
+
+
+def claims_demand(pods: Iterable[PodInfo], dra: DraCache) -> dict[str, int]:
+    """What the pods' claims not allocated yet will count, at least, once allocated:
+    the devices of their `exactly` requests of ExactCount, each claim once (an `All`
+    request and a `firstAvailable` one count nothing before the plan says which
+    devices; shares count as devices: what they consume is known from the plan). The
+    plan's own claims are checked exactly (`within_quota`)."""
+    total: dict[str, int] = {}
+    seen: set[str] = set()
+    for pod in pods:
+        for key in pod_claim_keys(pod):
+            claim = dra.claims.get(key)
+            if key in seen or claim is None or dra.allocation_of(key) is not None:
+                continue
+            seen.add(key)
+            for request in claim.requests:
+                exact = request.exactly
+                if exact is None or exact.mode != EXACT_COUNT or not exact.device_class:
+                    continue
+                name = devices_resource(exact.device_class)
+                total[name] = total.get(name, 0) + max(0, exact.count) * MILLI
+    return total
+
+
+def claims_held(pods: Iterable[PodInfo], dra: DraCache) -> dict[str, int]:
+    """What the allocated claims reserved for the pods count (whoever allocated them),
+    each claim once: a running gang's DRA usage, as a victim."""
+    members = list(pods)
+    uids = {pod.uid for pod in members}
+    total: dict[str, int] = {}
+    seen: set[str] = set()
+    for pod in members:
+        for key in pod_claim_keys(pod):
+            claim = dra.claims.get(key)
+            allocation = dra.allocation_of(key)
+            if key in seen or claim is None or allocation is None:
+                continue
+            seen.add(key)
+            if any(c.uid in uids for c in claim.reserved_for):
+                res.add(total, claim_usage(claim, allocation))
+    return total
+
+
+def refuse_before_planning(
+    gang: Gang, book: QuotaBook, dra: DraCache | None = None
+) -> Unschedulable | None:
     """The gang's refusal when even its cheapest needed members exceed what its quota
-    allows; None when it may be planned."""
+    allows; None when it may be planned. `dra`: where its members' claims are read
+    (their ExactCount devices counted); None counts no claim."""
     if book.governing(gang.namespace) is None or gang.needed == 0:
         return None
-    message = _limit(gang, book, _cheapest_needed(gang))
+    message = _limit(gang, book, _cheapest_needed(gang, dra))
     return None if message is None else _refuse(gang, message)
 
 
-def would_borrow(gang: Gang, book: QuotaBook) -> bool:
+def would_borrow(gang: Gang, book: QuotaBook, dra: DraCache | None = None) -> bool:
     """Whether placing the gang's needed members takes its namespace beyond its min
     (the queue places guaranteed gangs first)."""
     quota = book.governing(gang.namespace)
     if quota is None or not quota.min:
         return False
-    return borrowing(book, gang.namespace, _cheapest_needed(gang))
+    return borrowing(book, gang.namespace, _cheapest_needed(gang, dra))
 
 
 def within_quota(
@@ -193,9 +254,10 @@ def _trimmed(plan: Plan, left_out: Mapping[str, str]) -> Plan:
     )
 
 
-def needed_usage(gang: Gang) -> dict[str, int]:
-    """What the gang's cheapest needed members would count against its quota."""
-    return _cheapest_needed(gang)
+def needed_usage(gang: Gang, dra: DraCache | None = None) -> dict[str, int]:
+    """What the gang's cheapest needed members would count against its quota (their
+    claims' ExactCount devices too, with `dra`)."""
+    return _cheapest_needed(gang, dra)
 
 
 class BorrowerOrder:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from cache import resources as res
+from cache.dra.store import DraCache
 from cache.pod import PodInfo
 from cache.quota import GPU, QuotaBook
 from policies.guarantees import Holding, borrowed, guarded, within_floors
@@ -31,13 +32,14 @@ from scheduler.gangs.gang import Gang
 from scheduler.sharing.quotas import needed_usage, would_borrow
 
 
-def reclaimed_resources(gang: Gang, book: QuotaBook) -> frozenset[str]:
+def reclaimed_resources(gang: Gang, book: QuotaBook, dra: DraCache | None = None) -> frozenset[str]:
     """The resources `gang` may reclaim (its min guarantees them and its needed members
-    ask for them, within that min); empty when it does not reclaim."""
+    ask for them, within that min); empty when it does not reclaim. `dra`: where its
+    members' claims are read (DRA devices reclaimed as any resource)."""
     quota = book.governing(gang.namespace)
-    if quota is None or not quota.min or gang.needed == 0 or would_borrow(gang, book):
+    if quota is None or not quota.min or gang.needed == 0 or would_borrow(gang, book, dra):
         return frozenset()
-    asked = needed_usage(gang)
+    asked = needed_usage(gang, dra)
     return frozenset(dim for dim in quota.min if asked.get(dim, 0) > 0)
 
 
@@ -72,11 +74,21 @@ def holding(key: str, pods: Iterable[PodInfo]) -> Holding:
     return holding_of(key, namespace, gpu, cpu, memory)
 
 
-def holding_of(key: str, namespace: str, gpu_milli: int, cpu: int, memory: int) -> Holding:
+def holding_of(
+    key: str,
+    namespace: str,
+    gpu_milli: int,
+    cpu: int,
+    memory: int,
+    devices: Mapping[str, int] | None = None,
+) -> Holding:
     """A gang holding these sums of its members' GPU milli, cpu and memory requests
-    (the dimensions `usage_of` counts, zero ones left out)."""
+    (the dimensions `usage_of` counts, zero ones left out), and `devices`: what the DRA
+    claims reserved for its members count (quotas.claims_held)."""
     usage = ((GPU, gpu_milli), (res.CPU, cpu), (res.MEMORY, memory))
-    return Holding(key, namespace, {dim: amount for dim, amount in usage if amount})
+    held = {dim: amount for dim, amount in usage if amount}
+    held.update({dim: amount for dim, amount in (devices or {}).items() if amount})
+    return Holding(key, namespace, held)
 
 
 def reclaimable(

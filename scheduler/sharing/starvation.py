@@ -354,7 +354,7 @@ class StarvationGuard:
             gang = gangs[key]
             if gang.namespace in self._paused:
                 continue  # one of its namespace's gangs fitted nowhere a moment ago
-            if refuse_before_planning(gang, book):
+            if refuse_before_planning(gang, book, self.dra):
                 refused = True
                 continue  # its quota refuses it: room would not help (asked again later)
             stay = self._noted.get(key)
@@ -411,7 +411,7 @@ class StarvationGuard:
         if plan is None:
             return False
         asked = needed_usage(gang).get(GPU, 0)
-        borrows = would_borrow(gang, book)
+        borrows = would_borrow(gang, book, self.dra)
         placements, devices = tuple(plan.placements), planned_devices(plan)
         made = Held(gang.key, gang.priority, asked, placements, now, ready_since, borrows, devices)
         if not self._hold(made, now):
@@ -433,7 +433,7 @@ class StarvationGuard:
         """The plan of `gang` on the nodes it would fit on soonest (module docstring),
         or None when it would not fit even with every node drained."""
         book = self.cache.quotas
-        if refuse_before_planning(gang, book):
+        if refuse_before_planning(gang, book, self.dra):
             return None
         drained = {name: self._leaving(name, gang) for name in snapshot.nodes}
         order = sorted(

@@ -11,8 +11,10 @@ from typing import Any
 from cache.cluster import EventType
 from cache.dra.quota import capacity_resource, devices_resource
 from policies.fair_share import dominant_share
+from policies.guarantees import within_floors
 from scheduler.cycle.core import SchedulingCore
 from scheduler.planner.result import Plan, Unschedulable
+from scheduler.sharing.reclaim import reclaimable, reclaimed_resources
 from tests.cache.test_quota import quota_obj
 from tests.dra_builders import (
     DRIVER,
@@ -26,6 +28,7 @@ from tests.dra_builders import (
     slice_obj,
 )
 from tests.scheduler.dra_cores import add_pods, claiming, dra_core, feed
+from tests.signed import TEST_KEY, signed
 
 DEVICES = devices_resource(DRIVER)  # gpu.example.com.deviceclass.resource.k8s.io/devices
 MEMORY = capacity_resource(DRIVER, "memory")
@@ -152,3 +155,50 @@ def test_devices_borrowed_beyond_min_give_a_dominant_share() -> None:
     assert waiting.message == (
         f"gang ns/b: quota ns would borrow 5 {DEVICES} beyond min, only 4 idle in other quotas"
     )
+
+
+def _running_member(name: str, claim: str, namespace: str, gang: str, size: int) -> dict[str, Any]:
+    pod = claiming(name, claim, gang=gang, size=size, namespace=namespace)
+    pod["spec"]["nodeName"] = "node-1"
+    pod["status"] = {"phase": "Running"}
+    return signed(pod)
+
+
+def _reserved(claim: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
+    meta = pod["metadata"]
+    claim["status"]["reservedFor"] = [
+        {"resource": "pods", "name": meta["name"], "uid": meta["uid"]}
+    ]
+    return claim
+
+
+def test_reclaim_weighs_the_devices_a_borrowing_gang_holds_and_a_gang_asks() -> None:
+    core = dra_core("node-1")
+    core.cache.assignment_key = TEST_KEY  # the running gang was bound (signed) with it
+    _gpus(core, 4)
+    _quota(core, {DEVICES: 8}, {DEVICES: 4}, namespace="lender")
+    _quota(core, {DEVICES: 8}, {DEVICES: 1}, namespace="borrower")
+    # The borrower runs a gang of 2 members holding 2 devices each (by claims someone
+    # allocated and reserved for them): 3 devices beyond its min of 1.
+    for i in range(2):
+        pod = _running_member(f"b-{i}", f"b-{i}", "borrower", "b", 2)
+        devices = [(DRIVER, "node-1", f"gpu-{2 * i + j}") for j in range(2)]
+        claim = claim_obj(
+            f"b-{i}", [exactly(count=2)], namespace="borrower", allocation=allocated(*devices)
+        )
+        feed(core, _reserved(claim, pod))
+        add_pods(core, pod)
+    assert core.cache.quotas.ledger.used("borrower").get(DEVICES) == 4000
+    # The lender, within its min, asks 2 devices.
+    feed(core, claim_obj("l-0", [exactly(count=2)], namespace="lender"))
+    add_pods(core, claiming("l-0", "l-0", gang="l", namespace="lender"))
+    core.refresh(0.0)
+    lender = core.gangs["lender/l"]
+    asked = reclaimed_resources(lender, core.cache.quotas, core.dra)
+    assert asked == frozenset({DEVICES})
+    running = core.preempter._running(lender, 0.0)
+    holdings = {key: victim.holding for key, victim in running.items()}
+    assert holdings["borrower/b"].usage.get(DEVICES) == 4000
+    assert reclaimable(lender, asked, holdings, core.cache.quotas) == ["borrower/b"]
+    # Taking all 4 would leave the borrower below its min of 1 device: refused.
+    assert not within_floors(core.cache.quotas, "lender", holdings.values())
