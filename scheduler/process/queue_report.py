@@ -33,7 +33,14 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from cache.quota import DIMENSIONS, QuotaBook, QuotaInfo, display_name, format_amount
+from cache.quota import (
+    DIMENSIONS,
+    QuotaBook,
+    QuotaInfo,
+    display_name,
+    format_amount,
+    ordered,
+)
 from policies.fair_share import beyond_min, borrow_room
 from scheduler.cycle.core import SchedulingCore
 from scheduler.gangs.gang import Gang
@@ -166,10 +173,8 @@ def _waiting_by_namespace(
 
 def _amounts(amounts: Mapping[str, int]) -> dict[str, str]:
     """As a ResourceList reads: GPUs as nvidia.com/gpu (decimal for shares), cpu and
-    memory as quantities; only the dimensions present."""
-    return {
-        display_name(dim): format_amount(dim, amounts[dim]) for dim in DIMENSIONS if dim in amounts
-    }
+    memory as quantities, then DRA resources by name; only the dimensions present."""
+    return {display_name(dim): format_amount(dim, amounts[dim]) for dim in ordered(amounts)}
 
 
 def _quota(quota: QuotaInfo, book: QuotaBook, waiting: Mapping[str, int]) -> dict[str, Any]:
@@ -181,7 +186,7 @@ def _quota(quota: QuotaInfo, book: QuotaBook, waiting: Mapping[str, int]) -> dic
         "weight": quota.weight,
         "min": _amounts(quota.min),
         "max": _amounts(quota.max),
-        "used": _amounts({dim: used.get(dim, 0) for dim in DIMENSIONS}),
+        "used": _amounts({**{dim: used.get(dim, 0) for dim in DIMENSIONS}, **used}),
         "borrowed": _amounts(beyond_min(quota, used)),
         "pendingGangs": {
             GUARANTEED: waiting.get(GUARANTEED, 0),
