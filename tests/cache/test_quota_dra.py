@@ -4,14 +4,31 @@ raising, and a claim's usage counted per DeviceClass."""
 
 from __future__ import annotations
 
+import contextlib
 from fractions import Fraction
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cache.dra.claims import Allocation, Claim, DeviceResult, ExactRequest, Request
+from cache import resources as res
+from cache.cluster import AssumeError
+from cache.dra.claims import (
+    Allocation,
+    Claim,
+    DeviceResult,
+    ExactRequest,
+    Request,
+    claim_from_api,
+)
 from cache.dra.quota import capacity_resource, claim_usage, devices_resource
-from cache.quota import MAX_DRA_RESOURCES, as_resource_list, excess, quota_from_api
+from cache.dra.store import DraCache
+from cache.quota import (
+    MAX_DRA_RESOURCES,
+    QuotaLedger,
+    as_resource_list,
+    excess,
+    quota_from_api,
+)
 from tests.cache.test_quota import quota_obj
 
 GPUS = "gpu.deviceclass.resource.k8s.io/devices"
@@ -110,3 +127,62 @@ def test_any_resource_list_is_read_without_raising(listed: dict[str, object]) ->
     quota = quota_from_api(quota_obj("a", listed, listed))
     for amount in (*quota.max.values(), *quota.min.values()):
         assert amount >= 0
+
+
+_CLAIMS = [("a", "c0", "gpu"), ("a", "c1", "mig"), ("b", "c2", "gpu"), ("b", "c3", "gpu")]
+
+
+def _claim_api(index: int, count: int, allocated_: bool) -> dict[str, object]:
+    namespace, name, device_class = _CLAIMS[index]
+    request = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
+    obj: dict[str, object] = {
+        "metadata": {"namespace": namespace, "name": name, "uid": name},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": request}]}},
+    }
+    if allocated_:
+        results = [
+            {"request": "r", "driver": "d.example.com", "pool": "p", "device": f"{name}-{i}"}
+            for i in range(count)
+        ]
+        obj["status"] = {"allocation": {"devices": {"results": results}}}
+    return obj
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["allocated", "unallocated", "deleted", "assume", "forget"]),
+            st.integers(0, len(_CLAIMS) - 1),
+            st.integers(1, 3),
+        ),
+        max_size=30,
+    )
+)
+def test_the_ledger_holds_each_claims_allocation_once_whatever_the_order(
+    steps: list[tuple[str, int, int]],
+) -> None:
+    """Whatever the events, holds and releases, each namespace's usage is the sum of
+    its claims' usage as they stand now, each claim once (charge and discharge exact)."""
+    ledger = QuotaLedger()
+    dra = DraCache(quota_ledger=ledger)
+    for action, index, count in steps:
+        namespace, name, _ = _CLAIMS[index]
+        key = f"{namespace}/{name}"
+        if action in ("allocated", "unallocated"):
+            dra.apply_claim("MODIFIED", _claim_api(index, count, action == "allocated"))
+        elif action == "deleted":
+            dra.apply_claim("DELETED", _claim_api(index, count, False))
+        elif action == "assume":
+            allocation = claim_from_api(_claim_api(index, count, True)).allocation
+            assert allocation is not None
+            with contextlib.suppress(AssumeError):
+                dra.assume([(key, allocation)])
+        else:
+            dra.forget(key)
+        for space in ("a", "b"):
+            expected: dict[str, int] = {}
+            for claim_key, claim in dra.claims.items():
+                allocation = dra.allocation_of(claim_key)
+                if claim.namespace == space and allocation is not None:
+                    res.add(expected, claim_usage(claim, allocation))
+            assert dict(ledger.used(space)) == expected
