@@ -14,6 +14,7 @@ from policies.fair_share import dominant_share
 from policies.guarantees import within_floors
 from scheduler.cycle.core import SchedulingCore
 from scheduler.planner.result import Plan, Unschedulable
+from scheduler.sharing.preemption import RECLAIM
 from scheduler.sharing.reclaim import reclaimable, reclaimed_resources
 from tests.cache.test_quota import quota_obj
 from tests.dra_builders import (
@@ -27,7 +28,11 @@ from tests.dra_builders import (
     shared_device,
     slice_obj,
 )
+from tests.dra_objects import GPU_CLASS
+from tests.dra_objects import claim_obj as claim_api
 from tests.scheduler.dra_cores import add_pods, claiming, dra_core, feed
+from tests.scheduler.test_preemption_core import run
+from tests.scheduler.test_preemption_dra import allocated_claim, core_on, pending, pod_ref, running
 from tests.signed import TEST_KEY, signed
 
 DEVICES = devices_resource(DRIVER)  # gpu.example.com.deviceclass.resource.k8s.io/devices
@@ -202,3 +207,29 @@ def test_reclaim_weighs_the_devices_a_borrowing_gang_holds_and_a_gang_asks() -> 
     assert reclaimable(lender, asked, holdings, core.cache.quotas) == ["borrower/b"]
     # Taking all 4 would leave the borrower below its min of 1 device: refused.
     assert not within_floors(core.cache.quotas, "lender", holdings.values())
+
+
+def test_a_team_within_its_device_min_reclaims_devices_another_team_borrows() -> None:
+    """Quotas in devices only: teams a and b are each guaranteed 2 of n1's 4 devices.
+    b runs "own" and "borrow" (2 devices each by their claims: 2 beyond its min); a's
+    gang asks 2 devices, within its min: it reclaims the lower-priority of b's gangs,
+    whose claim the what-if releases, and b keeps its min."""
+    devices = devices_resource(GPU_CLASS)
+    objs = [
+        quota_obj("a", {devices: 8}, {devices: 2}),
+        quota_obj("b", {devices: 8}, {devices: 2}),
+        allocated_claim("b-own", (0, 1), [pod_ref("own", "b")], ns="b"),
+        allocated_claim("b-borrow", (2, 3), [pod_ref("borrow", "b")], ns="b"),
+        claim_api("a-gpu", "a", count=2),
+        running("own", 100, "b-own", ns="b"),
+        running("borrow", 50, "b-borrow", ns="b"),
+        pending("job", 0, "a-gpu", ns="a"),
+    ]
+    core = core_on(4, *objs)
+    assert core.cache.quotas.ledger.used("b").get(devices) == 4000
+    [attempt] = run(core)
+    decision = attempt.preemption
+    assert decision is not None, attempt.result
+    assert decision.reason == RECLAIM
+    assert [v.key for v in decision.victims] == ["b/borrow"]
+    assert decision.released_claims == (("b/b-borrow", "b/borrow"),)
