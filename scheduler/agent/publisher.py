@@ -21,12 +21,14 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 
 import aiohttp
@@ -44,6 +46,7 @@ from cache.gpu import TOPOLOGY_ANNOTATION, GpuInventory, parse_topology
 from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
 from scheduler.agent.assignment_keys import SecretKeySource
 from scheduler.agent.discovery import Discovery, discover
+from scheduler.agent.dra_publisher import KubeSliceApi, SlicePublisher, printable_slices
 from scheduler.agent.health import EventWatcher, HealthBook
 from scheduler.agent.metrics import GpuCollector, agent_registry
 from scheduler.agent.nvml import NvmlBackend, PynvmlBackend
@@ -178,6 +181,15 @@ class AgentOptions:
     # reported on the Node every so many seconds; 0: not read.
     pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
     pod_resources_interval: float = 10.0
+    # DRA mode (docs/node-agent.md, "DRA mode"): the node's ResourceSlices published at
+    # each pass; the PCIe roots read under this sysfs.
+    dra: bool = False
+    sysfs: str = "/sys"
+    # Print the ResourceSlices the DRA mode would publish, from one discovery, and exit:
+    # no API server needed (scripts/gpu-check/run.sh).
+    print_resource_slices: bool = False
+    # Delete this node's ResourceSlices of the driver and exit (opting out of DRA mode).
+    dra_withdraw: bool = False
 
 
 @dataclass
@@ -201,6 +213,8 @@ class NodeAgent:
     metrics_port: int | None = None  # the port /metrics is served on, once bound
     # Given the Node read at each pass (the whole-GPU switch follows its label).
     node_seen: Callable[[JsonObject], None] | None = None
+    # DRA mode: the node's ResourceSlices, written after the Node at each pass.
+    slices: SlicePublisher | None = None
 
     async def run(self) -> int:
         """Pass after pass until stopped (or one pass with `once`); with `once`, 0 when
@@ -258,6 +272,8 @@ class NodeAgent:
                 log.info("node %s patched: %s", self.options.node_name, _patch_summary(patch))
             else:
                 log.debug("node %s is up to date", self.options.node_name)
+            if self.slices is not None and not self.options.dry_run:
+                await self._call(partial(self.slices.publish, discovery))
         except Exception as error:  # every API failure is one log line, no crash
             if not (isinstance(error, ApiError) or is_transient(error)):
                 raise
@@ -356,6 +372,8 @@ async def serve(
     single pass or a dry run; its node name, when empty, is the agent's."""
     node_name = options.node_name or os.environ.get(NODE_NAME_ENV) or None
     options = dataclass_replace(options, node_name=node_name)
+    if options.print_resource_slices:
+        return await print_resource_slices(options, backend)
     if not options.interval > 0:
         print(f"node-agent: --interval must be > 0, got {options.interval}", file=sys.stderr)
         return 2
@@ -383,12 +401,16 @@ async def serve(
             return 2
     else:
         log.info("no node name: showing the patch for a node without annotation or labels")
+    if options.dra_withdraw and client is not None and node_name is not None:
+        return await withdraw_slices(client, node_name)
     nvml = backend if backend is not None else PynvmlBackend()
     # One pass or a dry run reads the GPUs once: no events to wait for.
     book = None if options.once or options.dry_run else HealthBook()
     agent = NodeAgent(
         nvml, options, KubeNodeApi(client) if client is not None else None, health=book
     )
+    if options.dra and client is not None and node_name is not None:
+        agent.slices = SlicePublisher(KubeSliceApi(client), node_name, Path(options.sysfs))
     watcher = EventWatcher(nvml, book) if book is not None else None
     if watcher is not None:
         watcher.start()
@@ -547,6 +569,38 @@ async def serve(
             await asyncio.to_thread(watcher.stop)
         if client is not None:
             await client.close()
+
+
+async def print_resource_slices(
+    options: AgentOptions, backend: NvmlBackend | None = None, out: TextIO | None = None
+) -> int:
+    """`node-agent --print-resourceslices`: one discovery, the slices printed as a List
+    (for the node `--node-name`, else this host's name); 0 when there were GPUs to
+    describe, 1 when not (the reason on stderr)."""
+    node = options.node_name or socket.gethostname().lower()
+    discovery = await asyncio.to_thread(discover, backend or PynvmlBackend())
+    if not discovery.found:
+        print(f"node-agent: {discovery.summary()}", file=sys.stderr)
+    for line in (*discovery.problems(), *discovery.warnings):
+        print(f"node-agent: {line}", file=sys.stderr)
+    listed = printable_slices(discovery, node, Path(options.sysfs))
+    print(json.dumps(listed, indent=2, sort_keys=True), file=out or sys.stdout, flush=True)
+    return 0 if discovery.found else 1
+
+
+async def withdraw_slices(client: KubeClient, node: str) -> int:
+    """`node-agent --dra-withdraw`: the node's slices of the driver deleted; 0 when
+    done, 1 when the API refused or failed."""
+    try:
+        await SlicePublisher(KubeSliceApi(client), node).withdraw()
+    except Exception as error:
+        if not (isinstance(error, ApiError) or is_transient(error)):
+            raise
+        print(f"node-agent: cannot withdraw the ResourceSlices: {error}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    return 0
 
 
 def run_node_agent(
