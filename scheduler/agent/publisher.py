@@ -190,6 +190,11 @@ class AgentOptions:
     print_resource_slices: bool = False
     # Delete this node's ResourceSlices of the driver and exit (opting out of DRA mode).
     dra_withdraw: bool = False
+    # The kubelet's DRA plugin (dra_plugin.py): where it registers, serves, and writes
+    # the claims' CDI specs.
+    kubelet_registry_dir: str = "/var/lib/kubelet/plugins_registry"
+    kubelet_plugins_dir: str = "/var/lib/kubelet/plugins"
+    cdi_dir: str = "/var/run/cdi"
 
 
 @dataclass
@@ -457,6 +462,21 @@ async def serve(
             plugins.append(plugin)
             plugin_tasks.append(asyncio.create_task(plugin.run()))
             stoppers.append(plugin.stop)
+    dra_plugins: list[Any] = []
+    serves_kubelet = not (options.once or options.dry_run)
+    if options.dra and serves_kubelet and client is not None and node_name is not None:
+        from scheduler.agent.dra_plugin import DraPlugin, DraPluginConfig, KubeClaimApi
+
+        dra_config = DraPluginConfig(
+            node_name,
+            registry_dir=Path(options.kubelet_registry_dir),
+            plugins_dir=Path(options.kubelet_plugins_dir),
+            cdi_dir=Path(options.cdi_dir),
+        )
+        dra_plugin = DraPlugin(dra_config, KubeClaimApi(client), lambda: agent.last_discovery)
+        dra_plugins.append(dra_plugin)
+        plugin_tasks.append(asyncio.create_task(dra_plugin.run()))
+        stoppers.append(dra_plugin.stop)
     reporter: KubeletDeviceReporter | None = None
 
     def kubelet_view() -> KubeletView:
@@ -481,9 +501,12 @@ async def serve(
         registry = agent_registry()
         status = AgentStatus(
             options.interval,
-            plugin_ready=lambda: all(
-                not p.devices or p.registrations > 0
-                for p in [*plugins, *(p for s in switched for p in s.running())]
+            plugin_ready=lambda: (
+                all(
+                    not p.devices or p.registrations > 0
+                    for p in [*plugins, *(p for s in switched for p in s.running())]
+                )
+                and all(p.registrations > 0 for p in dra_plugins)
             ),
         )
         agent.status = status

@@ -79,6 +79,9 @@ def _node_agent(args: argparse.Namespace) -> int:
             sysfs=args.sysfs,
             print_resource_slices=args.print_resourceslices,
             dra_withdraw=args.dra_withdraw,
+            kubelet_registry_dir=args.kubelet_registry_dir,
+            kubelet_plugins_dir=args.kubelet_plugins_dir,
+            cdi_dir=args.cdi_dir,
         ),
         device_plugin=plugin,
     )
@@ -359,6 +362,26 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="delete this node's ResourceSlices of gpu.gang-scheduler.io and exit (opting "
         "out of DRA mode)",
+    )
+    dra.add_argument(
+        "--kubelet-registry-dir",
+        metavar="PATH",
+        default="/var/lib/kubelet/plugins_registry",
+        help="where the kubelet's plugin watcher looks for registration sockets "
+        "(default: /var/lib/kubelet/plugins_registry)",
+    )
+    dra.add_argument(
+        "--kubelet-plugins-dir",
+        metavar="PATH",
+        default="/var/lib/kubelet/plugins",
+        help="the DRA socket is <this>/gpu.gang-scheduler.io/dra.sock "
+        "(default: /var/lib/kubelet/plugins)",
+    )
+    dra.add_argument(
+        "--cdi-dir",
+        metavar="PATH",
+        default="/var/run/cdi",
+        help="where the prepared claims' CDI specs are written (default: /var/run/cdi)",
     )
     dra.add_argument(
         "--sysfs",
