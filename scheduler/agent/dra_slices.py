@@ -4,16 +4,20 @@ them; docs/node-agent.md, "DRA mode", lists every name).
 
 One pool per node, named after the node, of the driver `gpu.gang-scheduler.io`:
 
-- one slice per GPU with its devices: the GPU itself, `gpu-<index>`, and where the GPU
+- one slice per GPU (more where a GPU's devices exceed what a slice may hold) with its
+  devices: the GPU itself, `gpu-<index>`, and where the GPU
   has MIG profiles, one device per possible partition (profile and placement),
   `gpu-<index>-mig-<profile>-<profile id>-<start>`, as NVIDIA's DRA driver
   (k8s-dra-driver-gpu) names and models them;
-- where any GPU has MIG profiles, a first slice with the shared counters (1.35 and
-  later keep counters and devices in separate slices of the pool): one counter set per
-  GPU, `gpu-<index>-counters`, counting its multiprocessors, engines and memory, plus
+- where any GPU has MIG profiles, first the slices with the shared counters (1.35 and
+  later keep counters and devices in separate slices of the pool; 8 sets a slice): one
+  counter set per GPU, `gpu-<index>-counters`, counting its multiprocessors, engines and memory, plus
   one counter per memory slice; the GPU consumes all of it, each partition its
   profile's share and the memory slices of its placement, so that a GPU and a
   partition of it, or two overlapping partitions, are never both allocated.
+kube-scheduler consumes a shareable device's counters once, at its first share
+(KEP-5075; kubernetes#139034, fixed after 1.36.0 by PR #139040, had it forget them in
+later cycles): with partitions tainted (below) no claim meets that case yet.
 
 The GPU device allows multiple allocations: capacity `milli` (1000 = one GPU, the unit
 of `nvidia.com/vgpu`) with a request policy of 1 to 1000 in steps of 1 and a default of
@@ -49,8 +53,17 @@ UNHEALTHY_TAINT = f"{DRIVER}/unhealthy"
 PARTITION_TAINT = f"{DRIVER}/partition-not-prepared"
 GPU_TYPE = "gpu"
 MIG_TYPE = "mig"
-# The object name limit (a DNS subdomain).
+# The object name limit (a DNS subdomain), a device name's (a DNS label), and a string
+# attribute's (bytes).
 NAME_MAX = 253
+DNS_LABEL_MAX = 63
+STRING_MAX_BYTES = 64
+# What one slice may hold (resource.k8s.io/v1 validation).
+DEVICES_PER_SLICE = 128
+DEVICES_PER_SLICE_ADVANCED = 64  # when a device has taints or consumes counters
+COUNTERS_PER_SLICE = 1024  # counters consumed by all devices of a slice together
+COUNTER_SETS_PER_SLICE = 8
+COUNTERS_PER_SET = 32
 
 JsonObject = dict[str, Any]
 
@@ -78,9 +91,13 @@ def memory_slice_counter(number: int) -> str:
 
 
 def partition_name(index: int, profile: MigProfile, start: int) -> str:
-    """NVIDIA's canonical MIG device name: parent, profile without dots, id, start."""
+    """NVIDIA's canonical MIG device name: parent, profile without dots, id, start; the
+    profile part cut so that the name stays a DNS label (63 characters)."""
+    tail = f"-{profile.profile_id}-{start}"
+    head = f"gpu-{index}-mig-"
     label = re.sub(r"[^a-z0-9]+", "-", profile.name.lower().replace(".", "")).strip("-")
-    return f"gpu-{index}-mig-{label or 'profile'}-{profile.profile_id}-{start}"
+    label = label[: max(1, DNS_LABEL_MAX - len(head) - len(tail))].strip("-")
+    return f"{head}{label or 'profile'}{tail}"
 
 
 def slice_name(node: str, number: int) -> str:
@@ -115,7 +132,10 @@ def nvlink_domains(discovery: Discovery) -> dict[int, int]:
 
 
 def _string(value: str) -> JsonObject:
-    return {"string": value}
+    """A string attribute, cut to the API's 64 bytes on a character boundary (NVML's
+    names are the driver's to choose; a longer one must not get the slice refused)."""
+    cut = value.encode()[:STRING_MAX_BYTES].decode("utf-8", "ignore")
+    return {"string": cut}
 
 
 def _int(value: int) -> JsonObject:
@@ -130,9 +150,9 @@ def _gpu_attributes(
         "index": _int(report.index),
     }
     if report.uuid:
-        attributes["uuid"] = _string(report.uuid[:64])
+        attributes["uuid"] = _string(report.uuid)
     if report.model:
-        attributes["productName"] = _string(report.model[:64])
+        attributes["productName"] = _string(report.model)
     if report.numa is not None:
         attributes["numaNode"] = _int(report.numa)
     if report.index in domains:
@@ -162,8 +182,7 @@ def _full_counters(profiles: Sequence[MigProfile]) -> dict[str, int]:
         for _, counter, field in _ENGINE_CAPACITIES
     }
     counters[MEMORY] = max(p.memory_mib for p in profiles) * MIB
-    slices = max((start + size for p in profiles for start, size in p.placements), default=0)
-    counters |= {memory_slice_counter(n): 1 for n in range(slices)}
+    counters |= {memory_slice_counter(n): 1 for n in range(_memory_slices(profiles))}
     return counters
 
 
@@ -171,8 +190,17 @@ def _quantities(counters: Mapping[str, int]) -> JsonObject:
     return {name: {"value": str(value)} for name, value in counters.items()}
 
 
+def _memory_slices(profiles: Sequence[MigProfile]) -> int:
+    return max((start + size for p in profiles for start, size in p.placements), default=0)
+
+
 def _has_partitions(report: DeviceReport) -> bool:
-    return any(p.placements for p in report.mig_profiles)
+    """Whether the GPU's partitions are published: it has placements, and its counters
+    fit a counter set (32; 8 memory slices on today's GPUs). A GPU whose NVML answers
+    cannot be modelled is published whole, without partitions."""
+    if not any(p.placements for p in report.mig_profiles):
+        return False
+    return len(_ENGINE_CAPACITIES) + 1 + _memory_slices(report.mig_profiles) <= COUNTERS_PER_SET
 
 
 def _gpu_device(
@@ -216,23 +244,28 @@ def _partition_devices(
 ) -> list[JsonObject]:
     parent = _gpu_attributes(report, roots, domains)
     devices = []
+    named: set[str] = set()
     for profile in sorted(report.mig_profiles, key=lambda p: (p.memory_mib, p.profile_id)):
         counters = {counter: getattr(profile, field) for _, counter, field in _ENGINE_CAPACITIES}
         counters[MEMORY] = profile.memory_mib * MIB
         capacity = {name: getattr(profile, field) for name, _, field in _ENGINE_CAPACITIES}
         capacity[MEMORY] = profile.memory_mib * MIB
         for start, size in profile.placements:
+            name = partition_name(report.index, profile, start)
+            if name in named:
+                continue  # one device per profile and start, as NVML lists them
+            named.add(name)
             attributes = {key: value for key, value in parent.items() if key != "uuid"}
             attributes |= {
                 "type": _string(MIG_TYPE),
-                "profile": _string(profile.name[:64]),
-                "parentUUID": _string(report.uuid[:64]),
+                "profile": _string(profile.name),
+                "parentUUID": _string(report.uuid),
                 "placementStart": _int(start),
             }
             used = counters | {memory_slice_counter(start + n): 1 for n in range(size)}
             devices.append(
                 {
-                    "name": partition_name(report.index, profile, start),
+                    "name": name,
                     "attributes": attributes,
                     "capacity": _quantities(capacity),
                     "consumesCounters": [
@@ -245,6 +278,30 @@ def _partition_devices(
                 }
             )
     return devices
+
+
+def _counter_entries(device: Mapping[str, Any]) -> int:
+    return sum(len(use["counters"]) for use in device.get("consumesCounters", []))
+
+
+def _within_slice_limits(devices: Sequence[JsonObject]) -> list[list[JsonObject]]:
+    """Devices in order, cut into runs a slice may hold: at most 64 devices (128 when
+    none has taints or counters) and 1,024 consumed counters in all."""
+    chunks: list[list[JsonObject]] = []
+    current: list[JsonObject] = []
+    entries = 0
+    for device in devices:
+        advanced = any(d.get("taints") or d.get("consumesCounters") for d in [*current, device])
+        limit = DEVICES_PER_SLICE_ADVANCED if advanced else DEVICES_PER_SLICE
+        more = _counter_entries(device)
+        if current and (len(current) + 1 > limit or entries + more > COUNTERS_PER_SLICE):
+            chunks.append(current)
+            current, entries = [], 0
+        current.append(device)
+        entries += more
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def slice_specs(
@@ -268,14 +325,15 @@ def slice_specs(
         for report in discovery.devices
         if _has_partitions(report)
     ]
-    bodies: list[JsonObject] = []
-    if counter_sets:
-        bodies.append({"sharedCounters": counter_sets})
+    bodies: list[JsonObject] = [
+        {"sharedCounters": counter_sets[start : start + COUNTER_SETS_PER_SLICE]}
+        for start in range(0, len(counter_sets), COUNTER_SETS_PER_SLICE)
+    ]
     for report in discovery.devices:
         devices = [_gpu_device(report, roots, domains)]
         if _has_partitions(report):
             devices += _partition_devices(report, roots, domains)
-        bodies.append({"devices": devices})
+        bodies += [{"devices": chunk} for chunk in _within_slice_limits(devices)]
     count = len(bodies)
     return [
         {

@@ -10,14 +10,17 @@ import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from dataclasses import replace as dataclass_replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cache.resources import MILLI_PER_GPU
-from scheduler.agent.discovery import MIB, discover
+from scheduler.agent.discovery import MIB, DeviceReport, Discovery, discover
 from scheduler.agent.dra_publisher import KubeSliceApi, SlicePublisher, pcie_roots
 from scheduler.agent.dra_slices import (
     DRIVER,
@@ -28,7 +31,7 @@ from scheduler.agent.dra_slices import (
     slice_name,
     slice_specs,
 )
-from scheduler.agent.nvml import RemappedRows
+from scheduler.agent.nvml import MigProfile, RemappedRows
 from scheduler.agent.pcie import PCI_BUS_ID_ATTRIBUTE, PCIE_ROOT_ATTRIBUTE, pcie_root
 from scheduler.agent.publisher import AgentOptions, print_resource_slices, serve
 from scheduler.kube.client import KubeClient, create_client
@@ -44,6 +47,7 @@ from tests.agent import (
 )
 from tests.factories import node_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
+from tests.kubeapi.dra.slices import validate as validate_slice
 from tests.kubeapi.resources import RESOURCE_SLICES
 
 NODE = "gpu-node-1"
@@ -308,3 +312,72 @@ async def test_the_agent_publishes_in_dra_mode_and_withdraws_on_opting_out(
         withdraw = dataclass_replace(plain, dra_withdraw=True)
         assert await serve(withdraw, FakeNvml(PCIE_BOX)) == 0
         assert stored(emulator) == {}
+
+
+# --- any discovery ------------------------------------------------------------------------------
+_names = st.text(min_size=0, max_size=80)
+_profiles = st.builds(
+    MigProfile,
+    profile_id=st.integers(0, 40),
+    name=_names,
+    slice_count=st.integers(1, 8),
+    instance_count=st.integers(1, 8),
+    multiprocessors=st.integers(0, 200),
+    copy_engines=st.integers(0, 16),
+    decoders=st.integers(0, 16),
+    encoders=st.integers(0, 16),
+    jpeg_engines=st.integers(0, 16),
+    ofa_engines=st.integers(0, 4),
+    memory_mib=st.integers(0, 200_000),
+    placements=st.lists(
+        st.tuples(st.integers(0, 15), st.integers(1, 16)), max_size=8, unique=True
+    ).map(tuple),
+)
+_reports = st.builds(
+    DeviceReport,
+    index=st.just(0),
+    uuid=_names,
+    model=_names,
+    memory_mib=st.integers(0, 200_000),
+    numa=st.one_of(st.none(), st.integers(0, 7)),
+    pci_bus_id=st.sampled_from(["0000:18:00.0", "", "junk", "0000:ff:1f.7"]),
+    problems=st.lists(_names, max_size=2).map(tuple),
+    mig_profiles=st.lists(_profiles, max_size=12, unique_by=lambda p: p.profile_id).map(tuple),
+)
+
+
+@st.composite
+def discoveries(draw: st.DrawFn) -> Discovery:
+    reports = draw(st.lists(_reports, min_size=1, max_size=16))
+    devices = tuple(replace(r, index=i) for i, r in enumerate(reports))
+    count = len(devices)
+    cells = [["X" if i == j else "SYS" for j in range(count)] for i in range(count)]
+    for i in range(count):
+        for j in range(i + 1, count):
+            cells[i][j] = cells[j][i] = draw(st.sampled_from(["SYS", "PIX", "NV4", "NV12"]))
+    return Discovery(devices=devices, links=tuple(tuple(row) for row in cells))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(discovery=discoveries())
+def test_whatever_nvml_reports_the_slices_are_valid_and_counters_add_up(
+    discovery: Discovery,
+) -> None:
+    """Hostile or odd NVML answers (long, non-ASCII names, many profiles and
+    placements, 16 GPUs) never produce a slice the API server refuses, which would keep
+    the whole pool unpublished; every device is published once, and no device consumes
+    more of a counter than its set holds."""
+    specs = slice_specs(discovery, NODE, generation=1)
+    for spec in specs:
+        assert validate_slice(spec, None) == [], validate_slice(spec, None)[:3]
+        assert spec["pool"]["resourceSliceCount"] == len(specs)
+    names = [d["name"] for s in specs for d in s.get("devices", [])]
+    assert len(names) == len(set(names))
+    assert {f"gpu-{r.index}" for r in discovery.devices} <= set(names)
+    sets = {c["name"]: c["counters"] for s in specs for c in s.get("sharedCounters", [])}
+    for spec in specs:
+        for device in spec.get("devices", []):
+            for use in device.get("consumesCounters", []):
+                held = sets[use["counterSet"]]
+                for counter, amount in use["counters"].items():
+                    assert int(amount["value"]) <= int(held[counter]["value"])
