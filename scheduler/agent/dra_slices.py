@@ -5,18 +5,19 @@ them; docs/node-agent.md, "DRA mode", lists every name).
 One pool per node, named after the node, of the driver `gpu.gang-scheduler.io`:
 
 - one slice per GPU (more where a GPU's devices exceed what a slice may hold) with its
-  devices: the GPU itself, `gpu-<index>`, and where the GPU
-  has MIG profiles, one device per possible partition (profile and placement),
+  devices: the GPU itself, `gpu-<index>`, and where the GPU has MIG profiles, one
+  device per possible partition (profile and placement),
   `gpu-<index>-mig-<profile>-<profile id>-<start>`, as NVIDIA's DRA driver
   (k8s-dra-driver-gpu) names and models them;
 - where any GPU has MIG profiles, first the slices with the shared counters (1.35 and
   later keep counters and devices in separate slices of the pool; 8 sets a slice): one
-  counter set per GPU, `gpu-<index>-counters`, counting its multiprocessors, engines and memory, plus
-  one counter per memory slice; the GPU consumes all of it, each partition its
-  profile's share and the memory slices of its placement, so that a GPU and a
-  partition of it, or two overlapping partitions, are never both allocated.
+  counter set per GPU, `gpu-<index>-counters`, counting its multiprocessors, engines
+  and memory, plus one counter per memory slice; the GPU consumes all of it, each
+  partition its profile's share and the memory slices of its placement, so that a GPU
+  and a partition of it, or two overlapping partitions, are never both allocated.
+
 kube-scheduler consumes a shareable device's counters once, at its first share
-(KEP-5075; kubernetes#139034, fixed after 1.36.0 by PR #139040, had it forget them in
+(KEP-5075; kubernetes#139034, fixed by PR #139040 in May 2026, made it forget them in
 later cycles): with partitions tainted (below) no claim meets that case yet.
 
 The GPU device allows multiple allocations: capacity `milli` (1000 = one GPU, the unit
