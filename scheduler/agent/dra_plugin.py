@@ -125,6 +125,10 @@ class DraPlugin:
     config: DraPluginConfig
     claims: ClaimApi
     discovery: Callable[[], Discovery | None]
+    # Told when the kubelet registers the plugin: a kubelet that starts deletes its
+    # node's ResourceSlices (KEP-4381) and then registers the plugins again, so the
+    # agent publishes at once instead of an interval later.
+    on_registered: Callable[[], None] | None = None
     registered: bool = field(default=False, init=False)
     registrations: int = field(default=0, init=False)
     _servers: list[grpc.aio.Server] = field(default_factory=list, init=False)
@@ -230,6 +234,8 @@ class DraPlugin:
         if status.plugin_registered:
             self.registrations += 1
             log.info("the kubelet registered DRA plugin %s", DRIVER)
+            if self.on_registered is not None:
+                self.on_registered()
         else:
             log.error("the kubelet refused DRA plugin %s: %s", DRIVER, status.error)
 

@@ -255,6 +255,11 @@ class NodeAgent:
     def stop(self) -> None:
         self.stopping.set()
 
+    def wake(self) -> None:
+        """Run the next pass now (on the agent's loop): the DRA plugin was registered
+        again, after a kubelet that starts deletes its node's ResourceSlices."""
+        self._fault.set()
+
     async def run_pass(self) -> bool:
         discovery = await asyncio.to_thread(discover, self.backend)
         if self.health is not None:
@@ -473,7 +478,12 @@ async def serve(
             plugins_dir=Path(options.kubelet_plugins_dir),
             cdi_dir=Path(options.cdi_dir),
         )
-        dra_plugin = DraPlugin(dra_config, KubeClaimApi(client), lambda: agent.last_discovery)
+        dra_plugin = DraPlugin(
+            dra_config,
+            KubeClaimApi(client),
+            lambda: agent.last_discovery,
+            on_registered=agent.wake,
+        )
         dra_plugins.append(dra_plugin)
         plugin_tasks.append(asyncio.create_task(dra_plugin.run()))
         stoppers.append(dra_plugin.stop)

@@ -322,6 +322,14 @@ async def test_the_agent_in_dra_mode_publishes_registers_and_prepares(
             answer = (await kubelet.prepare(api.Claim("ns", UID, "train"))).claims[UID]
             assert answer.error == "" and answer.devices[0].device_name == "gpu-2"
             assert cdi.spec_path(tmp_path / "cdi", UID).exists()
+
+            # The kubelet restarts: it deletes its node's slices, then registers the
+            # plugins again; the agent publishes at once, not an interval (1 h) later.
+            for item in emulator.objects(RESOURCE_SLICES):
+                emulator.delete(RESOURCE_SLICES, "", item["metadata"]["name"])
+            assert emulator.objects(RESOURCE_SLICES) == []
+            await kubelet.register()
+            await eventually(lambda: len(emulator.objects(RESOURCE_SLICES)) == 4, "republished")
         finally:
             os.kill(os.getpid(), signal.SIGTERM)  # serve's handler stops everything
             assert await asyncio.wait_for(agent, HANG) == 0
