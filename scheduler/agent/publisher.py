@@ -282,8 +282,6 @@ class NodeAgent:
                 log.info("node %s patched: %s", self.options.node_name, _patch_summary(patch))
             else:
                 log.debug("node %s is up to date", self.options.node_name)
-            if self.slices is not None and not self.options.dry_run:
-                await self._call(partial(self.slices.publish, discovery))
         except Exception as error:  # every API failure is one log line, no crash
             if not (isinstance(error, ApiError) or is_transient(error)):
                 raise
@@ -291,6 +289,31 @@ class NodeAgent:
                 "node %s: %s; trying again in %gs",
                 self.options.node_name,
                 _describe_api_error(error),
+                self.options.interval,
+            )
+            return False
+        if self.slices is not None and not self.options.dry_run:
+            return await self._publish_slices(discovery)
+        return True
+
+    async def _publish_slices(self, discovery: Discovery) -> bool:
+        """DRA mode: the node's ResourceSlices, after the Node; a failure is one line."""
+        assert self.slices is not None
+        try:
+            await self._call(partial(self.slices.publish, discovery))
+        except Exception as error:
+            if not (isinstance(error, ApiError) or is_transient(error)):
+                raise
+            hint = (
+                " (DRA mode needs the rights of deploy/components/dra-driver)"
+                if isinstance(error, ApiError) and error.status == 403
+                else ""
+            )
+            log.warning(
+                "ResourceSlices of node %s: %s%s; trying again in %gs",
+                self.options.node_name,
+                error if isinstance(error, ApiError) else f"{type(error).__name__}: {error}",
+                hint,
                 self.options.interval,
             )
             return False

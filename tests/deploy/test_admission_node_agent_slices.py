@@ -13,6 +13,7 @@ made by the real publisher.
 from __future__ import annotations
 
 import copy
+import io
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,13 +23,15 @@ from typing import Any
 import pytest
 import yaml
 
+from cache.gpu import TOPOLOGY_ANNOTATION
 from scheduler.agent.discovery import discover
 from scheduler.agent.dra_publisher import SLICES_PATH, KubeSliceApi, SlicePublisher
 from scheduler.agent.dra_slices import DRIVER, slice_name, slice_specs
+from scheduler.agent.publisher import AgentOptions, KubeNodeApi, NodeAgent, RetryPolicy
 from scheduler.kube.client import KubeClient, create_client
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.deploy.render import DEPLOY, one, rendered
-from tests.deploy.test_admission_policy import refused
+from tests.deploy.test_admission_policy import cluster, refused
 from tests.factories import node_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.kubeapi.admission import (
@@ -207,3 +210,26 @@ def test_the_component_grants_exactly_what_dra_mode_calls(tmp_path: Path) -> Non
     assert DRIVER in yaml.safe_dump(
         one(base, "ValidatingAdmissionPolicy", "gang-scheduler-node-agent-slices")
     )
+
+
+@pytest.mark.asyncio
+async def test_without_the_component_the_agent_says_what_dra_mode_lacks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`--dra` under the base's RBAC only: the slices are refused (403), the pass says
+    which rights are missing, and the Node is still published."""
+    async with cluster(tmp_path) as c:
+        options = AgentOptions(node_name="node-a", interval=60, once=True, dra=True)
+        agent = NodeAgent(
+            FakeNvml(PCIE_BOX),
+            options,
+            KubeNodeApi(c["agent-a"]),
+            out=io.StringIO(),
+            retry=RetryPolicy(attempts=1),
+            slices=SlicePublisher(KubeSliceApi(c["agent-a"]), "node-a", tmp_path / "none"),
+        )
+        assert not await agent.run_pass()
+        assert "needs the rights of deploy/components/dra-driver" in caplog.text
+        stored = c.api.get_node("node-a")
+        assert stored is not None
+        assert TOPOLOGY_ANNOTATION in stored["metadata"]["annotations"]
