@@ -25,6 +25,7 @@ import yaml
 
 from cache.gpu import TOPOLOGY_ANNOTATION
 from scheduler.agent.discovery import discover
+from scheduler.agent.dra_plugin import KubeClaimApi
 from scheduler.agent.dra_publisher import SLICES_PATH, KubeSliceApi, SlicePublisher
 from scheduler.agent.dra_slices import DRIVER, slice_name, slice_specs
 from scheduler.agent.publisher import AgentOptions, KubeNodeApi, NodeAgent, RetryPolicy
@@ -32,6 +33,7 @@ from scheduler.kube.client import KubeClient, create_client
 from tests.agent import PCIE_BOX, FakeNvml
 from tests.deploy.render import DEPLOY, one, rendered
 from tests.deploy.test_admission_policy import cluster, refused
+from tests.dra_builders import claim_obj, exactly
 from tests.factories import node_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.kubeapi.admission import (
@@ -42,7 +44,7 @@ from tests.kubeapi.admission import (
     admission_policies,
 )
 from tests.kubeapi.rbac import Policy, RbacAuthorizer
-from tests.kubeapi.resources import RESOURCE_SLICES
+from tests.kubeapi.resources import RESOURCE_CLAIMS, RESOURCE_SLICES
 
 NOT_ITS_NODE = "may only write ResourceSlices of the node it runs on"
 NOT_ITS_POOL = "writes only ResourceSlices of driver gpu.gang-scheduler.io"
@@ -117,7 +119,8 @@ def a_slice(node: str, name: str | None = None, **changes: Any) -> dict[str, Any
 @pytest.mark.asyncio
 async def test_what_the_agent_really_writes_is_allowed(tmp_path: Path) -> None:
     """The publisher creates, replaces and deletes its node's slices, and withdraws
-    them, as the agent's service account: nothing refused, no grant missing."""
+    them, and the kubelet plugin reads a claim, as the agent's service account: nothing
+    refused, every verb of the component's ClusterRole used."""
     async with dra_cluster(tmp_path) as c:
         publisher = SlicePublisher(KubeSliceApi(c["agent-a"]), "node-a", tmp_path / "none")
         assert await publisher.publish(discover(FakeNvml(PCIE_BOX)))
@@ -127,6 +130,10 @@ async def test_what_the_agent_really_writes_is_allowed(tmp_path: Path) -> None:
         assert await publisher.publish(discover(FakeNvml(smaller)))  # update + delete
         assert len(c.slices()) == 3
         assert await publisher.withdraw() == 3
+        # The kubelet plugin's one read: the claim it is asked to prepare.
+        c.api.put(RESOURCE_CLAIMS, claim_obj("train", [exactly()], namespace="team-a"))
+        read = await KubeClaimApi(c["agent-a"]).get_claim("team-a", "train")
+        assert read["metadata"]["name"] == "train"
         access = c.api.access
         assert access is not None and access.refused == []
 
