@@ -34,7 +34,7 @@ from scheduler.agent.dra_slices import (
 from scheduler.agent.nvml import MigProfile, RemappedRows
 from scheduler.agent.pcie import PCI_BUS_ID_ATTRIBUTE, PCIE_ROOT_ATTRIBUTE, pcie_root
 from scheduler.agent.publisher import AgentOptions, print_resource_slices, serve
-from scheduler.kube.client import KubeClient, create_client
+from scheduler.kube.client import ApiError, KubeClient, create_client
 from tests.agent import (
     DGX_A100,
     H100_BOX,
@@ -381,3 +381,30 @@ def test_whatever_nvml_reports_the_slices_are_valid_and_counters_add_up(
                 held = sets[use["counterSet"]]
                 for counter, amount in use["counters"].items():
                     assert int(amount["value"]) <= int(held[counter]["value"])
+
+
+@pytest.mark.asyncio
+async def test_a_publish_cut_short_is_completed_by_the_next_one(tmp_path: Path) -> None:
+    """The agent stops (or the API fails) after writing some slices of a new
+    generation: the pool is left with two generations (a scheduler ignores it), and the
+    next pass, by a fresh publisher as after a restart, writes one whole generation."""
+    async with api_client(tmp_path) as (emulator, client):
+        first = SlicePublisher(KubeSliceApi(client), NODE, sysfs=tmp_path / "none")
+        assert await first.publish(discover(FakeNvml(PCIE_BOX)))
+        ailing = discover(FakeNvml(with_gpu(PCIE_BOX, 0, retired_pending=True)))
+        emulator.fail_requests("update", "resourceslices", status=400, after=2)
+        with pytest.raises(ApiError):
+            await first.publish(ailing)
+        cut = stored(emulator)
+        assert sorted(s["spec"]["pool"]["generation"] for s in cut.values()) == [1, 1, 2, 2]
+
+        restarted = SlicePublisher(KubeSliceApi(client), NODE, sysfs=tmp_path / "none")
+        assert await restarted.publish(ailing)
+        whole = stored(emulator)
+        assert {s["spec"]["pool"]["generation"] for s in whole.values()} == {3}
+        specs = [s["spec"] for _, s in sorted(whole.items())]
+        for device in (d for spec in specs for d in spec.get("devices", [])):
+            for taint in device.get("taints", []):
+                taint.pop("timeAdded")  # stamped by the API server
+        assert specs == slice_specs(ailing, NODE, generation=3)
+        assert not await restarted.publish(ailing)
