@@ -419,6 +419,16 @@ async def serve(
         return 2
     if device_plugin is not None and (options.once or options.dry_run):
         device_plugin = None  # a single pass or a dry run serves no kubelet
+    if options.dra and device_plugin is not None:
+        # The device plugin hands out the node's GPUs by the scheduler's annotations, the
+        # DRA driver by claims: both at once would give one GPU to two pods.
+        print(
+            "node-agent: --dra serves the node's GPUs through DRA claims; the device plugin "
+            "would hand out the same GPUs again: add --no-device-plugin (docs/node-agent.md, "
+            "'DRA mode')",
+            file=sys.stderr,
+        )
+        return 2
     if device_plugin is not None:
         problems = device_plugin.problems()
         if problems:

@@ -20,6 +20,7 @@ import pytest
 
 from scheduler.agent import cdi
 from scheduler.agent import dra_api as api
+from scheduler.agent.deviceplugin import DevicePluginConfig
 from scheduler.agent.discovery import discover
 from scheduler.agent.dra_plugin import DraPlugin, DraPluginConfig, KubeClaimApi
 from scheduler.agent.dra_slices import DRIVER
@@ -336,3 +337,15 @@ async def test_the_agent_in_dra_mode_publishes_registers_and_prepares(
         # Stopped: its sockets are gone (the kubelet forgets the plugin), the spec stays.
         assert not (socket_dir / "registry" / f"{DRIVER}-reg.sock").exists()
         assert cdi.spec_path(tmp_path / "cdi", UID).exists()
+
+
+@pytest.mark.asyncio
+async def test_dra_mode_refuses_to_start_beside_the_device_plugin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both would hand out the node's GPUs: one by the scheduler's annotations, the other
+    by claims, so one GPU could go to two pods."""
+    options = AgentOptions(node_name=NODE, dra=True, metrics_port=None)
+    config = DevicePluginConfig(node_name="", directory=tmp_path)
+    assert await serve(options, FakeNvml(PCIE_BOX), config) == 2
+    assert "add --no-device-plugin" in capsys.readouterr().err

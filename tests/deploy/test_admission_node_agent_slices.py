@@ -204,7 +204,7 @@ def test_the_component_grants_exactly_what_dra_mode_calls(tmp_path: Path) -> Non
         {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
     ]
     (container,) = one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"]
-    assert "--dra" in container["args"]
+    assert container["args"][-2:] == ["--dra", "--no-device-plugin"]
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/var/run/cdi"} <= (
         mounts

@@ -124,7 +124,7 @@ def test_dra_mode_alone_renders_the_base_with_its_component(tmp_path: Path) -> N
     chart = render({"nodeAgent": {"dra": {"enabled": True}}})
     assert_same_objects(chart, kustomize)
     (container,) = one(chart, "DaemonSet")["spec"]["template"]["spec"]["containers"]
-    assert container["args"][-1] == "--dra"
+    assert container["args"][-2:] == ["--dra", "--no-device-plugin"]
 
 
 @pytest.mark.parametrize(
