@@ -17,8 +17,12 @@ What becomes a value (the rest is the base as it is):
   ConfigMap's name, which carries kustomize's hash of it, computed in the template as
   kustomize computes it, so that a new configuration rolls the pods out in both;
 - each part, on or off: the CRDs, the node agent, the admission policies (on by
-  default, as in the base) and the three components, ServiceMonitor, NetworkPolicy and
-  PrometheusRule (off, as in the base, where an overlay adds them).
+  default, as in the base) and the four components, ServiceMonitor, NetworkPolicy,
+  PrometheusRule and the node agent's DRA mode (off, as in the base, where an overlay
+  adds them). DRA mode patches the node agent's DaemonSet (components/dra-driver/
+  daemonset-patch.yaml): what it appends to the container's args and volumeMounts and
+  the pod's volumes is taken out of the DaemonSet again and written back under
+  `nodeAgent.dra.enabled`.
 
 Usage:
     python scripts/helm_chart.py           # write deploy/helm/gang-scheduler/
@@ -96,8 +100,29 @@ PARTS = (
         "prometheusRule.enabled",
         default=False,
     ),
+    Part(
+        "node-agent-dra.yaml",
+        ("components/dra-driver/rbac.yaml",),
+        "nodeAgent.dra.enabled",
+        default=False,
+    ),
 )
-COMPONENTS = ("servicemonitor", "networkpolicy", "alerts")
+COMPONENTS = ("servicemonitor", "networkpolicy", "alerts", "dra-driver")
+DRA_PATCH = DEPLOY / "components" / "dra-driver" / "daemonset-patch.yaml"
+DRA_SWITCH = ".Values.nodeAgent.dra.enabled"
+
+
+def dra_additions() -> dict[str, list[Any]]:
+    """What DRA mode appends to the node agent: "args", "volumeMounts" (its container)
+    and "volumes" (its pod), each in order, from the component's JSON patch."""
+    added: dict[str, list[Any]] = {"args": [], "volumeMounts": [], "volumes": []}
+    for operation in yaml.safe_load(DRA_PATCH.read_text()):
+        path = operation["path"]
+        field = path.rsplit("/", 2)[-2]
+        if operation["op"] != "add" or not path.endswith("/-") or field not in added:
+            raise SystemExit(f"helm_chart.py: {DRA_PATCH.name}: cannot template {operation}")
+        added[field].append(operation["value"])
+    return added
 
 
 # --- rendering the base --------------------------------------------------------------------
@@ -148,6 +173,7 @@ class Markers:
     def __init__(self) -> None:
         self.expressions: dict[str, str] = {}
         self.keys: dict[str, tuple[str, str]] = {}
+        self.items: dict[str, tuple[str, list[Any]]] = {}
 
     def value(self, expression: str) -> str:
         """A marker for a whole value: rendered as JSON, which YAML reads as it is."""
@@ -162,6 +188,12 @@ class Markers:
         self.keys[marker] = (name, expression)
         return marker
 
+    def conditional_items(self, condition: str, items: list[Any]) -> str:
+        """A marker list item standing for `items`, written only where `condition`."""
+        marker = f"__helm_items_{len(self.items)}__"
+        self.items[marker] = (condition, items)
+        return marker
+
     def fill(self, text: str) -> str:
         # Braces the base itself holds (the alert rules' Prometheus templates) are text.
         text = text.replace("{{", "\0open\0").replace("}}", "\0close\0")
@@ -174,6 +206,13 @@ class Markers:
             with_block = "{{- with " + expression + " }}\n"
             line = f"{indent}{name}: {{{{ toJson . }}}}\n"
             text = text.replace(f"{indent}{marker}: null\n", with_block + line + "{{- end }}\n")
+        for marker, (condition, items) in self.items.items():
+            (indent,) = re.findall(rf"^( *)- {marker}$", text, flags=re.MULTILINE)
+            dumped = yaml.safe_dump(items, sort_keys=False, width=1_000_000)
+            block = "".join(f"{indent}{line}" for line in dumped.splitlines(True))
+            text = text.replace(
+                f"{indent}- {marker}\n", "{{- if " + condition + " }}\n" + block + "{{- end }}\n"
+            )
         return text
 
 
@@ -234,6 +273,21 @@ def put_values(obj: dict[str, Any], markers: Markers) -> None:
         args[at] = markers.value(
             f'(printf "%s/%s" .Release.Namespace ({KEY_SECRETS[NODE_AGENT_KEY]}))'
         )
+        put_dra_mode(container, pod, markers)  # last: it replaces the lists
+
+
+def put_dra_mode(container: dict[str, Any], pod: dict[str, Any], markers: Markers) -> None:
+    """DRA mode's additions (rendered with every component) taken out of the lists and
+    put back under nodeAgent.dra.enabled."""
+    for field, items in dra_additions().items():
+        where = pod if field == "volumes" else container
+        listed = where[field]
+        if listed[len(listed) - len(items) :] != items:
+            raise SystemExit(f"helm_chart.py: the DaemonSet's {field} do not end with DRA's")
+        where[field] = [
+            *listed[: len(listed) - len(items)],
+            markers.conditional_items(DRA_SWITCH, items),
+        ]
 
 
 # The signing-key Secrets (docs/operator-guide.md, "The signing key"): their names are
@@ -402,6 +456,12 @@ nodeAgent:
   # Also serve nvidia.com/gpu in place of NVIDIA's device plugin: on, off, or label (on
   # nodes labelled gang-scheduler.io/whole-gpus=true); docs/device-plugin.md.
   wholeGpus: {flow(agent_args[agent_args.index("--whole-gpus") + 1])}
+  # DRA mode (docs/node-agent.md): the GPUs also as ResourceSlices of
+  # gpu.gang-scheduler.io and the kubelet's DRA plugin; mounts the kubelet's plugin
+  # directories and /var/run/cdi, grants ResourceSlice and ResourceClaim rights
+  # (deploy/components/dra-driver).
+  dra:
+    enabled: false
 {placement_text(pod_of(objects, NODE_AGENT))}
 
 # Parts, on or off. crds: the PodGroup and ElasticQuota CRDs (off where
@@ -490,6 +550,7 @@ def values_schema() -> str:
                 isolation={"enum": list(ISOLATION_MODES)},
                 vgpuUnit={"enum": [unit for unit in range(1, 1001) if 1000 % unit == 0]},
                 wholeGpus={"enum": list(WHOLE_GPUS)},
+                dra=section(enabled=switch),
                 **placement,
             ),
             config={"type": "string", "minLength": 1},

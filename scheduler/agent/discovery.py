@@ -45,6 +45,7 @@ from scheduler.agent.nvml import (
     TOPOLOGY_SINGLE,
     TOPOLOGY_SYSTEM,
     Handle,
+    MigProfile,
     NvmlBackend,
     NvmlError,
     NvmlLibraryNotFound,
@@ -118,6 +119,9 @@ class DeviceReport:
     mig_enabled: bool = False
     problems: tuple[str, ...] = ()
     minor: int | None = None  # /dev/nvidia<minor>; None when NVML cannot tell
+    # The MIG partitions the GPU could be cut into (the DRA driver's counters); ()
+    # on a GPU without MIG or when NVML would not say.
+    mig_profiles: tuple[MigProfile, ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -303,6 +307,9 @@ def _probe(backend: NvmlBackend, index: int) -> _Probe:
     # Only the device-node isolation mode needs it (isolation.py): a GPU whose minor
     # cannot be read is refused in that mode at Allocate, not marked unhealthy here.
     minor = _optional([], backend.minor_number, handle, None)
+    # Only the DRA driver publishes them: a failure means no partitions, not a bad GPU.
+    no_profiles: tuple[MigProfile, ...] = ()
+    profiles = _optional([], backend.mig_profiles, handle, no_profiles)
     if mig:
         problems.append(
             "MIG mode is enabled; whole-device and milli-share placement would not hold"
@@ -319,6 +326,7 @@ def _probe(backend: NvmlBackend, index: int) -> _Probe:
             mig_enabled=mig,
             problems=tuple(problems),
             minor=minor,
+            mig_profiles=profiles,
         ),
         handle,
     )

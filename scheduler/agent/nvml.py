@@ -21,6 +21,7 @@ from typing import Any, Protocol
 INVALID_ARGUMENT = 2
 NOT_SUPPORTED = 3
 NO_PERMISSION = 4
+NOT_FOUND = 6
 LIBRARY_NOT_FOUND = 12
 FUNCTION_NOT_FOUND = 13
 TIMEOUT = 10
@@ -88,6 +89,27 @@ class NvmlEvent:
     uuid: str
     kind: int
     data: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """One MIG GPU-instance profile of a GPU (nvmlDeviceGetGpuInstanceProfileInfo, v2)
+    and where an instance of it may sit (nvmlDeviceGetGpuInstancePossiblePlacements):
+    each placement is (start, size) in memory slices. What a partition of the GPU would
+    hold; nothing here says the partition exists (dra_slices.py)."""
+
+    profile_id: int
+    name: str  # as nvidia-smi names it, without NVML's "MIG " prefix: "1g.10gb"
+    slice_count: int  # compute slices
+    instance_count: int
+    multiprocessors: int
+    copy_engines: int
+    decoders: int
+    encoders: int
+    jpeg_engines: int
+    ofa_engines: int
+    memory_mib: int
+    placements: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +187,10 @@ class NvmlBackend(Protocol):
 
     def memory_use(self, handle: Handle) -> MemoryUse:
         """nvmlDeviceGetMemoryInfo: total, used and free bytes."""
+
+    def mig_profiles(self, handle: Handle) -> tuple[MigProfile, ...]:
+        """The MIG GPU-instance profiles the GPU offers, with their placements; () on a
+        GPU without MIG."""
 
     def utilization(self, handle: Handle) -> tuple[int, int]:
         """nvmlDeviceGetUtilizationRates: (gpu, memory) percent over the last sample
@@ -368,6 +394,61 @@ class PynvmlBackend:
     def memory_use(self, handle: Handle) -> MemoryUse:
         info = self._call("nvmlDeviceGetMemoryInfo", handle)
         return MemoryUse(int(info.total), int(info.used), int(info.free))
+
+    def mig_profiles(self, handle: Handle) -> tuple[MigProfile, ...]:
+        count = int(getattr(self._lib, "NVML_GPU_INSTANCE_PROFILE_COUNT", 0))
+        profiles: list[MigProfile] = []
+        for profile in range(count):
+            try:
+                info = self._call("nvmlDeviceGetGpuInstanceProfileInfo", handle, profile)
+            except NvmlError as error:
+                # A profile this GPU lacks answers "not supported" or "invalid argument";
+                # a GPU without MIG answers so for every profile.
+                if error.unsupported or error.code in (INVALID_ARGUMENT, NOT_FOUND):
+                    continue
+                raise
+            profiles.append(
+                MigProfile(
+                    profile_id=int(info.id),
+                    name=_text(getattr(info, "name", "")).removeprefix("MIG ").strip(),
+                    slice_count=int(info.sliceCount),
+                    instance_count=int(info.instanceCount),
+                    multiprocessors=int(info.multiprocessorCount),
+                    copy_engines=int(info.copyEngineCount),
+                    decoders=int(info.decoderCount),
+                    encoders=int(info.encoderCount),
+                    jpeg_engines=int(info.jpegCount),
+                    ofa_engines=int(info.ofaCount),
+                    memory_mib=int(info.memorySizeMB),
+                    placements=self._placements(handle, int(info.id)),
+                )
+            )
+        return tuple(profiles)
+
+    def _placements(self, handle: Handle, profile_id: int) -> tuple[tuple[int, int], ...]:
+        """nvmlDeviceGetGpuInstancePossiblePlacements_v2, which pynvml exposes as the C
+        call (an array and a count in and out). () when the driver will not say."""
+        import ctypes
+
+        placement_type = getattr(self._lib, "c_nvmlGpuInstancePlacement_t", None)
+        if placement_type is None:
+            return ()
+        room = 32  # more than any GPU has (seven on an H100)
+        placements = (placement_type * room)()
+        count = ctypes.c_uint(room)
+        try:
+            self._call(
+                "nvmlDeviceGetGpuInstancePossiblePlacements",
+                handle,
+                profile_id,
+                placements,
+                ctypes.byref(count),
+            )
+        except NvmlError:
+            return ()
+        return tuple(
+            (int(placements[i].start), int(placements[i].size)) for i in range(count.value)
+        )
 
     def utilization(self, handle: Handle) -> tuple[int, int]:
         rates = self._call("nvmlDeviceGetUtilizationRates", handle)

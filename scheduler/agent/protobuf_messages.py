@@ -50,18 +50,26 @@ class ProtoFile:
         package: str,
         messages: Mapping[str, Sequence[Field]],
         services: Mapping[str, Sequence[Method]],
-        map_entries: Mapping[str, Sequence[str]] | None = None,
+        map_entries: Mapping[str, Sequence[str | tuple[str, str]]] | None = None,
     ) -> None:
         proto = descriptor_pb2.FileDescriptorProto(name=path, package=package, syntax="proto3")
         for name, fields in messages.items():
             message = proto.message_type.add(name=name)
-            # proto3 `map<string, string>` fields are repeated nested entry messages
-            # marked map_entry; the field itself names `Message.XEntry` as its type.
-            for entry_name in (map_entries or {}).get(name, ()):
+            # proto3 `map<string, V>` fields are repeated nested entry messages marked
+            # map_entry; the field itself names `Message.XEntry` as its type. An entry
+            # given as a name alone has string values; as (name, message), values of
+            # that message type (relative to the package).
+            for entry_spec in (map_entries or {}).get(name, ()):
+                entry_name, value_type = (
+                    (entry_spec, "") if isinstance(entry_spec, str) else entry_spec
+                )
                 entry = message.nested_type.add(name=entry_name)
                 entry.options.map_entry = True
                 entry.field.add(name="key", number=1, type=STRING, label=ONE, json_name="key")
-                entry.field.add(name="value", number=2, type=STRING, label=ONE, json_name="value")
+                value = entry.field.add(name="value", number=2, label=ONE, json_name="value")
+                value.type = MESSAGE if value_type else STRING
+                if value_type:
+                    value.type_name = f".{package}.{value_type}"
             for field_name, number, kind, label, type_name in fields:
                 added = message.field.add(name=field_name, number=number, type=kind, label=label)
                 if type_name:

@@ -21,12 +21,14 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 
 import aiohttp
@@ -44,6 +46,7 @@ from cache.gpu import TOPOLOGY_ANNOTATION, GpuInventory, parse_topology
 from scheduler.agent.allocation import DEFAULT_SCHEDULER_NAMES
 from scheduler.agent.assignment_keys import SecretKeySource
 from scheduler.agent.discovery import Discovery, discover
+from scheduler.agent.dra_publisher import KubeSliceApi, SlicePublisher, printable_slices
 from scheduler.agent.health import EventWatcher, HealthBook
 from scheduler.agent.metrics import GpuCollector, agent_registry
 from scheduler.agent.nvml import NvmlBackend, PynvmlBackend
@@ -178,6 +181,20 @@ class AgentOptions:
     # reported on the Node every so many seconds; 0: not read.
     pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
     pod_resources_interval: float = 10.0
+    # DRA mode (docs/node-agent.md, "DRA mode"): the node's ResourceSlices published at
+    # each pass; the PCIe roots read under this sysfs.
+    dra: bool = False
+    sysfs: str = "/sys"
+    # Print the ResourceSlices the DRA mode would publish, from one discovery, and exit:
+    # no API server needed (scripts/gpu-check/run.sh).
+    print_resource_slices: bool = False
+    # Delete this node's ResourceSlices of the driver and exit (opting out of DRA mode).
+    dra_withdraw: bool = False
+    # The kubelet's DRA plugin (dra_plugin.py): where it registers, serves, and writes
+    # the claims' CDI specs.
+    kubelet_registry_dir: str = "/var/lib/kubelet/plugins_registry"
+    kubelet_plugins_dir: str = "/var/lib/kubelet/plugins"
+    cdi_dir: str = "/var/run/cdi"
 
 
 @dataclass
@@ -201,6 +218,8 @@ class NodeAgent:
     metrics_port: int | None = None  # the port /metrics is served on, once bound
     # Given the Node read at each pass (the whole-GPU switch follows its label).
     node_seen: Callable[[JsonObject], None] | None = None
+    # DRA mode: the node's ResourceSlices, written after the Node at each pass.
+    slices: SlicePublisher | None = None
 
     async def run(self) -> int:
         """Pass after pass until stopped (or one pass with `once`); with `once`, 0 when
@@ -236,6 +255,11 @@ class NodeAgent:
     def stop(self) -> None:
         self.stopping.set()
 
+    def wake(self) -> None:
+        """Run the next pass now (on the agent's loop): the DRA plugin was registered
+        again, after a kubelet that starts deletes its node's ResourceSlices."""
+        self._fault.set()
+
     async def run_pass(self) -> bool:
         discovery = await asyncio.to_thread(discover, self.backend)
         if self.health is not None:
@@ -265,6 +289,31 @@ class NodeAgent:
                 "node %s: %s; trying again in %gs",
                 self.options.node_name,
                 _describe_api_error(error),
+                self.options.interval,
+            )
+            return False
+        if self.slices is not None and not self.options.dry_run:
+            return await self._publish_slices(discovery)
+        return True
+
+    async def _publish_slices(self, discovery: Discovery) -> bool:
+        """DRA mode: the node's ResourceSlices, after the Node; a failure is one line."""
+        assert self.slices is not None
+        try:
+            await self._call(partial(self.slices.publish, discovery))
+        except Exception as error:
+            if not (isinstance(error, ApiError) or is_transient(error)):
+                raise
+            hint = (
+                " (DRA mode needs the rights of deploy/components/dra-driver)"
+                if isinstance(error, ApiError) and error.status == 403
+                else ""
+            )
+            log.warning(
+                "ResourceSlices of node %s: %s%s; trying again in %gs",
+                self.options.node_name,
+                error if isinstance(error, ApiError) else f"{type(error).__name__}: {error}",
+                hint,
                 self.options.interval,
             )
             return False
@@ -356,6 +405,8 @@ async def serve(
     single pass or a dry run; its node name, when empty, is the agent's."""
     node_name = options.node_name or os.environ.get(NODE_NAME_ENV) or None
     options = dataclass_replace(options, node_name=node_name)
+    if options.print_resource_slices:
+        return await print_resource_slices(options, backend)
     if not options.interval > 0:
         print(f"node-agent: --interval must be > 0, got {options.interval}", file=sys.stderr)
         return 2
@@ -368,6 +419,16 @@ async def serve(
         return 2
     if device_plugin is not None and (options.once or options.dry_run):
         device_plugin = None  # a single pass or a dry run serves no kubelet
+    if options.dra and device_plugin is not None:
+        # The device plugin hands out the node's GPUs by the scheduler's annotations, the
+        # DRA driver by claims: both at once would give one GPU to two pods.
+        print(
+            "node-agent: --dra serves the node's GPUs through DRA claims; the device plugin "
+            "would hand out the same GPUs again: add --no-device-plugin (docs/node-agent.md, "
+            "'DRA mode')",
+            file=sys.stderr,
+        )
+        return 2
     if device_plugin is not None:
         problems = device_plugin.problems()
         if problems:
@@ -383,12 +444,16 @@ async def serve(
             return 2
     else:
         log.info("no node name: showing the patch for a node without annotation or labels")
+    if options.dra_withdraw and client is not None and node_name is not None:
+        return await withdraw_slices(client, node_name)
     nvml = backend if backend is not None else PynvmlBackend()
     # One pass or a dry run reads the GPUs once: no events to wait for.
     book = None if options.once or options.dry_run else HealthBook()
     agent = NodeAgent(
         nvml, options, KubeNodeApi(client) if client is not None else None, health=book
     )
+    if options.dra and client is not None and node_name is not None:
+        agent.slices = SlicePublisher(KubeSliceApi(client), node_name, Path(options.sysfs))
     watcher = EventWatcher(nvml, book) if book is not None else None
     if watcher is not None:
         watcher.start()
@@ -435,6 +500,26 @@ async def serve(
             plugins.append(plugin)
             plugin_tasks.append(asyncio.create_task(plugin.run()))
             stoppers.append(plugin.stop)
+    dra_plugins: list[Any] = []
+    serves_kubelet = not (options.once or options.dry_run)
+    if options.dra and serves_kubelet and client is not None and node_name is not None:
+        from scheduler.agent.dra_plugin import DraPlugin, DraPluginConfig, KubeClaimApi
+
+        dra_config = DraPluginConfig(
+            node_name,
+            registry_dir=Path(options.kubelet_registry_dir),
+            plugins_dir=Path(options.kubelet_plugins_dir),
+            cdi_dir=Path(options.cdi_dir),
+        )
+        dra_plugin = DraPlugin(
+            dra_config,
+            KubeClaimApi(client),
+            lambda: agent.last_discovery,
+            on_registered=agent.wake,
+        )
+        dra_plugins.append(dra_plugin)
+        plugin_tasks.append(asyncio.create_task(dra_plugin.run()))
+        stoppers.append(dra_plugin.stop)
     reporter: KubeletDeviceReporter | None = None
 
     def kubelet_view() -> KubeletView:
@@ -459,9 +544,12 @@ async def serve(
         registry = agent_registry()
         status = AgentStatus(
             options.interval,
-            plugin_ready=lambda: all(
-                not p.devices or p.registrations > 0
-                for p in [*plugins, *(p for s in switched for p in s.running())]
+            plugin_ready=lambda: (
+                all(
+                    not p.devices or p.registrations > 0
+                    for p in [*plugins, *(p for s in switched for p in s.running())]
+                )
+                and all(p.registrations > 0 for p in dra_plugins)
             ),
         )
         agent.status = status
@@ -547,6 +635,38 @@ async def serve(
             await asyncio.to_thread(watcher.stop)
         if client is not None:
             await client.close()
+
+
+async def print_resource_slices(
+    options: AgentOptions, backend: NvmlBackend | None = None, out: TextIO | None = None
+) -> int:
+    """`node-agent --print-resourceslices`: one discovery, the slices printed as a List
+    (for the node `--node-name`, else this host's name); 0 when there were GPUs to
+    describe, 1 when not (the reason on stderr)."""
+    node = options.node_name or socket.gethostname().lower()
+    discovery = await asyncio.to_thread(discover, backend or PynvmlBackend())
+    if not discovery.found:
+        print(f"node-agent: {discovery.summary()}", file=sys.stderr)
+    for line in (*discovery.problems(), *discovery.warnings):
+        print(f"node-agent: {line}", file=sys.stderr)
+    listed = printable_slices(discovery, node, Path(options.sysfs))
+    print(json.dumps(listed, indent=2, sort_keys=True), file=out or sys.stdout, flush=True)
+    return 0 if discovery.found else 1
+
+
+async def withdraw_slices(client: KubeClient, node: str) -> int:
+    """`node-agent --dra-withdraw`: the node's slices of the driver deleted; 0 when
+    done, 1 when the API refused or failed."""
+    try:
+        await SlicePublisher(KubeSliceApi(client), node).withdraw()
+    except Exception as error:
+        if not (isinstance(error, ApiError) or is_transient(error)):
+            raise
+        print(f"node-agent: cannot withdraw the ResourceSlices: {error}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    return 0
 
 
 def run_node_agent(

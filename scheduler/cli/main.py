@@ -75,6 +75,13 @@ def _node_agent(args: argparse.Namespace) -> int:
             attribution_interval=args.attribution_interval,
             pod_resources_socket=args.pod_resources_socket,
             pod_resources_interval=args.pod_resources_interval,
+            dra=args.dra,
+            sysfs=args.sysfs,
+            print_resource_slices=args.print_resourceslices,
+            dra_withdraw=args.dra_withdraw,
+            kubelet_registry_dir=args.kubelet_registry_dir,
+            kubelet_plugins_dir=args.kubelet_plugins_dir,
+            cdi_dir=args.cdi_dir,
         ),
         device_plugin=plugin,
     )
@@ -332,6 +339,55 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds between reads of the pod-resources API; 0 turns the report off "
         "(default: 10; docs/node-agent.md)",
+    )
+    dra = agent.add_argument_group(
+        "DRA driver",
+        "the node's GPUs as ResourceSlices of gpu.gang-scheduler.io and the kubelet's DRA "
+        "plugin (docs/node-agent.md, 'DRA mode'); opt-in",
+    )
+    dra.add_argument(
+        "--dra",
+        action="store_true",
+        help="publish the node's ResourceSlices at every pass (and serve the kubelet's "
+        "DRA plugin where it is not a single pass or a dry run)",
+    )
+    dra.add_argument(
+        "--print-resourceslices",
+        action="store_true",
+        help="discover once, print the ResourceSlices DRA mode would publish as a JSON "
+        "List, and exit; needs no API server",
+    )
+    dra.add_argument(
+        "--dra-withdraw",
+        action="store_true",
+        help="delete this node's ResourceSlices of gpu.gang-scheduler.io and exit (opting "
+        "out of DRA mode)",
+    )
+    dra.add_argument(
+        "--kubelet-registry-dir",
+        metavar="PATH",
+        default="/var/lib/kubelet/plugins_registry",
+        help="where the kubelet's plugin watcher looks for registration sockets "
+        "(default: /var/lib/kubelet/plugins_registry)",
+    )
+    dra.add_argument(
+        "--kubelet-plugins-dir",
+        metavar="PATH",
+        default="/var/lib/kubelet/plugins",
+        help="the DRA socket is <this>/gpu.gang-scheduler.io/dra.sock "
+        "(default: /var/lib/kubelet/plugins)",
+    )
+    dra.add_argument(
+        "--cdi-dir",
+        metavar="PATH",
+        default="/var/run/cdi",
+        help="where the prepared claims' CDI specs are written (default: /var/run/cdi)",
+    )
+    dra.add_argument(
+        "--sysfs",
+        metavar="PATH",
+        default="/sys",
+        help="where sysfs is mounted, read for each GPU's PCIe root (default: /sys)",
     )
     plugin = agent.add_argument_group(
         "vGPU device plugin",

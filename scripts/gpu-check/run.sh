@@ -16,6 +16,10 @@ export PYTHONPATH=$PWD:/tmp/pydeps
 python3 -c "import pynvml, aiohttp, grpc, prometheus_client; print('pynvml', pynvml.__file__)"
 python3 scripts/gpu-check/nvml_facts.py > "$OUT/nvml_facts.json" 2> "$OUT/nvml_facts.err"; echo "facts rc=$?"
 timeout 60 python3 -m scheduler.cli.main node-agent --dry-run --once --no-device-plugin > "$OUT/dry_run.json" 2> "$OUT/dry_run.err"; echo "dry-run rc=$?"
+# DRA mode: the ResourceSlices the agent would publish from the real NVML (no API server),
+# and the MIG placements nvidia-smi lists, to compare with the partitions in them.
+timeout 60 python3 -m scheduler.cli.main node-agent --print-resourceslices --node-name gpu-node > "$OUT/resourceslice.json" 2> "$OUT/resourceslice.err"; echo "resourceslice rc=$?"
+nvidia-smi mig -lgipp > "$OUT/mig_placements.txt" 2>&1; echo "mig placements rc=$?"
 python3 -m tests.kubeapi --port 18080 --kubeconfig /tmp/kc > /tmp/emu.log 2>&1 &
 EMU=$!
 for i in $(seq 50); do grep -q listening /tmp/emu.log && break; sleep 0.2; done; cat /tmp/emu.log
@@ -25,6 +29,14 @@ node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node", "la
         "status": {"allocatable": {"cpu": "16", "memory": "128Gi", "pods": "110"}, "capacity": {"cpu": "16", "memory": "128Gi", "pods": "110"}}}
 req = urllib.request.Request("http://127.0.0.1:18080/api/v1/nodes", data=json.dumps(node).encode(), headers={"Content-Type": "application/json"}, method="POST")
 print("create node:", urllib.request.urlopen(req).status)
+# The printed slices, created on the emulator, which validates them as 1.36 does.
+import urllib.error
+for item in json.load(open(__import__("os").environ["OUT"] + "/resourceslice.json"))["items"]:
+    req = urllib.request.Request("http://127.0.0.1:18080/apis/resource.k8s.io/v1/resourceslices", data=json.dumps(item).encode(), headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        print("create slice", item["metadata"]["name"], urllib.request.urlopen(req).status)
+    except urllib.error.HTTPError as error:
+        print("slice REFUSED", item["metadata"]["name"], error.code, error.read().decode()[:2000])
 PY
 python3 -m scheduler.cli.main node-agent --kubeconfig /tmp/kc --node-name gpu-node --no-device-plugin --metrics-port 10271 --metrics-address 127.0.0.1 --interval 5 --pod-resources-interval 0 --attribution-interval 0 > "$OUT/agent.log" 2>&1 &
 AGENT=$!

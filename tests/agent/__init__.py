@@ -13,6 +13,10 @@ common-ancestor level (nvmlDeviceGetTopologyCommonAncestor). `topo` is what
 - 2-socket box: 8 RTX A6000, four per socket, each pair of root ports on one host
   bridge (PHB), host bridges of a socket joined in the CPU (NODE), sockets over UPI
   (SYS); GPUs 2-3 and 6-7 joined by an NVLink bridge (4 links each: NV4).
+- H100 box: 4 H100 80GB HBM3 with the MIG profiles the real one reported
+  (docs/real-gpu/h100-2026-11-27-nvml.json) and the placements NVIDIA's MIG user guide
+  lists for it (8 memory slices); pairs 0-1 and 2-3 joined by NVLink (NV4), one PCIe
+  switch per pair, one socket.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from scheduler.agent.nvml import (
     TOPOLOGY_SINGLE,
     TOPOLOGY_SYSTEM,
     MemoryUse,
+    MigProfile,
     NvmlError,
     NvmlEvent,
     NvmlLibraryNotFound,
@@ -62,6 +67,7 @@ class FakeGpu:
     # nvmlDeviceGetSupportedEventTypes: data-centre GPUs offer XID and both ECC events;
     # 0 plays a GPU (or a platform, e.g. inside some VMs) without events.
     events: int = EVENT_XID_CRITICAL | EVENT_DOUBLE_BIT_ECC | EVENT_SINGLE_BIT_ECC
+    mig_profiles: tuple[MigProfile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,10 +201,69 @@ def _two_socket_box() -> FakeMachine:
     return FakeMachine("2-socket box", gpus, _ancestors(8, pairs, TOPOLOGY_SYSTEM), topo=topo)
 
 
+# --- H100 box ----------------------------------------------------------------------------------
+def _profile(
+    profile_id: int,
+    name: str,
+    slices: int,
+    instances: int,
+    sms: int,
+    engines: int,
+    mib: int,
+    placements: tuple[tuple[int, int], ...],
+    ofa: int = 0,
+) -> MigProfile:
+    return MigProfile(
+        profile_id=profile_id, name=name, slice_count=slices, instance_count=instances,
+        multiprocessors=sms, copy_engines=engines, decoders=engines, encoders=0,
+        jpeg_engines=engines, ofa_engines=ofa, memory_mib=mib, placements=placements,
+    )  # fmt: skip
+
+
+H100_MIG_PROFILES = (
+    _profile(19, "1g.10gb", 1, 7, 16, 1, 9984, tuple((s, 1) for s in range(7))),
+    _profile(14, "2g.20gb", 2, 3, 32, 2, 20096, ((0, 2), (2, 2), (4, 2))),
+    _profile(9, "3g.40gb", 3, 2, 60, 3, 40448, ((0, 4), (4, 4))),
+    _profile(5, "4g.40gb", 4, 1, 64, 4, 40448, ((0, 4),)),
+    # 7g.80gb has 8 copy engines, as the real one reported (7 decoders, 7 JPEG).
+    replace(_profile(0, "7g.80gb", 7, 1, 132, 7, 81152, ((0, 8),), ofa=1), copy_engines=8),
+    _profile(20, "1g.10gb+me", 1, 1, 16, 1, 9984, tuple((s, 1) for s in range(7)), ofa=1),
+    _profile(15, "1g.20gb", 1, 4, 26, 1, 20096, ((0, 2), (2, 2), (4, 2), (6, 2))),
+)
+
+
+def _h100_box() -> FakeMachine:
+    buses = ("18", "2A", "3A", "5D")
+    bridged = {0: 1, 1: 0, 2: 3, 3: 2}
+    gpus = tuple(
+        FakeGpu(
+            name="NVIDIA H100 80GB HBM3",
+            uuid=f"GPU-h100-{i:04d}-e9ec-7929-ffdb-000000000000",
+            memory_mib=81559,
+            bus_id=f"00000000:{bus}:00.0",
+            numa=0,
+            nvlinks=(f"00000000:{buses[bridged[i]]}:00.0",) * 4,
+            mig_profiles=H100_MIG_PROFILES,
+        )
+        for i, bus in enumerate(buses)
+    )
+    pairs = {(0, 1): TOPOLOGY_SINGLE, (2, 3): TOPOLOGY_SINGLE}
+    topo = _matrix(
+        """
+        X   NV4 NODE NODE
+        NV4 X   NODE NODE
+        NODE NODE X  NV4
+        NODE NODE NV4 X
+        """
+    )
+    return FakeMachine("H100 box", gpus, _ancestors(4, pairs, TOPOLOGY_NODE), topo=topo)
+
+
 DGX_A100 = _dgx_a100()
 PCIE_BOX = _pcie_box()
 TWO_SOCKET_BOX = _two_socket_box()
-MACHINES = (DGX_A100, PCIE_BOX, TWO_SOCKET_BOX)
+H100_BOX = _h100_box()
+MACHINES = (DGX_A100, PCIE_BOX, TWO_SOCKET_BOX, H100_BOX)
 
 
 def with_gpu(machine: FakeMachine, index: int, **changes: Any) -> FakeMachine:
@@ -351,6 +416,10 @@ class FakeNvml:
         self._check("minor_number", self._index(handle))
         return self._index(handle)  # /dev/nvidiaN numbered as NVML numbers the GPUs here
 
+    def mig_profiles(self, handle: object) -> tuple[MigProfile, ...]:
+        self._check("mig_profiles", self._index(handle))
+        return self._gpu(handle).mig_profiles
+
     def corrected_ecc_errors(self, handle: object) -> int:
         self._check("corrected_ecc_errors", self._index(handle))
         return self.ecc_corrected.get(self._index(handle), 0)
@@ -433,6 +502,7 @@ NVML_CALLS = {
     "wait_event": "nvmlEventSetWait_v2",
     "corrected_ecc_errors": "nvmlDeviceGetTotalEccErrors",
     "minor_number": "nvmlDeviceGetMinorNumber",
+    "mig_profiles": "nvmlDeviceGetGpuInstanceProfileInfo",
     "memory_use": "nvmlDeviceGetMemoryInfo",
     "utilization": "nvmlDeviceGetUtilizationRates",
     "power_milliwatts": "nvmlDeviceGetPowerUsage",

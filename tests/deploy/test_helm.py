@@ -105,13 +105,26 @@ def test_default_values_render_exactly_the_kustomize_base() -> None:
 def test_every_component_on_renders_the_base_with_every_component(tmp_path: Path) -> None:
     values = {name: {"enabled": True} for name in ("serviceMonitor", "networkPolicy")}
     values["prometheusRule"] = {"enabled": True}
-    kustomize = kustomize_overlay(tmp_path, ["servicemonitor", "networkpolicy", "alerts"])
+    values["nodeAgent"] = {"dra": {"enabled": True}}
+    kustomize = kustomize_overlay(
+        tmp_path, ["servicemonitor", "networkpolicy", "alerts", "dra-driver"]
+    )
     assert {o["kind"] for o in kustomize} >= {"ServiceMonitor", "NetworkPolicy", "PrometheusRule"}
     chart = render(values)
     assert_same_objects(chart, kustomize)
     # The alert rules' own templates reach Prometheus as written, not eaten by Helm.
     rule = one(chart, "PrometheusRule")
     assert "{{ $value }}" in yaml.safe_dump(rule, width=10_000)
+
+
+def test_dra_mode_alone_renders_the_base_with_its_component(tmp_path: Path) -> None:
+    """nodeAgent.dra.enabled: exactly the overlay with deploy/components/dra-driver
+    (--dra, the kubelet's plugin directories and /var/run/cdi, the RBAC)."""
+    kustomize = kustomize_overlay(tmp_path, ["dra-driver"])
+    chart = render({"nodeAgent": {"dra": {"enabled": True}}})
+    assert_same_objects(chart, kustomize)
+    (container,) = one(chart, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    assert container["args"][-2:] == ["--dra", "--no-device-plugin"]
 
 
 @pytest.mark.parametrize(
