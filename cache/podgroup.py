@@ -46,6 +46,14 @@ class PodGroupInfo:
     # field this scheduler does not support): the gang waits and its pods say why,
     # never placed as if the field were absent. Each is also in `problems`.
     refusals: tuple[str, ...] = ()
+    # The group's own priority (Kubernetes' PodGroup spec.priority, resolved from
+    # spec.priorityClassName by the API server): for queueing and preemption, in place
+    # of the members' pod priorities. None: the members' priority is the gang's.
+    priority: int | None = None
+    # How the group may be disrupted (Kubernetes' PodGroup spec.disruptionMode:
+    # "PodGroup" or "Pod"); "" where the source says nothing. Victims are whole gangs
+    # in either mode (docs/integrations.md).
+    disruption_mode: str = ""
 
     @property
     def key(self) -> str:

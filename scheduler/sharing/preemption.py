@@ -183,6 +183,9 @@ class Preempter:
     dra: DraCache | None = None
     # The running gangs the last search weighed, kept for the next (`_weigh`).
     _weighed: dict[str, VictimGang] = field(default_factory=dict)
+    # A gang's own priority where its definition states one (Kubernetes' PodGroup
+    # spec.priority), by gang key; None: its members' pod priority is the victim's.
+    group_priority: Callable[[str], int | None] = field(default=lambda key: None)
 
     # --- the core's hooks ---------------------------------------------------------------
     def release(self, gang_key: str) -> None:
@@ -357,7 +360,9 @@ class Preempter:
             and known.devices == devices
         ):
             return known
-        return VictimGang(key, max(pod.priority for pod in pods), tuple(pods), devices)
+        stated = self.group_priority(key)
+        priority = max(pod.priority for pod in pods) if stated is None else stated
+        return VictimGang(key, priority, tuple(pods), devices)
 
     # --- the search -----------------------------------------------------------------------
     def _by_priority(
