@@ -9,6 +9,7 @@ from typing import Any
 from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.limits import MAX_INT32, shown
 from cache.pod import parse_time
+from cache.podgroup_topology import read_topology
 from cache.topology_requirement import TopologyRequirement
 
 PODGROUP_GROUP = "scheduling.x-k8s.io"
@@ -93,13 +94,18 @@ def _parse_podgroup(obj: Mapping[str, Any]) -> PodGroupInfo:
     problems: list[str] = []
     min_member = _positive_int(spec, "minMember", problems)
     timeout = _positive_int(spec, "scheduleTimeoutSeconds", problems)
+    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+    topology, refusals = read_topology(spec, min_member, f"PodGroup {namespace}/{name}")
+    problems.extend(refusals)
     return PodGroupInfo(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name") or ""),
+        namespace=namespace,
+        name=name,
         resource_version=str(meta.get("resourceVersion") or ""),
         min_member=min_member,
         schedule_timeout_seconds=timeout,
         created=parse_time(meta.get("creationTimestamp")),
         problems=tuple(problems),
         uid=str(meta.get("uid") or ""),
+        topology=topology,
+        refusals=tuple(refusals),
     )

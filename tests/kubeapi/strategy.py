@@ -28,7 +28,14 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.kubeapi import errors, native_podgroup, node_lifecycle, spec_validation, validation
+from tests.kubeapi import (
+    crd_schema,
+    errors,
+    native_podgroup,
+    node_lifecycle,
+    spec_validation,
+    validation,
+)
 from tests.kubeapi.dra import strategy as dra
 from tests.kubeapi.pruning import prune_status
 from tests.kubeapi.resources import (
@@ -37,6 +44,7 @@ from tests.kubeapi.resources import (
     NATIVE_PODGROUPS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
+    PODGROUPS,
     PODS,
     ResourceType,
 )
@@ -178,6 +186,8 @@ def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dic
     spec_validation.validate(rtype, obj)
     if rtype is NATIVE_PODGROUPS:
         native_podgroup.validate(obj)
+    if rtype is PODGROUPS:
+        crd_schema.validate_podgroup(obj)
     return obj
 
 
@@ -240,6 +250,8 @@ def prepare_update(
         native_podgroup.check_update(old, new)
     if rtype is not PODS:  # a pod's validated fields cannot change after create
         spec_validation.validate(rtype, new)
+    if rtype is PODGROUPS:
+        crd_schema.validate_podgroup(new)
     return new
 
 

@@ -83,3 +83,42 @@ async def test_defaults_and_immutability(client: KubeClient) -> None:
         await client.request_json("PUT", f"{GROUPS}/g", body=changed)
     assert refused.value.status == 422
     assert "spec.schedulingConstraints" in str(refused.value)
+
+
+OWN_GROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups"
+
+
+def own_group(topology: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 4, "topology": topology},
+    }
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("topology", "status"),
+    [
+        ({"requiredKey": "topology.kubernetes.io/rack", "sliceSize": 2, "sliceKey": "c"}, 201),
+        ({"sliceSize": 0, "sliceKey": "c"}, 422),  # minimum: 1
+        ({"sliceSize": "2", "sliceKey": "c"}, 422),  # type: integer
+        ({"sliceSize": 2**40, "sliceKey": "c"}, 400),  # format: int32
+        ({"preferredKeys": ["k"] * 9}, 422),  # maxItems: 8
+        ({"preferredKeys": "k"}, 422),  # type: array
+        ({"requiredKey": "k" * 318}, 422),  # maxLength: 317
+        # What the schema cannot say (a label key's format, a slice larger than the
+        # gang) is stored, and the scheduler refuses it on the pods.
+        ({"requiredKey": "not a key", "sliceSize": 9, "sliceKey": "c"}, 201),
+    ],
+)
+async def test_the_own_crd_schema_is_enforced(
+    client: KubeClient, topology: dict[str, Any], status: int
+) -> None:
+    try:
+        await client.request_json("POST", OWN_GROUPS, body=own_group(topology))
+    except ApiError as err:
+        assert err.status == status, err
+        return
+    assert status == 201
