@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from policies.diagnosis import FilterMemo
+from policies.domain_demand import DomainDemand
 from policies.filters.volume_binding import GangVolumes
 from policies.pod_constraints import DomainCache
 from policies.profile import Profile
@@ -56,6 +57,9 @@ class Planner:
         self.reserve = ReserveMemory(profile)
         # Where each DRA demand can be allocated alone, per node (dra_reach.py).
         self.dra_reach = ReachMemo()
+        # The GPU sizes of gangs that require one topology domain, per level: the
+        # choice of their domain keeps large domains for large gangs (required_domain.py).
+        self.domain_demand = DomainDemand()
         # Profile.learning_step when the rankings, kept choices and windows were kept.
         self._learning_step: tuple[int, ...] = ()
         # The planner of Profile.step_aside's fallback, made when first needed.

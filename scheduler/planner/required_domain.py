@@ -1,0 +1,176 @@
+"""A required topology level (cache/topology_requirement.py): the whole gang inside one
+domain of that node label, or it waits.
+
+- Members already bound fix the domain: the one their nodes are in. Bound members on a
+  node without the label, or in two domains, leave no domain the gang can be whole in.
+- A node without the label is in no domain, so no member goes there.
+- Among the domains that can hold every member (by resources alone, counted over each
+  shape's feasible nodes), the choice keeps large domains whole for the large gangs that
+  need them (policies/domain_demand.py): first the domains whose use would cost the
+  least of the learnt demand of larger gangs (weighted by how few domains still hold
+  each size), then best fit (the least free GPU capacity that holds the gang), then by
+  name. Each is tried in turn (a greedy
+  pass inside it, preferred levels first) until one places the gang; at most
+  MAX_DOMAINS_TRIED, so a gang that fits nowhere costs a bounded search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from cache.pod import PodInfo
+from cache.resources import MILLI_PER_GPU
+from policies.capacity import copies_that_fit
+from policies.domain_demand import DomainDemand
+from scheduler.planner.domains import domain_attempts
+from scheduler.planner.search import Attempt, GangSearch
+
+# How many fitting domains are tried before the gang is declared to fit none: each try
+# is a greedy pass over its members, and resources alone already said they fit.
+MAX_DOMAINS_TRIED = 32
+
+
+@dataclass(slots=True)
+class Domain:
+    """One value of the required label: its nodes and room."""
+
+    name: str
+    nodes: set[str] = field(default_factory=set)
+    free_gpu_milli: int = 0
+    # Per shape (by position), how many of its members the domain's feasible nodes take.
+    copies: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RequiredDomains:
+    """The domains of the gang's required level, as one planning call sees them."""
+
+    key: str
+    domains: dict[str, Domain]
+    # The domain bound members fix (None: no member bound, or none in a domain known).
+    fixed: str | None
+    # Why no domain can hold the whole gang whatever the room (bound members split).
+    conflict: str | None
+    # The GPU milli the members to place ask in all.
+    gpu_milli: int
+    # Domains that hold every member by resources, in the order they are tried.
+    fitting: list[str]
+
+    @property
+    def level(self) -> str:
+        """The level's short name for messages: "rack" for topology.kubernetes.io/rack."""
+        return self.key.rpartition("/")[2]
+
+    def shortfall(self) -> str:
+        """What the gang waits for, as its line in waiting messages says it."""
+        if self.conflict is not None:
+            return self.conflict
+        needs = f"needs {_gpus(self.gpu_milli)} GPUs" if self.gpu_milli else "needs its members"
+        if self.fixed is not None:
+            domain = self.domains.get(self.fixed)
+            free = _gpus(domain.free_gpu_milli) if domain is not None else "0"
+            return (
+                f"{needs} in {self.key}={self.fixed}, where its bound members run; it has "
+                f"{free} free"
+            )
+        if not self.domains:
+            return f"{needs} in one {self.key}; no node carries the label {self.key}"
+        fullest = max(self.domains.values(), key=lambda d: (d.free_gpu_milli, d.name))
+        if self.fitting:
+            return (
+                f"{needs} in one {self.key}; {len(self.fitting)} {self.level}(s) have the "
+                "room but not for every member together with its other constraints"
+            )
+        return (
+            f"{needs} in one {self.key}; the fullest {self.level} has "
+            f"{_gpus(fullest.free_gpu_milli)} free"
+        )
+
+
+def _gpus(milli: int) -> str:
+    whole, rest = divmod(max(0, milli), MILLI_PER_GPU)
+    return str(whole) if not rest else f"{milli / MILLI_PER_GPU:.2f}"
+
+
+def required_domains(search: GangSearch, key: str, demand: DomainDemand | None) -> RequiredDomains:
+    """The domains of `key` with their room for the gang's members, and the order in
+    which they are tried."""
+    snapshot = search.snapshot
+    nodes = snapshot.nodes
+    fixed, conflict = _fixed_domain(search, key)
+    domains: dict[str, Domain] = {}
+    for name, node in nodes.items():
+        value = node.labels.get(key)
+        if value is None or (fixed is not None and value != fixed):
+            continue
+        domain = domains.get(value)
+        if domain is None:
+            domain = domains[value] = Domain(value, copies=[0] * len(search.shapes))
+        domain.nodes.add(name)
+        domain.free_gpu_milli += node.free_gpu_milli
+    shapes = list(search.shapes.values())
+    for position, shape in enumerate(shapes):
+        for name in shape.candidates:
+            value = nodes[name].labels.get(key)
+            domain = domains.get(value) if value is not None else None
+            if domain is not None:
+                domain.copies[position] += copies_that_fit(shape.pod, nodes[name])
+    wanted = [len(shape.members) for shape in shapes]
+    gpu_milli = sum(pod.gpu.total_milli for pod in search.members)
+    fitting = (
+        []
+        if conflict is not None
+        else [
+            d.name
+            for d in domains.values()
+            if all(have >= need for have, need in zip(d.copies, wanted, strict=True))
+        ]
+    )
+
+    holders = sorted(d.free_gpu_milli for d in domains.values())
+
+    def cost(name: str) -> tuple[float, int, str]:
+        free = domains[name].free_gpu_milli
+        lost = demand.lost(key, free, gpu_milli, holders) if demand is not None else 0.0
+        return (lost, free, name)
+
+    fitting.sort(key=cost)
+    return RequiredDomains(key, domains, fixed, conflict, gpu_milli, fitting)
+
+
+def _fixed_domain(search: GangSearch, key: str) -> tuple[str | None, str | None]:
+    """The domain the bound members are in, and why none can be (else None)."""
+    nodes = search.snapshot.nodes
+    seen: dict[str, str] = {}  # domain -> a bound member there
+    for pod in search.gang.bound:
+        node = nodes.get(pod.node_name or "")
+        if node is None:
+            continue  # its node is gone: it fixes nothing
+        value = node.labels.get(key)
+        if value is None:
+            return None, (
+                f"needs every member in one {key}, but bound member {pod.key} runs on node "
+                f"{pod.node_name}, which has no label {key}"
+            )
+        seen.setdefault(value, pod.key)
+    if len(seen) > 1:
+        shown = ", ".join(f"{pod} in {value}" for value, pod in sorted(seen.items())[:3])
+        return None, f"needs every member in one {key}, but its bound members are split: {shown}"
+    return (next(iter(seen)) if seen else None), None
+
+
+def required_attempts(
+    search: GangSearch, order: Sequence[PodInfo], room: RequiredDomains
+) -> Iterator[Attempt]:
+    """Attempts each inside one fitting domain, in `room.fitting`'s order: the whole
+    gang in one domain of its preferred levels there (domains.py), then best score,
+    then tightest node."""
+    preferred = search.preferred_levels()
+    for name in room.fitting[:MAX_DOMAINS_TRIED]:
+        allowed = frozenset(room.domains[name].nodes)
+        if preferred and len(order) > 1:
+            yield from domain_attempts(search, order, preferred, allowed)
+        picks = search.picks
+        yield search.greedy(f"required-{room.level}", order, allowed, picks.best_scored)
+        yield search.greedy(f"required-{room.level}-tightest", order, allowed, picks.tightest)
