@@ -28,6 +28,7 @@ from policies.pod_constraints import DomainCache
 from policies.profile import Profile
 from policies.whole_node_reserve import ReserveLedger
 from scheduler.planner.dra_reach import ReachMemo
+from scheduler.planner.level_room import LevelRooms
 from scheduler.planner.member_choice import MemberChoiceKind
 from scheduler.planner.node_choice import KeptByNode, KeptChoices
 from scheduler.planner.planning import plan_call
@@ -60,6 +61,8 @@ class Planner:
         # The GPU sizes of gangs that require one topology domain, per level: the
         # choice of their domain keeps large domains for large gangs (required_domain.py).
         self.domain_demand = DomainDemand()
+        # Per level and shape, its domains' room, caught up from the snapshot's changes.
+        self.level_rooms = LevelRooms()
         # Profile.learning_step when the rankings, kept choices and windows were kept.
         self._learning_step: tuple[int, ...] = ()
         # The planner of Profile.step_aside's fallback, made when first needed.

@@ -93,6 +93,8 @@ class _GangPlanning:
             plan = self._plan_ranked_member()
             if plan is not None:
                 return plan
+        topology = search.topology
+        required = topology is not None and topology.required_key is not None
         for shape in search.shapes.values():
             if shape is single:
                 continue  # its candidates were collected by plan_lone_member
@@ -102,13 +104,15 @@ class _GangPlanning:
                     shape.candidates = shape.ranking.candidates()
             else:
                 shape.kept = planner.kept_choices(shape.pod, self.snapshot)
-                collect_candidates(search, shape)
-        topology = search.topology
+                if not required:  # required_domains gives them the domains' nodes
+                    collect_candidates(search, shape)
         if topology is not None and topology.required_key is not None:
             demand = planner.domain_demand
             whole = sum(p.gpu.total_milli for p in (*self.gang.pending, *self.gang.bound))
             demand.observe(self.gang.key, topology.required_key, whole)
-            self.required = required_domains(search, topology.required_key, demand)
+            self.required = required_domains(
+                search, topology.required_key, demand, planner.level_rooms
+            )
         best: Attempt | None = None
         chosen: Attempt | None = None
         for attempt in self._attempts():

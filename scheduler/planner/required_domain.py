@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from cache.pod import PodInfo
 from cache.resources import MILLI_PER_GPU
-from policies.capacity import copies_that_fit
 from policies.domain_demand import DomainDemand
 from scheduler.planner.domains import domain_attempts
+from scheduler.planner.level_room import LevelRoom, LevelRooms
 from scheduler.planner.search import Attempt, GangSearch
 
 # How many fitting domains are tried before the gang is declared to fit none: each try
@@ -36,6 +36,8 @@ class Domain:
     """One value of the required label: its nodes and room."""
 
     name: str
+    # Its nodes some member could go to (feasible for the member's shape), and their
+    # free GPU milli.
     nodes: set[str] = field(default_factory=set)
     free_gpu_milli: int = 0
     # Per shape (by position), how many of its members the domain's feasible nodes take.
@@ -56,6 +58,7 @@ class RequiredDomains:
     gpu_milli: int
     # Domains that hold every member by resources, in the order they are tried.
     fitting: list[str]
+    search: GangSearch
 
     @property
     def level(self) -> str:
@@ -63,29 +66,30 @@ class RequiredDomains:
         return self.key.rpartition("/")[2]
 
     def shortfall(self) -> str:
-        """What the gang waits for, as its line in waiting messages says it."""
+        """What the gang waits for, as its line in waiting messages says it: the free
+        GPUs of every node of the level, not only those its members could use."""
         if self.conflict is not None:
             return self.conflict
         needs = f"needs {_gpus(self.gpu_milli)} GPUs" if self.gpu_milli else "needs its members"
+        free: dict[str, int] = {}
+        for node in self.search.snapshot.nodes.values():
+            value = node.labels.get(self.key)
+            if value is not None:
+                free[value] = free.get(value, 0) + node.free_gpu_milli
         if self.fixed is not None:
-            domain = self.domains.get(self.fixed)
-            free = _gpus(domain.free_gpu_milli) if domain is not None else "0"
             return (
                 f"{needs} in {self.key}={self.fixed}, where its bound members run; it has "
-                f"{free} free"
+                f"{_gpus(free.get(self.fixed, 0))} free"
             )
-        if not self.domains:
+        if not free:
             return f"{needs} in one {self.key}; no node carries the label {self.key}"
-        fullest = max(self.domains.values(), key=lambda d: (d.free_gpu_milli, d.name))
+        fullest = max(free.values())
         if self.fitting:
             return (
                 f"{needs} in one {self.key}; {len(self.fitting)} {self.level}(s) have the "
                 "room but not for every member together with its other constraints"
             )
-        return (
-            f"{needs} in one {self.key}; the fullest {self.level} has "
-            f"{_gpus(fullest.free_gpu_milli)} free"
-        )
+        return f"{needs} in one {self.key}; the fullest {self.level} has {_gpus(fullest)} free"
 
 
 def _gpus(milli: int) -> str:
@@ -93,41 +97,51 @@ def _gpus(milli: int) -> str:
     return str(whole) if not rest else f"{milli / MILLI_PER_GPU:.2f}"
 
 
-def required_domains(search: GangSearch, key: str, demand: DomainDemand | None) -> RequiredDomains:
-    """The domains of `key` with their room for the gang's members, and the order in
-    which they are tried."""
+def required_domains(
+    search: GangSearch, key: str, demand: DomainDemand | None, rooms: LevelRooms
+) -> RequiredDomains:
+    """The domains of `key` with their room for the gang's members (level_room.py: each
+    shape's feasible nodes, kept between calls), and the order in which they are tried.
+    A shape whose candidates were not collected (bounded mode: they are not, for such a
+    gang) is given the feasible nodes of the domains that will be tried."""
     snapshot = search.snapshot
-    nodes = snapshot.nodes
     fixed, conflict = _fixed_domain(search, key)
+    slices = search.slices
+    slice_key = slices.key if slices is not None else None
+    shapes = list(search.shapes.items())
+    per_shape: list[LevelRoom] = []
+    for signature, shape in shapes:
+        memo = search.memo.for_shape(shape.pod.node_signature(), shape.pod, snapshot.nodes.keys())
+        per_shape.append(rooms.room(key, slice_key, signature, snapshot, shape.pod, memo))
     domains: dict[str, Domain] = {}
-    for name, node in nodes.items():
-        value = node.labels.get(key)
-        if value is None or (fixed is not None and value != fixed):
-            continue
-        domain = domains.get(value)
-        if domain is None:
-            domain = domains[value] = Domain(value, copies=[0] * len(search.shapes))
-        domain.nodes.add(name)
-        domain.free_gpu_milli += node.free_gpu_milli
-    shapes = list(search.shapes.values())
-    for position, shape in enumerate(shapes):
-        for name in shape.candidates:
-            value = nodes[name].labels.get(key)
-            domain = domains.get(value) if value is not None else None
-            if domain is not None:
-                domain.copies[position] += copies_that_fit(shape.pod, nodes[name])
-    wanted = [len(shape.members) for shape in shapes]
+    for position, room in enumerate(per_shape):
+        for value, total in room.domains.items():
+            if fixed is not None and value != fixed:
+                continue
+            domain = domains.get(value)
+            if domain is None:
+                domain = domains[value] = Domain(value, copies=[0] * len(shapes))
+                domain.free_gpu_milli = total.free_gpu_milli
+            domain.nodes |= total.nodes
+            domain.copies[position] = total.copies
+    wanted = [len(shape.members) for _, shape in shapes]
     gpu_milli = sum(pod.gpu.total_milli for pod in search.members)
-    fitting = (
-        []
-        if conflict is not None
-        else [
+    fitting: list[str] = []
+    if conflict is None:
+        fitting = [
             d.name
             for d in domains.values()
             if all(have >= need for have, need in zip(d.copies, wanted, strict=True))
         ]
-    )
-
+    if slices is not None and fitting:
+        # Each slice of `size` members needs a slice domain of its own with that room
+        # (counted for the shape with the most members).
+        largest = max(range(len(shapes)), key=lambda i: wanted[i])
+        count = -(-len(search.members) // slices.size)
+        slots: dict[str, int] = {}
+        for (value, _), copies in per_shape[largest].slices.items():
+            slots[value] = slots.get(value, 0) + copies // slices.size
+        fitting = [name for name in fitting if slots.get(name, 0) >= count]
     holders = sorted(d.free_gpu_milli for d in domains.values())
 
     def cost(name: str) -> tuple[float, int, str]:
@@ -136,7 +150,12 @@ def required_domains(search: GangSearch, key: str, demand: DomainDemand | None) 
         return (lost, free, name)
 
     fitting.sort(key=cost)
-    return RequiredDomains(key, domains, fixed, conflict, gpu_milli, fitting)
+    tried = fitting[:MAX_DOMAINS_TRIED]
+    for position, (_, shape) in enumerate(shapes):
+        if not shape.candidates and shape.ranking is None:
+            nodes = per_shape[position].domains
+            shape.candidates = sorted(n for name in tried for n in nodes[name].nodes)
+    return RequiredDomains(key, domains, fixed, conflict, gpu_milli, tried, search)
 
 
 def _fixed_domain(search: GangSearch, key: str) -> tuple[str | None, str | None]:
@@ -167,7 +186,7 @@ def required_attempts(
     gang in one domain of its preferred levels there (domains.py), then best score,
     then tightest node."""
     preferred = search.preferred_levels()
-    for name in room.fitting[:MAX_DOMAINS_TRIED]:
+    for name in room.fitting:
         allowed = frozenset(room.domains[name].nodes)
         if preferred and len(order) > 1:
             yield from domain_attempts(search, order, preferred, allowed)

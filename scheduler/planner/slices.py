@@ -30,16 +30,32 @@ class Slices:
         self.size = size
         ordered = sorted(members, key=lambda p: (p.created, p.name))
         self.slice_of = {pod.uid: i // size for i, pod in enumerate(ordered)}
-        self.members_of: dict[int, list[PodInfo]] = {}
+        # Per slice, its members by what they ask: (one of them, how many).
+        self.asks: dict[int, list[tuple[PodInfo, int]]] = {}
+        by_signature: dict[int, dict[object, list[PodInfo]]] = {}
         for pod in ordered:
-            self.members_of.setdefault(self.slice_of[pod.uid], []).append(pod)
-        self.domains: dict[str, frozenset[str]] = {}
-        grouped: dict[str, set[str]] = {}
-        for name, node in snapshot.nodes.items():
-            value = node.labels.get(key)
-            if value is not None:
-                grouped.setdefault(value, set()).add(name)
-        self.domains = {value: frozenset(names) for value, names in grouped.items()}
+            alike = by_signature.setdefault(self.slice_of[pod.uid], {})
+            alike.setdefault(pod.placement_signature(), []).append(pod)
+        for index, alike in by_signature.items():
+            self.asks[index] = [(pods[0], len(pods)) for pods in alike.values()]
+        self.snapshot = snapshot
+        self._cut: dict[frozenset[str] | None, dict[str, frozenset[str]]] = {}
+
+    def domains(self, allowed: frozenset[str] | None) -> dict[str, frozenset[str]]:
+        """The domains with their nodes, cut to `allowed` (None: every node), once per
+        set of nodes a planning call allows."""
+        cut = self._cut.get(allowed)
+        if cut is None:
+            nodes = self.snapshot.nodes
+            names = nodes.keys() if allowed is None else allowed
+            grouped: dict[str, set[str]] = {}
+            for name in names:
+                node = nodes.get(name)
+                value = node.labels.get(self.key) if node is not None else None
+                if value is not None:
+                    grouped.setdefault(value, set()).add(name)
+            cut = self._cut[allowed] = {v: frozenset(n) for v, n in grouped.items()}
+        return cut
 
     def order(self, order: Sequence[PodInfo]) -> list[PodInfo]:
         """`order` regrouped slice by slice (each slice's members together, in
@@ -73,28 +89,19 @@ class SliceAttempt:
     def _choose(
         self, index: int, view: PlanningView, allowed: frozenset[str] | None
     ) -> frozenset[str]:
-        members = self.slices.members_of[index]
+        asks = self.slices.asks[index]
         best: tuple[int, str, frozenset[str]] | None = None
-        for value, names in self.slices.domains.items():
-            nodes = names if allowed is None else names & allowed
-            if not nodes:
-                continue
-            room = {pod.uid: 0 for pod in members}
+        for value, nodes in self.slices.domains(allowed).items():
+            room = [0] * len(asks)
             free = 0
             for name in nodes:
                 node = view.node(name)
                 free += node.free_gpu_milli
-                for pod in members:
-                    room[pod.uid] += copies_that_fit(pod, node)
-            # Each member's shape alone must fit the slice's count of that shape.
-            if any(room[pod.uid] < _alike(pod, members) for pod in members):
+                for position, (pod, _) in enumerate(asks):
+                    room[position] += copies_that_fit(pod, node)
+            # Each kind of member alone must find room for all of its kind in the slice.
+            if any(have < count for have, (_, count) in zip(room, asks, strict=True)):
                 continue
             if best is None or (free, value) < best[:2]:
                 best = (free, value, nodes)
         return best[2] if best is not None else frozenset()
-
-
-def _alike(pod: PodInfo, members: Sequence[PodInfo]) -> int:
-    """How many of `members` ask what `pod` asks (compete for the same room)."""
-    signature = pod.placement_signature()
-    return sum(1 for other in members if other.placement_signature() == signature)
