@@ -238,3 +238,35 @@ def test_a_preemptor_deleted_while_waiting_leaves_no_decision_behind() -> None:
     # low is no longer taken by the deleted gang's decision: it may be a victim again.
     assert again.preemption is not None
     assert list(core.preempter.decisions) == ["default/other"]
+
+
+RACK = "topology.kubernetes.io/rack"
+
+
+def test_a_rack_required_gang_evicts_within_the_one_rack_that_then_holds_it() -> None:
+    # Rack r1: one 8-GPU node full of eight 1-GPU low gangs. Racks r2..r5: a 6-GPU node
+    # each with one 1-GPU low gang: 20 GPUs free in all, 5 at most in one rack. The
+    # 8-GPU gang requiring one rack fits only in r1, once all eight gangs there go; a
+    # search over every rack's gangs at once spends its budget on sets that free
+    # room nowhere useful (thousands of them before the one that works).
+    nodes = [node_obj("a", gpus=8, labels={RACK: "r1"})]
+    nodes += [node_obj(f"b{i}", gpus=6, labels={RACK: f"r{i + 2}"}) for i in range(4)]
+    pods: list[dict[str, Any]] = []
+    for i in range(8):
+        pods += members(f"low-a{i}", 1, 1, priority=1, nodes=["a"])
+    for i in range(4):
+        pods += members(f"low-b{i}", 1, 1, priority=1, nodes=[f"b{i}"])
+    high = members("high", 8, 1, priority=10)
+    core = core_with(nodes, pods + high)
+    group = {
+        "metadata": {"name": "high", "namespace": "default"},
+        "spec": {"minMember": 8, "topology": {"requiredKey": RACK}},
+    }
+    core.apply_podgroup(EventType.ADDED, group, 0.0)
+    [attempt] = run(core)
+    assert isinstance(attempt.result, Unschedulable)
+    assert f"in one {RACK}" in attempt.result.message
+    decision = attempt.preemption
+    assert decision is not None
+    assert sorted(v.key for v in decision.victims) == [f"default/low-a{i}" for i in range(8)]
+    assert {p.node for p in decision.placements} == {"a"}
