@@ -27,6 +27,8 @@ MAX_ROOMS = 32
 class DomainSum:
     copies: int = 0
     free_gpu_milli: int = 0
+    # GPUs its nodes have, busy or not: the domain's size.
+    gpus: int = 0
     # Nodes with room for one member of the shape at least.
     nodes: set[str] = field(default_factory=set)
 
@@ -37,6 +39,7 @@ class _Part:
     part: str | None  # the slice domain
     copies: int
     free_gpu_milli: int
+    gpus: int
 
 
 class LevelRoom:
@@ -76,12 +79,14 @@ class LevelRoom:
         copies = copies_that_fit(pod, node) if memo.first_failure(node) is None else 0
         part = node.labels.get(self.slice_key) if self.slice_key is not None else None
         free = node.free_gpu_milli
-        self.parts[node.name] = _Part(domain, part, copies, free)
+        gpus = len(node.devices)
+        self.parts[node.name] = _Part(domain, part, copies, free, gpus)
         total = self.domains.get(domain)
         if total is None:
             total = self.domains[domain] = DomainSum()
         total.copies += copies
         total.free_gpu_milli += free
+        total.gpus += gpus
         if copies:
             total.nodes.add(node.name)
         if part is not None and copies:
@@ -94,6 +99,7 @@ class LevelRoom:
         total = self.domains[old.domain]
         total.copies -= old.copies
         total.free_gpu_milli -= old.free_gpu_milli
+        total.gpus -= old.gpus
         total.nodes.discard(name)
         if old.part is not None and old.copies:
             key = (old.domain, old.part)

@@ -33,6 +33,7 @@ from scheduler.planner.member_choice import MemberChoiceKind
 from scheduler.planner.node_choice import KeptByNode, KeptChoices
 from scheduler.planner.planning import plan_call
 from scheduler.planner.ranking import Ranking, Rankings
+from scheduler.planner.required_domain import DomainChoice
 from scheduler.planner.reserve import ReserveMemory
 from scheduler.planner.result import PlannableGang, PlanResult
 from scheduler.planner.volume_choice import VolumeChoiceKind
@@ -61,6 +62,8 @@ class Planner:
         # The GPU sizes of gangs that require one topology domain, per level: the
         # choice of their domain keeps large domains for large gangs (required_domain.py).
         self.domain_demand = DomainDemand()
+        # How a required level's fitting domains are ordered (required_domain.py).
+        self.domain_choice: DomainChoice = "smallest"
         # Per level and shape, its domains' room, caught up from the snapshot's changes.
         self.level_rooms = LevelRooms()
         # Profile.learning_step when the rankings, kept choices and windows were kept.

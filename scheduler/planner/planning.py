@@ -111,7 +111,7 @@ class _GangPlanning:
             whole = sum(p.gpu.total_milli for p in (*self.gang.pending, *self.gang.bound))
             demand.observe(self.gang.key, topology.required_key, whole)
             self.required = required_domains(
-                search, topology.required_key, demand, planner.level_rooms
+                search, topology.required_key, demand, planner.level_rooms, planner.domain_choice
             )
         best: Attempt | None = None
         chosen: Attempt | None = None

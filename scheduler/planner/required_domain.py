@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from cache.pod import PodInfo
 from cache.resources import MILLI_PER_GPU
@@ -26,6 +27,14 @@ from scheduler.planner.domains import domain_attempts
 from scheduler.planner.level_room import LevelRoom, LevelRooms
 from scheduler.planner.search import Attempt, GangSearch
 
+# How the fitting domains are ordered (bench/topology_choice.py compares them):
+# - "smallest" (the default): the smallest domain (fewest GPUs, busy or not) that holds
+#   the gang, then the least free: large domains stay whole for the large gangs;
+# - "learnt": first the least learnt demand lost (policies/domain_demand.py), then as
+#   "smallest" (measured worse than "smallest" so far: docs/benchmarks.md);
+# - "best-fit": the least free capacity that holds the gang (as Kueue's TAS);
+# - "first-fit": by name (as a per-domain placement generator).
+DomainChoice = Literal["smallest", "learnt", "best-fit", "first-fit"]
 # How many fitting domains are tried before the gang is declared to fit none: each try
 # is a greedy pass over its members, and resources alone already said they fit.
 MAX_DOMAINS_TRIED = 32
@@ -40,6 +49,8 @@ class Domain:
     # free GPU milli.
     nodes: set[str] = field(default_factory=set)
     free_gpu_milli: int = 0
+    # GPUs its nodes have, busy or not.
+    gpus: int = 0
     # Per shape (by position), how many of its members the domain's feasible nodes take.
     copies: list[int] = field(default_factory=list)
 
@@ -98,7 +109,11 @@ def _gpus(milli: int) -> str:
 
 
 def required_domains(
-    search: GangSearch, key: str, demand: DomainDemand | None, rooms: LevelRooms
+    search: GangSearch,
+    key: str,
+    demand: DomainDemand | None,
+    rooms: LevelRooms,
+    choice: DomainChoice = "smallest",
 ) -> RequiredDomains:
     """The domains of `key` with their room for the gang's members (level_room.py: each
     shape's feasible nodes, kept between calls), and the order in which they are tried.
@@ -122,6 +137,7 @@ def required_domains(
             if domain is None:
                 domain = domains[value] = Domain(value, copies=[0] * len(shapes))
                 domain.free_gpu_milli = total.free_gpu_milli
+                domain.gpus = total.gpus
             domain.nodes |= total.nodes
             domain.copies[position] = total.copies
     wanted = [len(shape.members) for _, shape in shapes]
@@ -144,10 +160,17 @@ def required_domains(
         fitting = [name for name in fitting if slots.get(name, 0) >= count]
     holders = sorted(d.free_gpu_milli for d in domains.values())
 
-    def cost(name: str) -> tuple[float, int, str]:
-        free = domains[name].free_gpu_milli
+    def cost(name: str) -> tuple[float, int, int, str]:
+        if choice == "first-fit":
+            return (0.0, 0, 0, name)
+        domain = domains[name]
+        free = domain.free_gpu_milli
+        if choice == "best-fit":
+            return (0.0, 0, free, name)
+        if choice == "smallest":
+            return (0.0, domain.gpus, free, name)
         lost = demand.lost(key, free, gpu_milli, holders) if demand is not None else 0.0
-        return (lost, free, name)
+        return (lost, domain.gpus, free, name)
 
     fitting.sort(key=cost)
     tried = fitting[:MAX_DOMAINS_TRIED]

@@ -130,6 +130,7 @@ def test_learnt_demand_keeps_a_domain_whole_for_the_gangs_that_need_it() -> None
     nodes = [in_rack(f"e{i}", "exact", 8) for i in range(2)]
     nodes += [in_rack(f"r{i}", "roomy", 8) for i in range(5)]
     planner = Planner(build_profile())
+    planner.domain_choice = "learnt"
     for i in range(20):
         planner.domain_demand.observe(f"default/past-{i}", RACK, 16_000)
     result = plan(nodes, members(1, gpus=8), planner=planner)
