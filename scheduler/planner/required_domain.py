@@ -6,12 +6,11 @@ domain of that node label, or it waits.
 - A node without the label is in no domain, so no member goes there.
 - Among the domains that can hold every member (by resources alone, counted over each
   shape's feasible nodes), the choice keeps large domains whole for the large gangs that
-  need them (policies/domain_demand.py): first the domains whose use would cost the
-  least of the learnt demand of larger gangs (weighted by how few domains still hold
-  each size), then best fit (the least free GPU capacity that holds the gang), then by
-  name. Each is tried in turn (a greedy
-  pass inside it, preferred levels first) until one places the gang; at most
-  MAX_DOMAINS_TRIED, so a gang that fits nowhere costs a bounded search.
+  need them: the smallest domain (fewest GPUs) first, then best fit (the least free GPU
+  capacity that holds the gang), then by name (DomainChoice lists the others compared).
+  Each is tried in turn (a greedy pass inside it, preferred levels first) until one
+  places the gang; at most MAX_DOMAINS_TRIED, so a gang that fits nowhere costs a
+  bounded search.
 """
 
 from __future__ import annotations
