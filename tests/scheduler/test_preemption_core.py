@@ -8,11 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cache.cluster import EventType, Reservation
+from cache.native_gang import native_podgroup_from_api
 from policies.profile import build_profile
 from scheduler.cycle.core import Attempt, SchedulingCore
 from scheduler.gangs.queue import ClusterChange
 from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj
+from tests.integrations.controllers import native_podgroup_obj
 from tests.signed import TEST_KEY, signed
 
 
@@ -270,3 +272,24 @@ def test_a_rack_required_gang_evicts_within_the_one_rack_that_then_holds_it() ->
     assert decision is not None
     assert sorted(v.key for v in decision.victims) == [f"default/low-a{i}" for i in range(8)]
     assert {p.node for p in decision.placements} == {"a"}
+
+
+def test_a_native_podgroups_priority_is_its_gangs_as_preemptor_and_as_victim() -> None:
+    # Every pod has priority 0; the native PodGroups say 100 and 50: "high" preempts
+    # "low" only by its group's priority, and "low" is a victim at its group's 50.
+    low = members("low", 2, 4, priority=0, nodes=["n0", "n0"])
+    for pod in low:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "low"}
+    high = members("high", 2, 4, priority=0)
+    for pod in high:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "high"}
+    core = core_with([node_obj("n0", gpus=8)], low + high)
+    for name, priority in (("high", 100), ("low", 50)):
+        group = native_podgroup_obj(name, 2)
+        group["spec"]["priority"] = priority
+        core.apply_gang_group(native_podgroup_from_api, EventType.ADDED, group, 0.0)
+    [attempt] = run(core)
+    assert attempt.gang.priority == 100
+    decision = attempt.preemption
+    assert decision is not None and [v.key for v in decision.victims] == ["default/low"]
+    assert decision.victims[0].priority == 50
