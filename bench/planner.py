@@ -14,6 +14,8 @@ cycle spends before binding).
                                                       # inter-pod constraints, 5000 nodes
     .venv/bin/python bench/planner.py --dra           # gangs of 8 asking GPUs through DRA
                                                       # claims and through nvidia.com/gpu
+    .venv/bin/python bench/planner.py --topology      # gangs of 64 requiring one rack,
+                                                      # in 8-pod clique slices (5000 nodes)
 
 With --constraints, gangs of 8 alternate between plain ones and constrained ones: one
 worker per node (required pod anti-affinity on kubernetes.io/hostname) and a zone
@@ -33,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,15 +78,16 @@ def _links(kind: str) -> list[list[str]] | None:
     return None
 
 
-def bench_node(index: int) -> dict[str, Any]:
+def bench_node(index: int, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
     name = f"node-{index:05d}"
+    labels = {ZONE_LABEL: f"rack-{index // NODES_PER_RACK:03d}", **(extra_labels or {})}
     return node_object(
         name,
         cpu="128",
         memory="1024Gi",
         gpus=8,
         model=MODELS[index % len(MODELS)],
-        labels={ZONE_LABEL: f"rack-{index // NODES_PER_RACK:03d}"},
+        labels=labels,
         links=_links(("nvlink", "pcie", "unknown")[(index // 3) % 3]),
         gpu_memory_mib=40960,
     )
@@ -132,10 +136,16 @@ def pod_object(
     return {"metadata": meta, "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
 
 
-def build_cluster(nodes: int, rng: random.Random) -> ClusterCache:
+def build_cluster(
+    nodes: int,
+    rng: random.Random,
+    labels_of: Callable[[int], dict[str, str]] | None = None,
+) -> ClusterCache:
+    """`labels_of`: more labels per node index (topology levels of --topology)."""
     cache = ClusterCache(assignment_key=BENCH_KEY)
     for index in range(nodes):
-        cache.apply_node(EventType.ADDED, bench_node(index))
+        extra = labels_of(index) if labels_of is not None else None
+        cache.apply_node(EventType.ADDED, bench_node(index, extra))
     # About half the GPUs busy: whole-GPU pods and shares on their own devices.
     for index in range(nodes):
         name = f"node-{index:05d}"
@@ -342,7 +352,23 @@ def main() -> int:
         "with gangs asking as many through nvidia.com/gpu (bench/dra_gangs.py; default "
         "5000 nodes, --gangs of each kind, default 300)",
     )
+    parser.add_argument(
+        "--topology",
+        action="store_true",
+        help="gangs of 64 one-GPU members requiring one rack, each 8 consecutive members "
+        "in one NVLink clique, alternating with plain gangs of 8 (bench/topology_gangs.py; "
+        "default 5000 nodes, --gangs of each kind, default 100)",
+    )
     args = parser.parse_args()
+    if args.topology:
+        from bench.topology_gangs import print_topology, run_topology
+
+        result = run_topology(args.nodes or 5000, args.gangs or 100, args.seed)
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print_topology(result)
+        return 0
     if args.dra:
         from bench.dra_gangs import print_dra, run_dra
 

@@ -9,6 +9,7 @@ from typing import Any
 from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.limits import MAX_INT32, shown
 from cache.pod import parse_time
+from cache.podgroup_topology import read_topology
 from cache.topology_requirement import TopologyRequirement
 
 PODGROUP_GROUP = "scheduling.x-k8s.io"
@@ -46,6 +47,14 @@ class PodGroupInfo:
     # field this scheduler does not support): the gang waits and its pods say why,
     # never placed as if the field were absent. Each is also in `problems`.
     refusals: tuple[str, ...] = ()
+    # The group's own priority (Kubernetes' PodGroup spec.priority, resolved from
+    # spec.priorityClassName by the API server): for queueing and preemption, in place
+    # of the members' pod priorities. None: the members' priority is the gang's.
+    priority: int | None = None
+    # How the group may be disrupted (Kubernetes' PodGroup spec.disruptionMode:
+    # "PodGroup" or "Pod"); "" where the source says nothing. Victims are whole gangs
+    # in either mode (docs/integrations.md).
+    disruption_mode: str = ""
 
     @property
     def key(self) -> str:
@@ -85,13 +94,18 @@ def _parse_podgroup(obj: Mapping[str, Any]) -> PodGroupInfo:
     problems: list[str] = []
     min_member = _positive_int(spec, "minMember", problems)
     timeout = _positive_int(spec, "scheduleTimeoutSeconds", problems)
+    namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+    topology, refusals = read_topology(spec, min_member, f"PodGroup {namespace}/{name}")
+    problems.extend(refusals)
     return PodGroupInfo(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name") or ""),
+        namespace=namespace,
+        name=name,
         resource_version=str(meta.get("resourceVersion") or ""),
         min_member=min_member,
         schedule_timeout_seconds=timeout,
         created=parse_time(meta.get("creationTimestamp")),
         problems=tuple(problems),
         uid=str(meta.get("uid") or ""),
+        topology=topology,
+        refusals=tuple(refusals),
     )

@@ -203,6 +203,7 @@ class SchedulingCore:
             dra=self.dra,
         )
         self.starvation.ready_since_of = self.queue.ready_since
+        self.preempter.group_priority = self._group_priority
         self.queue.borrows_now = self._borrows_now
         self.borrowing_watch = BorrowingWatch(self.cache.quotas)
 
@@ -604,6 +605,11 @@ class SchedulingCore:
                 borrows = would_borrow(judged, self.cache.quotas, self.dra)
                 self.queue.set_borrowing(key, borrows, judged.namespace)
         self.borrower_order.update(self.queue, self.cache.quotas)
+
+    def _group_priority(self, key: str) -> int | None:
+        """The priority gang `key`'s definition states (a native PodGroup's), if any."""
+        group = self.index.podgroup(key)
+        return group.priority if group is not None else None
 
     def _borrows_now(self, key: str) -> bool:
         gang = self.gangs.get(key)

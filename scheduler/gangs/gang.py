@@ -427,8 +427,18 @@ def _build_gang(
                     f"pod {pod.key} cannot be scheduled as written: {'; '.join(pod.problems)}",
                 )
             )
-    _agree_on_priority(gang)
+    if not _group_priority(gang, podgroup if named is not None else None):
+        _agree_on_priority(gang)
     return gang
+
+
+def _group_priority(gang: Gang, podgroup: PodGroupInfo | None) -> bool:
+    """The group's own priority (Kubernetes' PodGroup spec.priority) as the gang's, in
+    place of its members' pod priorities; False when the group states none."""
+    if podgroup is None or podgroup.priority is None:
+        return False
+    gang.priority = podgroup.priority
+    return True
 
 
 def _same_but_version(old: PodInfo, new: PodInfo) -> bool:
@@ -486,6 +496,7 @@ def build_partial(
         created=min(pod.created for pod in bound),
     )
     _size_gang(gang, podgroup, keys)
+    _group_priority(gang, podgroup)
     if gang.size_source == "default" or len(bound) >= gang.min_member:
         return None
     gang.topology, _ = gang_topology(podgroup, bound, gang.min_member)

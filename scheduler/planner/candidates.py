@@ -18,6 +18,10 @@ def collect_candidates(search: GangSearch, shape: Shape) -> None:
     pod = shape.pod
     profile = search.profile
     limit = profile.candidate_limit
+    if search.topology_bound:
+        # Topology may refuse nodes: the domains are judged on every feasible node,
+        # never on the first few, which may all be in one domain or in none.
+        limit = 0
     if limit:
         limit = max(limit, 2 * len(shape.members))
     models = allowed_models(pod)

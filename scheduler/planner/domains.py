@@ -1,6 +1,6 @@
 """The first attempts of a gang of several: the whole gang inside one topology domain
-(Profile.topology_keys), most specific level first (one host, then one rack, then one
-zone), the tightest domains that can hold it."""
+(the gang's preferred levels, else Profile.topology_keys), most specific level first
+(one host, then one rack, then one zone), the tightest domains that can hold it."""
 
 from __future__ import annotations
 
@@ -11,12 +11,20 @@ from policies.capacity import copies_that_fit
 from scheduler.planner.search import Attempt, GangSearch
 
 
-def domain_attempts(search: GangSearch, order: Sequence[PodInfo]) -> Iterator[Attempt]:
+def domain_attempts(
+    search: GangSearch,
+    order: Sequence[PodInfo],
+    keys: Sequence[str] | None = None,
+    within: frozenset[str] | None = None,
+) -> Iterator[Attempt]:
     """The whole gang inside one domain, most specific level first; at each level the
     two tightest domains that can hold every member (by resources alone). Yields the
-    first attempt that places every member, and stops."""
+    first attempt that places every member, and stops. `keys`: the levels, broadest
+    first (None: the profile's); `within`: the nodes the domains are cut to (the
+    gang's required domain)."""
     nodes = search.snapshot.nodes
-    keys = search.profile.topology_keys
+    if keys is None:
+        keys = search.profile.topology_keys
     # Shapes by position (their signatures are nested tuples, costly to hash per
     # node); copies per shape and candidate are the same at every level: counted once.
     shapes = list(search.shapes.values())
@@ -33,6 +41,8 @@ def domain_attempts(search: GangSearch, order: Sequence[PodInfo]) -> Iterator[At
         for position, shape in enumerate(shapes):
             counted = copies_of[position]
             for name in shape.candidates:
+                if within is not None and name not in within:
+                    continue
                 domain = nodes[name].labels.get(key)
                 if domain is None:
                     continue

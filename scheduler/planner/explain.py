@@ -64,11 +64,16 @@ def refuse(search: GangSearch, needed: int) -> Unschedulable:
     return Unschedulable(gang.key, needed, len(search.members), message, reasons)
 
 
-def unschedulable(search: GangSearch, needed: int, best: Attempt | None) -> Unschedulable:
-    """The gang waits: per member why, from the attempt that placed the most."""
+def unschedulable(
+    search: GangSearch, needed: int, best: Attempt | None, topology: str | None = None
+) -> Unschedulable:
+    """The gang waits: per member why, from the attempt that placed the most.
+    `topology`: what its required topology level lacks, said first (required_domain.py)."""
     gang = search.gang
     placeable = len(best.placements) if best else 0
     line = _gang_line(search, placeable, needed)
+    if topology is not None:
+        line = f"gang {gang.key}: {topology}; {line.removeprefix(f'gang {gang.key}: ')}"
     placed = [search.member_by_uid[p.pod_uid] for p in best.placements] if best else []
     short = gang.roles_missing(placed)
     if short:

@@ -36,6 +36,7 @@ def ranking_alone(search: GangSearch) -> bool:
         and not search.kinds
         and not search.constrained
         and not search.scored
+        and not search.topology_bound
     )
 
 
@@ -71,6 +72,8 @@ def lone_shape(search: GangSearch) -> Shape | None:
     if len(search.members) != 1 or search.refused or search.kinds:
         return None
     if search.constrained or search.scored or search.gang.role_needed:
+        return None
+    if search.topology_bound:
         return None
     planner, profile = search.planner, search.profile
     if planner.exhaustive or not profile.candidate_limit:

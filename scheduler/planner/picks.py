@@ -19,6 +19,8 @@ from scheduler.planner.node_choice import NodeChoice, Shape
 from scheduler.planner.ranking import Ranking
 from scheduler.planner.reserve import NodeTest
 
+# Allowed node sets smaller than this share of the candidates are cut out once (_walk).
+_SMALL_SHARE = 8
 # A node picked for a member, with its choice there.
 Found = tuple[str, NodeChoice]
 
@@ -61,6 +63,8 @@ class Picks:
         self.scored = scored
         # Per member uid: Profile.preference's test of node names (None: no preference).
         self._preferred: dict[str, Callable[[str], bool] | None] = {}
+        # (candidate list, its length, allowed nodes) -> the candidates allowed (_walk).
+        self._within: dict[tuple[int, int, frozenset[str]], list[str]] = {}
 
     def preference(self, pod: PodInfo) -> Callable[[str], bool] | None:
         """Profile.preference's test of node names for `pod`, asked once per plan."""
@@ -77,12 +81,25 @@ class Picks:
         beat its best so far: most candidates never need the question."""
         keep, allowed, view, shape = turn.keep, turn.allowed, turn.view, turn.shape
         profile = self.profile
-        for name in shape.candidates:
-            if allowed is not None and name not in allowed:
-                continue
+        for name in self._walk(shape, allowed):
             choice = shape.choice(profile, view, name)
             if choice is not None and (keep is None or keep(name, choice)):
                 yield name, choice
+
+    def _walk(self, shape: Shape, allowed: frozenset[str] | None) -> Iterable[str]:
+        """The shape's candidates in their order, those in `allowed` only. A small set
+        of allowed nodes (one topology domain of thousands of nodes) is cut out of the
+        candidates once per planning call, not scanned again for every member."""
+        candidates = shape.candidates
+        if allowed is None:
+            return candidates
+        if len(allowed) * _SMALL_SHARE >= len(candidates):
+            return (name for name in candidates if name in allowed)
+        key = (id(candidates), len(candidates), allowed)
+        within = self._within.get(key)
+        if within is None:
+            within = self._within[key] = [name for name in candidates if name in allowed]
+        return within
 
     def best_scored(self, turn: Turn) -> Found | None:
         """The best weighted score (gang scores once a member is placed, inter-pod

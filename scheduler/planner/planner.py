@@ -22,15 +22,18 @@ from collections.abc import Sequence
 from cache.pod import PodInfo
 from cache.snapshot import Snapshot
 from policies.diagnosis import FilterMemo
+from policies.domain_demand import DomainDemand
 from policies.filters.volume_binding import GangVolumes
 from policies.pod_constraints import DomainCache
 from policies.profile import Profile
 from policies.whole_node_reserve import ReserveLedger
 from scheduler.planner.dra_reach import ReachMemo
+from scheduler.planner.level_room import LevelRooms
 from scheduler.planner.member_choice import MemberChoiceKind
 from scheduler.planner.node_choice import KeptByNode, KeptChoices
 from scheduler.planner.planning import plan_call
 from scheduler.planner.ranking import Ranking, Rankings
+from scheduler.planner.required_domain import DomainChoice
 from scheduler.planner.reserve import ReserveMemory
 from scheduler.planner.result import PlannableGang, PlanResult
 from scheduler.planner.volume_choice import VolumeChoiceKind
@@ -56,6 +59,13 @@ class Planner:
         self.reserve = ReserveMemory(profile)
         # Where each DRA demand can be allocated alone, per node (dra_reach.py).
         self.dra_reach = ReachMemo()
+        # The GPU sizes of gangs that require one topology domain, per level: the
+        # choice of their domain keeps large domains for large gangs (required_domain.py).
+        self.domain_demand = DomainDemand()
+        # How a required level's fitting domains are ordered (required_domain.py).
+        self.domain_choice: DomainChoice = "smallest"
+        # Per level and shape, its domains' room, caught up from the snapshot's changes.
+        self.level_rooms = LevelRooms()
         # Profile.learning_step when the rankings, kept choices and windows were kept.
         self._learning_step: tuple[int, ...] = ()
         # The planner of Profile.step_aside's fallback, made when first needed.

@@ -6,7 +6,10 @@
 3. Otherwise, per shape, the nodes its members are placed among: in exhaustive mode
    the shape's ranking (ranking.py), else the candidates (candidates.py).
 4. Attempts, each a greedy pass on a fresh view (search.GangSearch.greedy), until one
-   places at least `needed` members and every role's minimum:
+   places at least `needed` members and every role's minimum. A gang that requires one
+   domain of a topology level is tried only inside such domains, one at a time
+   (required_domain.py), and waits if none holds it; otherwise:
+   - the whole gang inside one domain of its preferred levels (domains.py);
    - the whole gang inside one topology domain (domains.py);
    - everywhere, biggest members first, best weighted score;
    - spread-balanced, when spread refused nodes in the first;
@@ -39,6 +42,7 @@ from scheduler.planner.lone_member import (
 )
 from scheduler.planner.member_choice import MemberChoiceKind
 from scheduler.planner.node_choice import Shape
+from scheduler.planner.required_domain import RequiredDomains, required_attempts, required_domains
 from scheduler.planner.result import Plan, PlannableGang, PlanResult
 from scheduler.planner.search import Attempt, GangSearch
 
@@ -72,6 +76,8 @@ class _GangPlanning:
         self.gang = gang
         self.snapshot = snapshot
         self.search = GangSearch(planner, gang, snapshot, kinds)
+        # The required level's domains, once the candidates are known (None: no level).
+        self.required: RequiredDomains | None = None
 
     def run(self) -> PlanResult:
         search, planner = self.search, self.planner
@@ -87,6 +93,8 @@ class _GangPlanning:
             plan = self._plan_ranked_member()
             if plan is not None:
                 return plan
+        topology = search.topology
+        required = topology is not None and topology.required_key is not None
         for shape in search.shapes.values():
             if shape is single:
                 continue  # its candidates were collected by plan_lone_member
@@ -96,7 +104,15 @@ class _GangPlanning:
                     shape.candidates = shape.ranking.candidates()
             else:
                 shape.kept = planner.kept_choices(shape.pod, self.snapshot)
-                collect_candidates(search, shape)
+                if not required:  # required_domains gives them the domains' nodes
+                    collect_candidates(search, shape)
+        if topology is not None and topology.required_key is not None:
+            demand = planner.domain_demand
+            whole = sum(p.gpu.total_milli for p in (*self.gang.pending, *self.gang.bound))
+            demand.observe(self.gang.key, topology.required_key, whole)
+            self.required = required_domains(
+                search, topology.required_key, demand, planner.level_rooms, planner.domain_choice
+            )
         best: Attempt | None = None
         chosen: Attempt | None = None
         for attempt in self._attempts():
@@ -107,7 +123,12 @@ class _GangPlanning:
                 break
         if best is not None and chosen is not None:
             return self._plan(best)
-        return unschedulable(search, needed, best)
+        shortfall = self.required.shortfall() if self.required is not None else None
+        slices = search.slices
+        if slices is not None:
+            sliced = f"needs every {slices.size} consecutive members in one {slices.key}"
+            shortfall = f"{shortfall}; {sliced}" if shortfall else sliced
+        return unschedulable(search, needed, best, shortfall)
 
     def _plan(self, best: Attempt) -> Plan:
         search = self.search
@@ -143,6 +164,12 @@ class _GangPlanning:
         picks = search.picks
         members = search.members
         by_size = sorted(members, key=lambda p: (_dependence(p), _size_key(p), p.created, p.name))
+        if self.required is not None:
+            yield from required_attempts(search, by_size, self.required)
+            return  # one domain of the required level, or the gang waits
+        preferred = search.preferred_levels()
+        if len(members) > 1 and preferred:
+            yield from domain_attempts(search, by_size, preferred)
         if len(members) > 1:
             yield from domain_attempts(search, by_size)
         first = search.greedy("best-score", by_size, None, picks.best_scored)

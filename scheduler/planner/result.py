@@ -10,6 +10,7 @@ from typing import Protocol
 from cache.cluster import Placement
 from cache.dra.claims import Allocation, Consumer
 from cache.pod import PodInfo
+from cache.topology_requirement import TopologyRequirement
 from policies.filters.volume_binding import ClaimChoice
 
 
@@ -35,6 +36,10 @@ class PlannableGang(Protocol):
     def roles_missing(self, placed: Iterable[PodInfo]) -> Mapping[str, tuple[int, int]]: ...
 
     def role_of(self, pod: PodInfo) -> str | None: ...
+
+    # Where the members may run (None: no topology stated).
+    @property
+    def topology(self) -> TopologyRequirement | None: ...
 
 
 @dataclass(frozen=True)

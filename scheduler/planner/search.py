@@ -22,6 +22,7 @@ from scheduler.planner.node_choice import Shape
 from scheduler.planner.picks import Found, Pick, Picks, Turn
 from scheduler.planner.reserve import ReserveGuards, reserve_tests
 from scheduler.planner.result import PlannableGang
+from scheduler.planner.slices import Slices
 
 if TYPE_CHECKING:
     from scheduler.planner.planner import Planner
@@ -96,6 +97,25 @@ class GangSearch:
         self.scored = self.constraints.pods_scored()
         self.picks = Picks(self.profile, snapshot, planner.rank, self.scored)
         self.guards = ReserveGuards(planner.reserve, snapshot)
+        # The gang's topology requirement (None: none stated), and its slices.
+        self.topology = gang.topology
+        self.slices: Slices | None = None
+        topology = self.topology
+        if topology is not None and topology.slice_key and topology.slice_size:
+            self.slices = Slices(topology.slice_key, topology.slice_size, self.members, snapshot)
+
+    @property
+    def topology_bound(self) -> bool:
+        """Whether topology may refuse a member a node (a required level or slices):
+        the shortcuts that place one member by its own best node do not apply."""
+        return self.topology is not None and self.topology.constrains
+
+    def preferred_levels(self) -> tuple[str, ...]:
+        """The gang's preferred levels, broadest first (as Profile.topology_keys);
+        empty when it states none."""
+        if self.topology is None:
+            return ()
+        return tuple(reversed(self.topology.preferred_keys))
 
     def greedy(
         self,
@@ -114,8 +134,12 @@ class GangSearch:
         choices = [(kind, kind.start()) for kind in self.kinds]
         state = self.constraints.start() if self.constrained or self.scored else None
         attempt = Attempt(name, [], {}, 0.0, view, choices, state)
+        sliced = self.slices.start() if self.slices is not None else None
+        if self.slices is not None:
+            order = self.slices.order(order)
         for pod in order:
-            turn = Turn(pod, self.shape_of[pod.uid], view, context, allowed, state)
+            here = sliced.allowed(pod, view, allowed) if sliced is not None else allowed
+            turn = Turn(pod, self.shape_of[pod.uid], view, context, here, state)
             admission = (
                 Admission(state, pod, view, pod.uid not in deferred)
                 if state and pod.uid in self.constrained

@@ -75,6 +75,8 @@ log = logging.getLogger(__name__)
 NEVER = "Never"
 # Why a decision evicts: `Preemption.reason`.
 PRIORITY = "priority"
+# How many domains of a required level a victim search tries (each is a search).
+MAX_PREEMPTION_DOMAINS = 8
 RECLAIM = "reclaim"
 # How long a gang whose eviction was refused (a PodDisruptionBudget said 429) is not
 # picked as a victim again: the budget changes when its pods become ready elsewhere.
@@ -183,6 +185,9 @@ class Preempter:
     dra: DraCache | None = None
     # The running gangs the last search weighed, kept for the next (`_weigh`).
     _weighed: dict[str, VictimGang] = field(default_factory=dict)
+    # A gang's own priority where its definition states one (Kubernetes' PodGroup
+    # spec.priority), by gang key; None: its members' pod priority is the victim's.
+    group_priority: Callable[[str], int | None] = field(default=lambda key: None)
 
     # --- the core's hooks ---------------------------------------------------------------
     def release(self, gang_key: str) -> None:
@@ -357,7 +362,9 @@ class Preempter:
             and known.devices == devices
         ):
             return known
-        return VictimGang(key, max(pod.priority for pod in pods), tuple(pods), devices)
+        stated = self.group_priority(key)
+        priority = max(pod.priority for pod in pods) if stated is None else stated
+        return VictimGang(key, priority, tuple(pods), devices)
 
     # --- the search -----------------------------------------------------------------------
     def _by_priority(
@@ -410,15 +417,98 @@ class Preempter:
         admissible: Callable[[frozenset[str]], bool],
     ) -> tuple[tuple[VictimGang, ...], Plan] | None:
         """The victim search over `victims`: the gangs chosen and the preemptor's plan
-        once they are gone (placed and admitted by its quota), or None."""
+        once they are gone (placed and admitted by its quota), or None. A gang that
+        requires one domain of a topology level searches one domain at a time
+        (`_search_by_domain`)."""
+        topology = gang.topology
+        if topology is not None and topology.required_key is not None:
+            return self._search_by_domain(
+                gang, snapshot, now, victims, rank, admissible, topology.required_key
+            )
+        return self._search_in(gang, snapshot, now, victims, rank, admissible)
+
+    def _search_by_domain(
+        self,
+        gang: Gang,
+        snapshot: Snapshot,
+        now: float,
+        victims: dict[str, VictimGang],
+        rank: Rank,
+        admissible: Callable[[frozenset[str]], bool],
+        key: str,
+    ) -> tuple[tuple[VictimGang, ...], Plan] | None:
+        """Victims chosen within one domain of the gang's required level, which then
+        holds it (the plan confines the gang there: scheduler/planner/required_domain.py):
+        the domains whose free GPUs plus what its candidate victims hold there could hold
+        the gang, those with the least to free first (the domain its bound members fix,
+        if any), at most MAX_PREEMPTION_DOMAINS; in each, only the gangs with pods there,
+        and a set is refused at once when the GPUs it frees there leave the gang short."""
+        nodes = snapshot.nodes
+        asked = sorted(p.gpu.total_milli for p in gang.pending if not p.problems)
+        need = sum(asked[: max(gang.needed, 1)])
+        fixed = {nodes[p.node_name].labels.get(key) for p in gang.bound if p.node_name in nodes}
+        free: dict[str, int] = {}
+        for node in nodes.values():
+            value = node.labels.get(key)
+            if value is not None and (not fixed or value in fixed):
+                free[value] = free.get(value, 0) + node.free_gpu_milli
+        freed: dict[str, dict[str, int]] = {}  # victim -> domain -> GPU milli it frees there
+        for victim_key, victim in victims.items():
+            where = freed[victim_key] = {}
+            for pod in victim.pods:
+                host = nodes.get(pod.node_name or "")
+                value = host.labels.get(key) if host is not None else None
+                if value is not None and value in free:
+                    where[value] = where.get(value, 0) + pod.gpu.total_milli
+        reachable = {
+            value: room + sum(where.get(value, 0) for where in freed.values())
+            for value, room in free.items()
+        }
+        order = sorted(
+            (value for value, most in reachable.items() if most >= need),
+            key=lambda value: (need - free[value], value),
+        )
+        for value in order[:MAX_PREEMPTION_DOMAINS]:
+            there = {k: v for k, v in victims.items() if freed[k].get(value)}
+            room = free[value]
+
+            def short(keys: frozenset[str], value: str = value, room: int = room) -> bool:
+                return room + sum(freed[k].get(value, 0) for k in keys) < need
+
+            found = self._search_in(gang, snapshot, now, there, rank, admissible, short)
+            if found is not None:
+                return found
+        return None
+
+    def _search_in(
+        self,
+        gang: Gang,
+        snapshot: Snapshot,
+        now: float,
+        victims: dict[str, VictimGang],
+        rank: Rank,
+        admissible: Callable[[frozenset[str]], bool],
+        short: Callable[[frozenset[str]], bool] | None = None,
+    ) -> tuple[tuple[VictimGang, ...], Plan] | None:
+        """The victim search over `victims`; `short(keys)`: the set cannot make room
+        (known without a planning pass)."""
+        if not victims:
+            return None
         pool = [_candidate(key, victim, now) for key, victim in victims.items()]
         fit = self._victim_fit(gang, victims, snapshot, pool)
+        refuses = fit.refuses
+        if short is not None:
+            bound_refuses = refuses
+
+            def refuses(keys: frozenset[str]) -> bool:
+                return short(keys) or bound_refuses(keys)
+
         chosen = choose_victims(
             pool,
             fit.fits,
             rank=rank,
             admissible=admissible,
-            refuses=fit.refuses,
+            refuses=refuses,
             gpu_floor=fit.bound.gpu_floor,
         )
         if chosen is None:

@@ -28,14 +28,23 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.kubeapi import errors, node_lifecycle, spec_validation, validation
+from tests.kubeapi import (
+    crd_schema,
+    errors,
+    native_podgroup,
+    node_lifecycle,
+    spec_validation,
+    validation,
+)
 from tests.kubeapi.dra import strategy as dra
 from tests.kubeapi.pruning import prune_status
 from tests.kubeapi.resources import (
     DRA_TYPES,
     NAMESPACES,
+    NATIVE_PODGROUPS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
+    PODGROUPS,
     PODS,
     ResourceType,
 )
@@ -172,7 +181,13 @@ def prepare_create(rtype: ResourceType, body: Any, namespace: str | None) -> dic
         obj.pop("status", None)
     elif rtype in DRA_TYPES:
         dra.prepare_create(rtype, obj, timestamp())
+    elif rtype is NATIVE_PODGROUPS:
+        native_podgroup.prepare_create(obj)
     spec_validation.validate(rtype, obj)
+    if rtype is NATIVE_PODGROUPS:
+        native_podgroup.validate(obj)
+    if rtype is PODGROUPS:
+        crd_schema.validate_podgroup(obj)
     return obj
 
 
@@ -231,8 +246,12 @@ def prepare_update(
         _label_namespace(new)
     if rtype is PERSISTENT_VOLUME_CLAIMS:
         _check_claim_spec_update(name, old.get("spec") or {}, new.get("spec") or {})
+    if rtype is NATIVE_PODGROUPS:
+        native_podgroup.check_update(old, new)
     if rtype is not PODS:  # a pod's validated fields cannot change after create
         spec_validation.validate(rtype, new)
+    if rtype is PODGROUPS:
+        crd_schema.validate_podgroup(new)
     return new
 
 

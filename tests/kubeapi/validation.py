@@ -85,6 +85,11 @@ def _label_value_problem(value: str) -> str | None:
     return None
 
 
+# The checks other modules of the emulator apply to their own fields.
+label_key_problem = _label_key_problem
+subdomain_problem = _subdomain_problem
+
+
 def check_name(rtype: ResourceType, name: str) -> None:
     problem = _subdomain_problem(name)
     if problem is not None:

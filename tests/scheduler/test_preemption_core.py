@@ -8,11 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cache.cluster import EventType, Reservation
+from cache.native_gang import native_podgroup_from_api
 from policies.profile import build_profile
 from scheduler.cycle.core import Attempt, SchedulingCore
 from scheduler.gangs.queue import ClusterChange
 from scheduler.planner.result import Plan, Unschedulable
 from tests.factories import node_obj, pod_obj
+from tests.integrations.controllers import native_podgroup_obj
 from tests.signed import TEST_KEY, signed
 
 
@@ -238,3 +240,56 @@ def test_a_preemptor_deleted_while_waiting_leaves_no_decision_behind() -> None:
     # low is no longer taken by the deleted gang's decision: it may be a victim again.
     assert again.preemption is not None
     assert list(core.preempter.decisions) == ["default/other"]
+
+
+RACK = "topology.kubernetes.io/rack"
+
+
+def test_a_rack_required_gang_evicts_within_the_one_rack_that_then_holds_it() -> None:
+    # Rack r1: one 8-GPU node full of eight 1-GPU low gangs. Racks r2..r5: a 6-GPU node
+    # each with one 1-GPU low gang: 20 GPUs free in all, 5 at most in one rack. The
+    # 8-GPU gang requiring one rack fits only in r1, once all eight gangs there go; a
+    # search over every rack's gangs at once spends its budget on sets that free
+    # room nowhere useful (thousands of them before the one that works).
+    nodes = [node_obj("a", gpus=8, labels={RACK: "r1"})]
+    nodes += [node_obj(f"b{i}", gpus=6, labels={RACK: f"r{i + 2}"}) for i in range(4)]
+    pods: list[dict[str, Any]] = []
+    for i in range(8):
+        pods += members(f"low-a{i}", 1, 1, priority=1, nodes=["a"])
+    for i in range(4):
+        pods += members(f"low-b{i}", 1, 1, priority=1, nodes=[f"b{i}"])
+    high = members("high", 8, 1, priority=10)
+    core = core_with(nodes, pods + high)
+    group = {
+        "metadata": {"name": "high", "namespace": "default"},
+        "spec": {"minMember": 8, "topology": {"requiredKey": RACK}},
+    }
+    core.apply_podgroup(EventType.ADDED, group, 0.0)
+    [attempt] = run(core)
+    assert isinstance(attempt.result, Unschedulable)
+    assert f"in one {RACK}" in attempt.result.message
+    decision = attempt.preemption
+    assert decision is not None
+    assert sorted(v.key for v in decision.victims) == [f"default/low-a{i}" for i in range(8)]
+    assert {p.node for p in decision.placements} == {"a"}
+
+
+def test_a_native_podgroups_priority_is_its_gangs_as_preemptor_and_as_victim() -> None:
+    # Every pod has priority 0; the native PodGroups say 100 and 50: "high" preempts
+    # "low" only by its group's priority, and "low" is a victim at its group's 50.
+    low = members("low", 2, 4, priority=0, nodes=["n0", "n0"])
+    for pod in low:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "low"}
+    high = members("high", 2, 4, priority=0)
+    for pod in high:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "high"}
+    core = core_with([node_obj("n0", gpus=8)], low + high)
+    for name, priority in (("high", 100), ("low", 50)):
+        group = native_podgroup_obj(name, 2)
+        group["spec"]["priority"] = priority
+        core.apply_gang_group(native_podgroup_from_api, EventType.ADDED, group, 0.0)
+    [attempt] = run(core)
+    assert attempt.gang.priority == 100
+    decision = attempt.preemption
+    assert decision is not None and [v.key for v in decision.victims] == ["default/low"]
+    assert decision.victims[0].priority == 50

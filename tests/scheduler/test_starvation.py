@@ -16,7 +16,7 @@ from scheduler.planner.result import Plan
 from scheduler.process.config import build_core_from, config_from_mapping
 from scheduler.process.metrics import SchedulerMetrics
 from tests.cache.test_quota import quota_obj
-from tests.factories import gang_pods, pod_obj
+from tests.factories import gang_pods, node_obj, pod_obj
 from tests.scheduler.cores import core_on_nodes
 from tests.scheduler.cores import run_binding as run
 from tests.signed import TEST_KEY, signed
@@ -181,3 +181,52 @@ def test_a_starving_gang_with_a_claim_reserves_the_node_its_volume_is_pinned_to(
     assert placed and isinstance(placed[-1].result, Plan)
     assert [p.node for p in placed[-1].result.placements] == ["n2"]
     assert "default/large" not in core.starvation_reservations()
+
+
+RACK = "topology.kubernetes.io/rack"
+
+
+def test_a_starving_rack_required_gang_reserves_inside_one_rack() -> None:
+    """8 nodes of 8 GPUs in two racks of 4, a stream of 1-GPU gangs (each running 20 s)
+    keeping every GPU busy; at t=20 a gang of 4 x 8 GPUs that requires one rack. Its
+    reservation is inside one rack, and it is placed there within a bounded wait."""
+    core = SchedulingCore(build_profile())
+    for i in range(8):
+        labels = {RACK: f"r{i // 4}"}
+        core.apply_node(ADDED, node_obj(f"n{i}", gpus=8, labels=labels), 0.0)
+    core.cache.assignment_key = TEST_KEY
+    core.starvation.guard_seconds = 30.0
+    group = {
+        "metadata": {"name": "large", "namespace": "default"},
+        "spec": {"minMember": 4, "topology": {"requiredKey": RACK}},
+    }
+    core.apply_podgroup(ADDED, group, 0.0)
+    rack_of = {f"n{i}": f"r{i // 4}" for i in range(8)}
+    finishing: list[tuple[float, dict[str, Any]]] = []
+    announced: list[frozenset[str]] = []
+    placed: set[str] = set()
+    small, now = 0, 0.0
+    while now <= 400.0 and not placed:
+        for _, pod in [f for f in finishing if f[0] <= now]:
+            core.apply_pod(EventType.DELETED, pod, now)
+        finishing = [f for f in finishing if f[0] > now]
+        for _ in range(4):
+            for pod in gang(f"s{small}", 1, 1):
+                pod["metadata"]["creationTimestamp"] = f"2026-01-01T01:{small // 240:02d}:00Z"
+                core.apply_pod(ADDED, pod, now)
+            small += 1
+        if now == 20.0:
+            for pod in gang("large", 4, 8):
+                core.apply_pod(ADDED, pod, now)
+        for attempt in run(core, now):
+            if not isinstance(attempt.result, Plan):
+                continue
+            if attempt.gang.key == "default/large":
+                placed = {rack_of[p.node] for p in attempt.result.placements}
+            for placement in attempt.result.placements:
+                finishing.append((now + 20.0, {"metadata": {"uid": placement.pod_uid}}))
+        now += 1.0
+        announced.extend(nodes for key, nodes in core.starvation.announcements() if "large" in key)
+    assert announced, "the large gang starved and reserved"
+    assert all(len({rack_of[n] for n in nodes}) == 1 for nodes in announced), announced
+    assert len(placed) == 1, placed
