@@ -186,3 +186,25 @@ async def test_end_to_end_the_gang_binds_on_dra_devices(tmp_path: Path) -> None:
             for r in c["status"]["allocation"]["devices"]["results"]
         ]
         assert len(set(devices)) == 8
+
+
+@pytest.mark.asyncio
+async def test_a_create_whose_answer_is_lost_is_found_by_its_owner_and_deleted(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """The claim is created but the answer is a 500: the create is not sent again (a
+    generated name would make a second claim); the gang breaks and the rollback finds
+    the claim by its annotation and owner, and deletes it."""
+    seed(api, size=1)
+    core = core_with_dra(api)
+    gang, plan = plan_next(core)
+    api.fail_requests("create", "resourceclaims", status=500, committed=True)
+    result, _ = await bind_and_settle(
+        core, GangBinder(client), gang, plan, claims=ClaimWriter(client, core.dra)
+    )
+    assert not result.ok and "create" in result.reason
+    assert api.request_count("create", "resourceclaims") == 1
+    assert api.request_count("create", "pods", "binding") == 0
+    assert extended_claims(api) == {}
+    assert api.request_count("delete", "resourceclaims") == 1
+    assert core.dra.taken() == frozenset()
