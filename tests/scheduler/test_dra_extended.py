@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from cache.dra.claims import Consumer
 from cache.pod import pod_from_api
 from scheduler.planner.extended_claims import build
@@ -194,3 +197,58 @@ def test_requests_and_mappings_as_kube_scheduler_builds_them() -> None:
         ("init-b", GPU, "container-3-request-0"),
         ("init-b", GPU, "container-1-request-1"),
     )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plugin_gpus=st.lists(st.integers(0, 4), min_size=0, max_size=2),
+    dra_devices=st.lists(st.integers(0, 4), min_size=1, max_size=3),
+    asks=st.lists(st.integers(1, 3), min_size=1, max_size=5),
+)
+def test_property_members_get_what_they_ask_from_one_source_and_no_device_twice(
+    plugin_gpus: list[int], dra_devices: list[int], asks: list[int]
+) -> None:
+    """Whatever the mix of device-plugin and DRA-only nodes: a placed member on a
+    DRA-only node has exactly one claim of its count of devices and no device-plugin
+    GPU; on a device-plugin node, its count of GPUs and no claim; no device is taken
+    twice, no GPU of a node given twice; a gang that does not fit holds nothing."""
+    from cache.cluster import EventType
+
+    core = dra_core()
+    for i, gpus in enumerate(plugin_gpus):
+        core.apply_node(EventType.ADDED, node_obj(f"plugin-{i}", gpus=gpus), 0.0)
+    feed(core, _gpu_class())
+    for i, count in enumerate(dra_devices):
+        core.apply_node(EventType.ADDED, node_obj(f"dra-{i}"), 0.0)
+        if count:
+            feed(core, _gpu_slice(f"dra-{i}", count))
+    pods = [
+        pod_obj(f"w{i}", namespace="ns", gang="g", min_member=len(asks), gpus=n)
+        for i, n in enumerate(asks)
+    ]
+    add_pods(core, *pods)
+    attempt = core.schedule_next(0.0)
+    assert attempt is not None
+    plan = attempt.result
+    if not isinstance(plan, Plan):
+        assert core.dra.taken() == frozenset()
+        return
+    asked = {f"uid-ns-w{i}": n for i, n in enumerate(asks)}
+    claims = {c.reserved_for[0].uid: c for c in plan.claims if c.extended is not None}
+    given: set[tuple[str, int]] = set()
+    for placement in plan.placements:
+        uid = placement.pod_uid
+        if placement.node.startswith("dra-"):
+            claim = claims[uid]
+            assert claim.allocation is not None
+            assert len(claim.allocation.results) == asked[uid]
+            assert placement.shares == ()
+        else:
+            assert uid not in claims
+            assert len(placement.shares) == asked[uid]
+            for index, _ in placement.shares:
+                assert (placement.node, index) not in given
+                given.add((placement.node, index))
+    assert not taken_twice(core)
+    devices = [d for c in claims.values() if c.allocation for d in c.allocation.charged()]
+    assert len(devices) == len(set(devices))
