@@ -76,7 +76,7 @@ def claim_keys(pod: PodInfo, dra: DeviceView) -> tuple[str, ...] | str:
 
 
 def extended_demand(
-    pod: PodInfo, dra: DraCache, provided: Mapping[str, str]
+    pod: PodInfo, dra: DeviceView, provided: Mapping[str, str]
 ) -> ExtendedDemand | str | None:
     """The pod's DRA-backed extended resources (extended_claims.py): None when it asks
     for none a DeviceClass provides, else what it asks or why it waits or is refused."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from cache.dra.claims import EXTENDED_CLAIM_ANNOTATION, Claim, claim_from_api
-from cache.dra.store import DraCache
+from cache.dra.view import DeviceView
 from cache.extended_requests import ContainerExtended
 from cache.node import NodeInfo
 from cache.pod import PodInfo
@@ -199,7 +199,7 @@ class ExtendedDemand:
         pod: PodInfo,
         resources: tuple[str, ...],
         provided: Mapping[str, str],
-        dra: DraCache,
+        dra: DeviceView,
     ) -> None:
         self.pod = pod
         self.resources = resources  # sorted
