@@ -28,7 +28,7 @@ from cache.pod import PodInfo
 from policies.dra.allocator import ClaimAllocator, PodSearch, StepMeter
 from policies.dra.gang import GangMember, PodAllocation, Tentative
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
-from scheduler.planner.extended_claims import ExtendedDemand
+from scheduler.planner.extended_claims import ExtendedDemand, readable
 from scheduler.planner.member_choice import Take
 from scheduler.planner.result import ClaimAllocation, Plan
 
@@ -124,7 +124,7 @@ class DraChoices:
         search = PodSearch(self.kind.allocator, member, self.tentative)
         choice = next(iter(search), None)
         if choice is None:
-            self.kind.details[pod.uid] = f"on node {node.name}: {search.reason}"
+            self.kind.details[pod.uid] = f"on node {node.name}: {readable(search.reason)}"
             return None
         return partial(self._take, ((member, choice),))
 

@@ -30,7 +30,7 @@ from policies.dra.topology import allocation_score
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
 from scheduler.planner.dra_choice import DraChoiceKind
 from scheduler.planner.dra_reach import ReachMemo, judge
-from scheduler.planner.extended_claims import ExtendedDemand, non_integer
+from scheduler.planner.extended_claims import ExtendedDemand, non_integer, readable
 
 # Virtual claims (extended resources) kept between planning calls before they are made
 # up afresh.
@@ -141,8 +141,17 @@ def resolve_dra(
             pod = dataclasses.replace(pod, dra_extended=frozenset(demand.resources))
             demand.pod = pod
             extended[pod.uid] = demand
-            # Which nodes leave which resources to DRA differs per node: no memo.
-            found = _reach(pod, keys, allocator, snapshot, None, None, demand)
+            # Which nodes leave which resources to DRA differs per node: no memo; members
+            # made from one template ask alike, so the answer is shared among them.
+            signature: Hashable = (
+                "extended",
+                _demand(pod, keys, dra),
+                pod.extended_containers,
+                demand.resources,
+            )
+            if signature not in reaches:
+                reaches[signature] = _reach(pod, keys, allocator, snapshot, None, None, demand)
+            found = reaches[signature]
         else:
             signature = _demand(pod, keys, dra)
             if signature not in reaches:
@@ -239,6 +248,7 @@ def _reach(
         found = attempt(skipped, snapshot.nodes[skipped].labels)[0]
         if found:
             detail = f"on node {skipped}: {found}"
+    detail = readable(detail)
     reason = CANNOT_ALLOCATE if allocating else NOT_AVAILABLE
     topology = NodeScores(scores) if scores else None
     return (frozenset(nodes), reason), detail, topology

@@ -21,6 +21,7 @@ to DRA.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -156,6 +157,15 @@ def _container_request(
     name = f"container-{container.index}-request-{position}"
     mappings.append((container.name, resource, name))
     return (name, device_class, wanted - total), mappings
+
+
+_VIRTUAL_NAME = re.compile(r"<extended-resources:[^>]*>")
+
+
+def readable(text: str) -> str:
+    """`text` with the made-up claim names as kube-scheduler names its in-memory claim
+    (`<extended-resources>`): members made from one template read alike."""
+    return _VIRTUAL_NAME.sub("<extended-resources>", text) if "<extended-" in text else text
 
 
 def virtual_key(pod: PodInfo, variant: int) -> str:

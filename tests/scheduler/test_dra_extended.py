@@ -86,7 +86,11 @@ def test_a_fifth_member_waits_when_the_dra_devices_are_gone() -> None:
     assert attempt is not None
     result = attempt.result
     assert isinstance(result, Unschedulable), result
-    assert "cannot allocate all claims" in result.message
+    # The made-up claim reads as kube-scheduler names it in memory.
+    assert (
+        "cannot allocate all claims: claim ns/<extended-resources> request "
+        "container-0-request-2: 0 of 2 devices" in result.message
+    )
 
 
 def test_a_gang_mixes_device_plugin_and_dra_only_nodes() -> None:
