@@ -580,7 +580,11 @@ class SchedulingCore:
                 self._pod_constrained.add(key)
             else:
                 self._pod_constrained.discard(key)
-            if gang is not None and any(p.resource_claims for p in gang.pending):
+            # Members with claims, or asking for a resource a DeviceClass may stand for
+            # (DRA-backed extended resources): device changes may let them fit.
+            if gang is not None and any(
+                p.resource_claims or p.extended_containers for p in gang.pending
+            ):
                 self._dra_gangs.add(key)
             else:
                 self._dra_gangs.discard(key)

@@ -256,3 +256,17 @@ def test_property_members_get_what_they_ask_from_one_source_and_no_device_twice(
     assert not taken_twice(core)
     devices = [d for c in claims.values() if c.allocation for d in c.allocation.charged()]
     assert len(devices) == len(set(devices))
+
+
+def test_a_waiting_gang_is_retried_when_devices_appear() -> None:
+    """A gang asking only extended resources (no claims of its own) is woken by a
+    ResourceSlice event, as a gang with claims is."""
+    core = dra_core("node-1")
+    feed(core, _gpu_class())
+    add_pods(core, *_members(2))
+    attempt = core.schedule_next(0.0)
+    assert attempt is not None and isinstance(attempt.result, Unschedulable)
+    assert core.schedule_next(1.0) is None  # waits: nothing changed
+    feed(core, _gpu_slice("node-1"))
+    attempt = core.schedule_next(100.0)  # after the backoff, before any periodic flush
+    assert attempt is not None and isinstance(attempt.result, Plan), attempt
