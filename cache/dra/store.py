@@ -397,6 +397,10 @@ class DraCache:
             return found
         return self._virtual_held.get(key) or self.virtual.get(key)
 
+    def extended_claims(self) -> list[Claim]:
+        """Every annotated extended-resource claim controlled by a pod."""
+        return [self.claims[key] for key in self._extended_of_pod.values() if key in self.claims]
+
     def extended_claim_of(self, pod_uid: str) -> Claim | None:
         """The annotated extended-resource claim the pod controls, when one exists."""
         key = self._extended_of_pod.get(pod_uid)

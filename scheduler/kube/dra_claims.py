@@ -464,38 +464,57 @@ class ClaimWriter:
         if not found:
             return "clean", ""
         for obj in found:
-            name = _name(obj)
-            meta = obj.get("metadata")
-            raw = meta.get("finalizers") if isinstance(meta, Mapping) else None
-            finalizers = raw if isinstance(raw, list) else []
-            path = claim_path(write.claim.namespace, name)
-            try:
-                if DELETE_PROTECTION_FINALIZER in finalizers:
-                    remaining = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
-                    await self.client.call(
-                        "PATCH",
-                        path,
-                        body={
-                            "metadata": {
-                                "resourceVersion": _version(obj),
-                                "finalizers": remaining or None,
-                            }
-                        },
-                        content_type=MERGE_PATCH,
-                        retry_on=transient,
-                    )
+            error = await self._delete_claim(write.claim.namespace, obj)
+            if error:
+                return "", error
+        return "deallocated", ""
+
+    async def _delete_claim(self, namespace: str, obj: Mapping[str, Any]) -> str:
+        """Take the delete-protection finalizer off the claim as read, then delete it
+        (its uid as precondition): "" when done or already gone, else why not."""
+        path = claim_path(namespace, _name(obj))
+        meta = obj.get("metadata")
+        raw = meta.get("finalizers") if isinstance(meta, Mapping) else None
+        finalizers = raw if isinstance(raw, list) else []
+        try:
+            if DELETE_PROTECTION_FINALIZER in finalizers:
+                remaining = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
                 await self.client.call(
-                    "DELETE",
+                    "PATCH",
                     path,
-                    body={"preconditions": {"uid": _uid(obj)}},
+                    body={
+                        "metadata": {
+                            "resourceVersion": _version(obj),
+                            "finalizers": remaining or None,
+                        }
+                    },
+                    content_type=MERGE_PATCH,
                     retry_on=transient,
                 )
-            except ApiError as err:
-                if err.status != 404:
-                    return "", _describe(err)
-            except (TimeoutError, aiohttp.ClientError, OSError) as err:
-                return "", _describe(err)
-        return "deallocated", ""
+            await self.client.call(
+                "DELETE", path, body={"preconditions": {"uid": _uid(obj)}}, retry_on=transient
+            )
+        except ApiError as err:
+            if err.status != 404:
+                return _describe(err)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            return _describe(err)
+        return ""
+
+    async def delete_stale(self, claims: Sequence[Claim]) -> int:
+        """Delete claims an earlier attempt created for pending pods' extended
+        resources (SchedulingCore.stale_extended_claims), as kube-scheduler's PostFilter
+        does: each read again (it must still be that claim, annotated, controlled by
+        its pod), its finalizer taken off, then deleted. How many were deleted; a
+        failure is logged by the caller's next try, never raised."""
+        deleted = 0
+        for claim in claims:
+            found = await self._read(claim_path(claim.namespace, claim.name))
+            if found is None or _uid(found) != claim.uid or not _made_for(found, claim.owner_uid):
+                continue
+            if not await self._delete_claim(claim.namespace, found):
+                deleted += 1
+        return deleted
 
     # --- rollback -----------------------------------------------------------------------
     async def undo(self, writes: ClaimWrites, released: Collection[str]) -> ClaimUndo:

@@ -208,3 +208,61 @@ async def test_a_create_whose_answer_is_lost_is_found_by_its_owner_and_deleted(
     assert extended_claims(api) == {}
     assert api.request_count("delete", "resourceclaims") == 1
     assert core.dra.taken() == frozenset()
+
+
+@pytest.mark.asyncio
+async def test_a_claim_left_by_an_earlier_attempt_is_deleted_then_the_pod_binds(
+    tmp_path: Path,
+) -> None:
+    """A claim an earlier attempt created for a pending pod (a crash between create and
+    Binding: annotated, controlled by the pod, the finalizer on, allocated): deleted as
+    kube-scheduler's PostFilter deletes it, then the pod gets a new one and binds."""
+    async with KubeApiEmulator() as api:
+        seed(api, size=1)
+        pod = api.get_pod("default", "train-0")
+        assert pod is not None
+        left = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": "train-0-extended-resources-old",
+                "namespace": "default",
+                "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+                "finalizers": [DELETE_PROTECTION_FINALIZER],
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": "train-0",
+                        "uid": pod["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "container-0-request-2",
+                            "exactly": {
+                                "deviceClassName": GPU_CLASS,
+                                "allocationMode": "ExactCount",
+                                "count": 2,
+                            },
+                        }
+                    ]
+                }
+            },
+        }
+        api.put(RESOURCE_CLAIMS, left)
+        async with running(api, tmp_path):
+            await eventually(lambda: len(bound(api, "train-")) == 1, "the pod bound")
+        assert api.get(RESOURCE_CLAIMS, "default", "train-0-extended-resources-old") is None
+        [claim] = extended_claims(api).values()
+        assert claim["status"]["allocation"]
+        stored = api.get_pod("default", "train-0")
+        assert stored is not None
+        assert (
+            stored["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+            == claim["metadata"]["name"]
+        )
