@@ -10,6 +10,7 @@ from typing import Any
 
 from cache import resources as res
 from cache import unsupported
+from cache.extended_requests import ContainerExtended, container_extended, is_dra_extended_name
 from cache.gpu import (
     ASSIGNMENT_ANNOTATION,
     NO_GPU,
@@ -173,6 +174,15 @@ class PodInfo:
     # ResourceClaim the controller made from its template ("" when none was needed).
     resource_claims: tuple[PodResourceClaim, ...] = ()
     claim_statuses: Mapping[str, str] = field(default_factory=dict)
+    # Per container, its requests of resources a DeviceClass may stand for
+    # (cache/extended_requests.py); () for a pod that asks for none.
+    extended_containers: tuple[ContainerExtended, ...] = ()
+    # The resources the pod asks for that a DeviceClass provides through DRA
+    # (spec.extendedResourceName, or the implicit deviceclass.resource.kubernetes.io/
+    # name), resolved just before the pod is planned: on a node that does not advertise
+    # such a resource as allocatable, DRA serves it (scheduler/planner/dra_claims.py)
+    # and the resource filters leave it alone.
+    dra_extended: frozenset[str] = frozenset()
     # Where the pod's DRA claims can be allocated (each alone, against the devices
     # others hold) and the filter's words for the other nodes, resolved just before the
     # pod is planned (scheduler/planner/dra_claims.py); None for a pod without claims.
@@ -233,6 +243,7 @@ class PodInfo:
             self.volume_limited,
             self.dra_reach,
             self.dra_topology,
+            self.dra_extended,
         )
 
     @property
@@ -313,6 +324,12 @@ def _object_field(level: object, name: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ValueError(f"spec.resources.{name} must be an object of quantities")
     return value
+
+
+def _may_ask_extended(requests: Mapping[str, int]) -> bool:
+    """Whether the pod asks for a resource a DeviceClass may stand for (only then are
+    its containers read again, per container)."""
+    return any(amount > 0 and is_dra_extended_name(name) for name, amount in requests.items())
 
 
 def pod_from_api(
@@ -508,6 +525,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
         resource_claims=resource_claims,
         claim_statuses=statuses,
         topology=topology,
+        extended_containers=container_extended(spec) if _may_ask_extended(requests) else (),
     )
 
 

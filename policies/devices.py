@@ -32,6 +32,7 @@ from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.resources import MILLI_PER_GPU
+from policies.filters.gpu_fit import dra_serves_gpu
 
 PairScores = tuple[tuple[int, ...], ...]
 
@@ -229,8 +230,8 @@ class TopologyChooser:
 
     def candidates(self, pod: PodInfo, node: NodeInfo) -> list[DeviceShares]:
         count, milli = pod.gpu.count, pod.gpu.milli
-        if count == 0:
-            return [()]
+        if count == 0 or dra_serves_gpu(pod, node):
+            return [()]  # no GPU of the node's own (DRA devices, if any, are claims)
         if count == 1 and milli < MILLI_PER_GPU:
             if self.share_order == "index":
                 return _share_candidates_by_index(node, milli)

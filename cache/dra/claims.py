@@ -184,11 +184,18 @@ class Claim:
     # Whether the claim carries DELETE_PROTECTION: the resourceclaim controller then
     # removes its allocation once no consumer is left.
     protected: bool = False
+    # Annotated resource.kubernetes.io/extended-resource-claim: "true": the claim a
+    # scheduler created for a pod's DRA-backed extended resources (owned by the pod).
+    extended: bool = False
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+
+# The annotation kube-scheduler (and this scheduler) puts on the claim it creates for a
+# pod's DRA-backed extended resources (resource.k8s.io/v1 ExtendedResourceClaimAnnotation).
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
 # Owner references read before giving up on finding the controller.
 MAX_OWNER_REFERENCES = 64
@@ -225,6 +232,7 @@ def claim_from_api(obj: Mapping[str, Any]) -> Claim:
         "deleting": bool(meta.get("deletionTimestamp")),
         "owner_uid": _controller_uid(meta),
         "protected": _protected(meta),
+        "extended": mapping(meta.get("annotations")).get(EXTENDED_CLAIM_ANNOTATION) == "true",
     }
     status = mapping(mapping(obj).get("status"))
     problems: list[str] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from cache.dra import fields as f
@@ -17,10 +18,24 @@ class DeviceClass:
     resource_version: str = ""
     selectors: tuple[str, ...] = ()  # CEL expressions, all must match
     config: tuple[f.OpaqueConfig, ...] = ()
-    # spec.extendedResourceName (DRAExtendedResource): recorded; pods asking for that
-    # extended resource are not served through DRA by this scheduler (docs/dra.md).
+    # spec.extendedResourceName (DRAExtendedResource): pods asking for that extended
+    # resource on a node that does not advertise it get devices of this class
+    # (docs/dra.md, "Extended resources"; the store says which class wins a name).
     extended_resource_name: str = ""
     problems: tuple[str, ...] = ()
+    # metadata.creationTimestamp in seconds (0.0 when absent or unreadable): of two
+    # classes naming one extended resource, the newer wins (kube-scheduler 1.36).
+    created: float = 0.0
+
+
+def _created(meta: Mapping[str, Any]) -> float:
+    text = meta.get("creationTimestamp")
+    if not isinstance(text, str) or not text:
+        return 0.0
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def cel_selectors(raw: object, what: str) -> tuple[str, ...]:
@@ -58,7 +73,10 @@ def class_from_api(obj: Mapping[str, Any]) -> DeviceClass:
         extended = f.text(spec.get("extendedResourceName"), "spec.extendedResourceName")
     except MALFORMED as error:
         return DeviceClass(
-            name=name, resource_version=version, problems=(f"deviceclass {name!r}: {error}",)
+            name=name,
+            resource_version=version,
+            problems=(f"deviceclass {name!r}: {error}",),
+            created=_created(meta),
         )
     return DeviceClass(
         name=name,
@@ -66,4 +84,5 @@ def class_from_api(obj: Mapping[str, Any]) -> DeviceClass:
         selectors=selectors,
         config=config,
         extended_resource_name=extended,
+        created=_created(meta),
     )

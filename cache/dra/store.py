@@ -35,6 +35,7 @@ from cache.dra.pools import Pool, assemble
 from cache.dra.quota import claim_usage
 from cache.dra.slices import NODE_NAME, PER_DEVICE, Device, DeviceId, PoolId, Slice, slice_from_api
 from cache.dra.usage import Counters, DeviceUse, capacity_overrun, device_use, draw, overdrawn
+from cache.extended_requests import DEVICE_CLASS_PREFIX, is_extended_resource_name
 from cache.quota import QuotaLedger
 
 DELETED = "DELETED"
@@ -128,6 +129,15 @@ class DraCache:
         self.reach_epoch = 0
         self._change_clock = 0
         self._node_changed: dict[str, int] = {}
+        self._extended: tuple[int, dict[str, str]] | None = None
+        # Claims the planner made up for pods' DRA-backed extended resources, before
+        # they exist (scheduler/planner/extended_claims.py): key -> record. Those held
+        # by a plan are kept apart until the claim created for them shows its
+        # allocation (linked by the pod's uid, the created claim's owner).
+        self.virtual: dict[str, Claim] = {}
+        self._virtual_held: dict[str, Claim] = {}
+        self._held_for_pod: dict[str, str] = {}  # pod uid -> virtual key held
+        self._extended_of_pod: dict[str, str] = {}  # pod uid -> its annotated claim's key
 
     # --- events -----------------------------------------------------------------------
     def apply_slice(self, event: str, obj: Mapping[str, Any]) -> Slice | None:
@@ -308,13 +318,35 @@ class DraCache:
         return bool(self._shared) or node in self._local
 
     def extended_resources(self) -> dict[str, str]:
-        """Extended resource name -> the DeviceClass that provides it through DRA
-        (spec.extendedResourceName)."""
-        return {
-            c.extended_resource_name: name
-            for name, c in sorted(self.classes.items())
-            if c.extended_resource_name
-        }
+        """Extended resource name -> the DeviceClass that provides it through DRA, as
+        kube-scheduler 1.36's extended resource cache maps them: every class stands
+        for `deviceclass.resource.kubernetes.io/<its name>`, and for its
+        `spec.extendedResourceName` when that is an extended resource name (the API
+        server refuses any other; a native name such as `cpu` or
+        `x.kubernetes.io/y` is never taken over here either). Two classes naming one
+        resource: the newer (creationTimestamp) wins, the lower name on a tie. A class
+        that cannot be read stands for nothing. Remembered until a class changes."""
+        kept = self._extended
+        if kept is not None and kept[0] == self.generation:
+            return kept[1]
+        found: dict[str, DeviceClass] = {}
+        for name, device_class in self.classes.items():
+            if device_class.problems:
+                continue
+            found[DEVICE_CLASS_PREFIX + name] = device_class
+        for device_class in self.classes.values():
+            wanted = device_class.extended_resource_name
+            if device_class.problems or not wanted or not is_extended_resource_name(wanted):
+                continue
+            other = found.get(wanted)
+            if other is None or (-device_class.created, device_class.name) < (
+                -other.created,
+                other.name,
+            ):
+                found[wanted] = device_class
+        mapping = {resource: c.name for resource, c in found.items()}
+        self._extended = (self.generation, mapping)
+        return mapping
 
     def node_devices(self, node: str, labels: Mapping[str, str]) -> NodeDevices:
         """The devices `node` (with `labels`) reaches, remembered until a slice changes."""
@@ -358,12 +390,30 @@ class DraCache:
         return NodeDevices(node, tuple(candidates), tuple(unusable))
 
     # --- claims and what they take -----------------------------------------------------
+    def claim(self, key: str) -> Claim | None:
+        """The claim of `key`: a watched one, else one the planner made up (virtual)."""
+        found = self.claims.get(key)
+        if found is not None:
+            return found
+        return self._virtual_held.get(key) or self.virtual.get(key)
+
+    def extended_claims(self) -> list[Claim]:
+        """Every annotated extended-resource claim controlled by a pod."""
+        return [self.claims[key] for key in self._extended_of_pod.values() if key in self.claims]
+
+    def extended_claim_of(self, pod_uid: str) -> Claim | None:
+        """The annotated extended-resource claim the pod controls, when one exists."""
+        key = self._extended_of_pod.get(pod_uid)
+        return None if key is None else self.claims.get(key)
+
     def _put_claim(self, key: str, record: Claim | None) -> None:
         old = self.claims.pop(key, None)
         if old is not None:
             self._index_pods(key, old, add=False)
         if record is not None:
             self._index_pods(key, record, add=True)
+        if old is not None and old.extended and self._extended_of_pod.get(old.owner_uid) == key:
+            del self._extended_of_pod[old.owner_uid]
         if old is not None and old.allocation is not None:
             self._touch_devices(old.allocation.charged())
             for device in old.allocation.charged():
@@ -374,6 +424,8 @@ class DraCache:
                         del self._allocated[device]
         if record is not None:
             self.claims[key] = record
+            if record.extended and record.owner_uid:
+                self._extended_of_pod[record.owner_uid] = key
             if record.allocation is not None:
                 self._touch_devices(record.allocation.charged())
                 for device in record.allocation.charged():
@@ -597,7 +649,7 @@ class DraCache:
         wanted: dict[DeviceId, set[str]] = {}
         keys: set[str] = set()
         for key, allocation in allocations:
-            claim = self.claims.get(key)
+            claim = self.claim(key)
             if claim is None or claim.allocation is not None or key in self._assumed or key in keys:
                 raise AssumeError(f"claim {key} is unknown, allocated or already held")
             keys.add(key)
@@ -607,7 +659,14 @@ class DraCache:
         if why:
             raise AssumeError(why)
         for key, allocation in allocations:
-            self._assumed[key] = _Assumed(self.claims[key].uid, allocation)
+            record = self.claim(key)
+            assert record is not None  # checked above
+            self._assumed[key] = _Assumed(record.uid, allocation)
+            if key not in self.claims:  # virtual: kept while held
+                self._virtual_held[key] = record
+                self.virtual.pop(key, None)
+                if record.owner_uid:
+                    self._held_for_pod[record.owner_uid] = key
             self._charge(key)
         for device, claims in wanted.items():
             self._held.setdefault(device, set()).update(claims)
@@ -679,10 +738,11 @@ class DraCache:
         """The write succeeded: record the allocation on the claim now (the simulator's
         way; the claim's event then changes nothing)."""
         held = self._assumed.get(key)
-        claim = self.claims.get(key)
+        claim = self.claim(key)
         if held is None or claim is None:
             return
         self._drop_hold(key)
+        # A virtual claim (no API in the simulator) becomes the claim itself.
         self._put_claim(key, replace(claim, allocation=held.allocation))
 
     def forget(self, key: str) -> None:
@@ -703,6 +763,9 @@ class DraCache:
         held = self._assumed.pop(key, None)
         if held is None:
             return
+        virtual = self._virtual_held.pop(key, None)
+        if virtual is not None and self._held_for_pod.get(virtual.owner_uid) == key:
+            del self._held_for_pod[virtual.owner_uid]
         for device in held.allocation.charged():
             claims = self._held.get(device)
             if claims is not None:
@@ -716,6 +779,12 @@ class DraCache:
     def _settle_hold(self, claim: Claim) -> None:
         """A claim's event ends its hold when it shows an allocation (the API's word) or
         is another object of the same name (the one held was deleted)."""
+        if claim.extended and claim.allocation is not None:
+            # The claim created for a pod's extended resources now shows its
+            # allocation: the hold of the virtual claim it was planned as ends.
+            virtual = self._held_for_pod.get(claim.owner_uid)
+            if virtual is not None:
+                self._drop_hold(virtual)
         held = self._assumed.get(claim.key)
         if held is None:
             return

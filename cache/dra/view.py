@@ -51,6 +51,15 @@ class DeviceView(Protocol):
     @property
     def reach_source(self) -> DraCache: ...
 
+    @property
+    def virtual(self) -> dict[str, Claim]: ...
+
+    def claim(self, key: str) -> Claim | None: ...
+
+    def is_assumed(self, key: str) -> bool: ...
+
+    def extended_claim_of(self, pod_uid: str) -> Claim | None: ...
+
     def allocation_of(self, key: str) -> Allocation | None: ...
 
     def holder(self, device: DeviceId) -> str: ...
@@ -161,6 +170,21 @@ class ReleasedView:
     @property
     def reach_source(self) -> DraCache:
         return self._base
+
+    @property
+    def virtual(self) -> dict[str, Claim]:
+        """The claims the planner made up (extended resources): the base's."""
+        return self._base.virtual
+
+    def claim(self, key: str) -> Claim | None:
+        found = self.claims.get(key)
+        return found if found is not None else self._base.claim(key)
+
+    def is_assumed(self, key: str) -> bool:
+        return self._base.is_assumed(key)
+
+    def extended_claim_of(self, pod_uid: str) -> Claim | None:
+        return self._base.extended_claim_of(pod_uid)
 
     def allocation_of(self, key: str) -> Allocation | None:
         if key in self.released:

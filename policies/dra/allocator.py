@@ -180,7 +180,7 @@ class PodSearch:
             if key in seen:
                 continue
             seen.add(key)
-            claim = cache.claims.get(key)
+            claim = cache.claim(key)
             if claim is None:
                 raise _Refused(f"claim {key} does not exist")
             if claim.deleting:

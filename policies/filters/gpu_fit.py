@@ -30,12 +30,35 @@ def fragmented_reason(milli: int) -> str:
     return f"node(s) had no single GPU with {milli}/{MILLI} free"
 
 
+def gpu_resource(pod: PodInfo) -> str:
+    """The GPU resource the pod's GPU request was read from."""
+    return res.WHOLE_GPU if res.WHOLE_GPU in pod.requests else res.SHARED_GPU
+
+
+def dra_serves_gpu(pod: PodInfo, node: NodeInfo) -> bool:
+    """The pod's GPUs come from DRA on this node, not from its device plugin: a
+    DeviceClass provides the GPU resource (PodInfo.dra_extended) and the node does not
+    advertise it (kube-scheduler 1.36: allocatable 0)."""
+    if not pod.dra_extended or not pod.gpu.count:
+        return False
+    resource = gpu_resource(pod)
+    return resource in pod.dra_extended and node.allocatable.get(resource, 0) <= 0
+
+
+def gpu_index_request(pod: PodInfo) -> tuple[int, int]:
+    """(count, milli) by which candidate nodes are looked up in the free-GPU index:
+    none when DRA may serve the pod's GPUs (a node without GPUs of its own may do)."""
+    if pod.dra_extended and gpu_resource(pod) in pod.dra_extended:
+        return 0, 0
+    return pod.gpu.count, pod.gpu.milli
+
+
 class GpuFit:
     name: str = "gpu-fit"
 
     def filter(self, pod: PodInfo, node: NodeInfo) -> str | None:
         count = pod.gpu.count
-        if not count:
+        if not count or dra_serves_gpu(pod, node):
             return None
         milli = pod.gpu.milli
         devices = node.devices

@@ -5,7 +5,9 @@ in the node's free amount (allocatable minus what its pods request). Reasons use
 kube-scheduler's words: "Too many pods", "Insufficient cpu", "Insufficient <name>"; an
 extended resource the node lacks altogether is simply insufficient. The first failing
 resource is reported, in a stable order (pods, cpu, memory, then the others by name),
-so that nodes short of the same things aggregate under one reason.
+so that nodes short of the same things aggregate under one reason. A resource a
+DeviceClass provides (PodInfo.dra_extended) on a node that does not advertise it is
+left to DRA, as kube-scheduler 1.36's Fit leaves it (shouldDelegateResourceToDRA).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class ResourceFit:
         for name, amount in requests.items():
             if name in _NOT_SCALAR or amount <= 0:
                 continue
+            if name in pod.dra_extended and allocatable.get(name, 0) <= 0:
+                continue  # DRA serves it on this node (the dynamic-resources filter)
             if amount > allocatable.get(name, 0) - requested.get(name, 0) and (
                 short is None or name < short
             ):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from cache.cluster import ClusterCache, EventType, Placement, Reservation
+from cache.dra.claims import Claim
 from cache.dra.fields import MAX_NAME
 from cache.dra.store import DraCache
 from cache.gang_groups import GangGroupStore, GroupParser
@@ -411,6 +412,21 @@ class SchedulingCore:
 
         self._guarded(object_kind, event, obj, apply, namespaced)
 
+    def stale_extended_claims(self) -> list[Claim]:
+        """Claims created for a pending member's DRA-backed extended resources by an
+        earlier attempt (a crash between the create and the Binding, a rollback whose
+        delete failed): kube-scheduler deletes such a claim in PostFilter and tries
+        again, and so does the adapter with these (the member waits meanwhile). Only
+        members of this scheduler's gangs that are neither bound nor being bound."""
+        pending = {p.uid for gang in self.gangs.values() for p in gang.pending}
+        return [
+            claim
+            for claim in self.dra.extended_claims()
+            if claim.owner_uid in pending
+            and not claim.deleting
+            and not self.cache.is_assumed(claim.owner_uid)
+        ]
+
     def relist_dra_objects(self, kind: str) -> Reconciliation:
         """A fresh list of one DRA kind: afterwards the DraCache is what one built from
         the list would be (holds of claims still listed and unallocated are kept)."""
@@ -581,7 +597,11 @@ class SchedulingCore:
                 self._pod_constrained.add(key)
             else:
                 self._pod_constrained.discard(key)
-            if gang is not None and any(p.resource_claims for p in gang.pending):
+            # Members with claims, or asking for a resource a DeviceClass may stand for
+            # (DRA-backed extended resources): device changes may let them fit.
+            if gang is not None and any(
+                p.resource_claims or p.extended_containers for p in gang.pending
+            ):
                 self._dra_gangs.add(key)
             else:
                 self._dra_gangs.discard(key)

@@ -38,16 +38,18 @@ finalizer stays: the controller removes it when the claim is deleted.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
 
-from cache.dra.claims import Allocation, Claim, Consumer
+from cache.dra.claims import EXTENDED_CLAIM_ANNOTATION, Allocation, Claim, Consumer
 from cache.dra.store import DraCache
 from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, transient
+from scheduler.planner.extended_claims import ExtendedClaim
 from scheduler.planner.result import ClaimAllocation, Plan
 
 DRA_API = "/apis/resource.k8s.io/v1"
@@ -85,6 +87,9 @@ class ClaimWrite:
     fate: WriteFate
     error: str = ""  # "" when it landed
     status: int = 0  # HTTP status of the answer that decided it, 0 when none came
+    # For a claim of a pod's extended resources: the claim as created (its generated
+    # name, uid), None when the create did not land or its answer was lost.
+    created: ClaimAllocation | None = None
 
     @property
     def maybe_ours(self) -> bool:
@@ -146,6 +151,11 @@ def _describe(err: BaseException) -> str:
 def _uid(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     return str(meta.get("uid") or "") if isinstance(meta, Mapping) else ""
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
 
 
 def _version(obj: Mapping[str, Any]) -> str:
@@ -231,6 +241,8 @@ class ClaimWriter:
         return ClaimWrites(tuple(writes))
 
     async def _write(self, claim: ClaimAllocation, lookup: ClaimLookup) -> ClaimWrite:
+        if claim.extended is not None:
+            return await self._write_extended(claim, claim.extended)
         try:
             reserved = self._reservations(claim, lookup)
             version = claim.resource_version
@@ -342,6 +354,168 @@ class ClaimWriter:
         except (ApiError, TimeoutError, aiohttp.ClientError, OSError):
             return None
 
+    # --- claims of pods' extended resources -------------------------------------------
+    async def _write_extended(self, claim: ClaimAllocation, extended: ExtendedClaim) -> ClaimWrite:
+        """Create the claim for a pod's DRA-backed extended resources (kube-scheduler's
+        createExtendedResourceClaimInAPI: generated name `<pod>-extended-resources-`,
+        the pod its controlling owner, the annotation), write its status as any claim's,
+        then the pod's `status.extendedResourceClaimStatus`. The create carries the
+        delete-protection finalizer (kube-scheduler adds it by an update right after);
+        it is sent once: a POST with a generated name is not safe to repeat, so a lost
+        answer leaves the write open and the rollback looks the claim up by its owner."""
+        path = f"{DRA_API}/namespaces/{claim.namespace}/resourceclaims"
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "generateName": f"{extended.pod_name}-extended-resources-",
+                "namespace": claim.namespace,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": extended.pod_name,
+                        "uid": extended.pod_uid,
+                        "controller": True,
+                    }
+                ],
+                "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+                "finalizers": [DELETE_PROTECTION_FINALIZER],
+            },
+            "spec": extended.spec_to_api(),
+        }
+        try:
+            made = await self.client.request_json("POST", path, body=body)
+        except ApiError as err:
+            fate: WriteFate = "open" if transient(err) else "refused"
+            return ClaimWrite(claim, fate, f"create: {_describe(err)}", err.status)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            return ClaimWrite(claim, "open", f"create: {_describe(err)}")
+        created = dataclasses.replace(
+            claim,
+            name=_name(made),
+            uid=_uid(made),
+            resource_version=_version(made),
+        )
+        if not created.name or not created.uid or not created.resource_version:
+            return ClaimWrite(claim, "open", "create: the answer names no claim")
+        try:
+            status: JsonObject = {"reservedFor": [consumer_to_api(c) for c in claim.reserved_for]}
+            if claim.allocation is not None:
+                status["allocation"] = claim.allocation.to_api()
+            await self._guarded_patch(
+                claim_path(created.namespace, created.name, "status"),
+                {"metadata": {"resourceVersion": created.resource_version}, "status": status},
+                MERGE_PATCH,
+                lambda obj: carries_write(obj, created),
+            )
+            await self._patch_pod_status(created, extended)
+        except _Outcome as outcome:
+            return ClaimWrite(claim, outcome.fate, outcome.error, outcome.status, created)
+        return ClaimWrite(claim, "landed", created=created)
+
+    async def _patch_pod_status(self, created: ClaimAllocation, extended: ExtendedClaim) -> None:
+        """The pod's status.extendedResourceClaimStatus: which container's resource
+        each request of the claim serves, and the claim's name (the kubelet reads it)."""
+        body = {
+            "status": {
+                "extendedResourceClaimStatus": {
+                    "requestMappings": extended.mappings_to_api(),
+                    "resourceClaimName": created.name,
+                }
+            }
+        }
+        path = f"/api/v1/namespaces/{created.namespace}/pods/{extended.pod_name}/status"
+        try:
+            await self.client.call(
+                "PATCH", path, body=body, content_type=MERGE_PATCH, retry_on=transient
+            )
+        except ApiError as err:
+            # The claim is there either way: "open", so that the rollback deletes it.
+            raise _Outcome("open", f"pod status: {_describe(err)}", err.status) from err
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            raise _Outcome("open", f"pod status: {_describe(err)}") from err
+
+    async def _created_by_us(self, write: ClaimWrite) -> list[Mapping[str, Any]]:
+        """The extended-resource claims of the write's pod that exist (the one created,
+        or, when the create's answer was lost, those the namespace holds for the pod)."""
+        extended = write.claim.extended
+        assert extended is not None
+        path = f"{DRA_API}/namespaces/{write.claim.namespace}/resourceclaims"
+        if write.created is not None:
+            found = await self._read(f"{path}/{write.created.name}")
+            return [found] if found is not None and _uid(found) == write.created.uid else []
+        listed = await self.client.call("GET", path, retry_on=transient)
+        items = listed.get("items")
+        return [
+            item
+            for item in (items if isinstance(items, list) else [])
+            if isinstance(item, Mapping) and _made_for(item, extended.pod_uid)
+        ]
+
+    async def _delete_extended(self, write: ClaimWrite) -> tuple[str, str]:
+        """Delete what the write created, as kube-scheduler's deleteClaim: the
+        delete-protection finalizer off first, then the claim. ("deallocated", "") when
+        something was deleted, ("clean", "") when nothing was there, else ("", why)."""
+        try:
+            found = await self._created_by_us(write)
+        except (ApiError, TimeoutError, aiohttp.ClientError, OSError) as err:
+            return "", _describe(err)
+        if not found:
+            return "clean", ""
+        for obj in found:
+            error = await self._delete_claim(write.claim.namespace, obj)
+            if error:
+                return "", error
+        return "deallocated", ""
+
+    async def _delete_claim(self, namespace: str, obj: Mapping[str, Any]) -> str:
+        """Take the delete-protection finalizer off the claim as read, then delete it
+        (its uid as precondition): "" when done or already gone, else why not."""
+        path = claim_path(namespace, _name(obj))
+        meta = obj.get("metadata")
+        raw = meta.get("finalizers") if isinstance(meta, Mapping) else None
+        finalizers = raw if isinstance(raw, list) else []
+        try:
+            if DELETE_PROTECTION_FINALIZER in finalizers:
+                remaining = [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER]
+                await self.client.call(
+                    "PATCH",
+                    path,
+                    body={
+                        "metadata": {
+                            "resourceVersion": _version(obj),
+                            "finalizers": remaining or None,
+                        }
+                    },
+                    content_type=MERGE_PATCH,
+                    retry_on=transient,
+                )
+            await self.client.call(
+                "DELETE", path, body={"preconditions": {"uid": _uid(obj)}}, retry_on=transient
+            )
+        except ApiError as err:
+            if err.status != 404:
+                return _describe(err)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            return _describe(err)
+        return ""
+
+    async def delete_stale(self, claims: Sequence[Claim]) -> int:
+        """Delete claims an earlier attempt created for pending pods' extended
+        resources (SchedulingCore.stale_extended_claims), as kube-scheduler's PostFilter
+        does: each read again (it must still be that claim, annotated, controlled by
+        its pod), its finalizer taken off, then deleted. How many were deleted; a
+        failure is logged by the caller's next try, never raised."""
+        deleted = 0
+        for claim in claims:
+            found = await self._read(claim_path(claim.namespace, claim.name))
+            if found is None or _uid(found) != claim.uid or not _made_for(found, claim.owner_uid):
+                continue
+            if not await self._delete_claim(claim.namespace, found):
+                deleted += 1
+        return deleted
+
     # --- rollback -----------------------------------------------------------------------
     async def undo(self, writes: ClaimWrites, released: Collection[str]) -> ClaimUndo:
         """Take back what `writes` put on the claims for the members whose pod uids are
@@ -370,6 +544,9 @@ class ClaimWriter:
 
     async def _take_back(self, write: ClaimWrite, released: set[str]) -> tuple[str, str]:
         """("deallocated" | "released" | "clean", "") or ("", why it failed)."""
+        if write.claim.extended is not None:
+            # The pod's own claim, its one consumer released: deleted whole.
+            return await self._delete_extended(write)
         claim = write.claim
         ours = {c.uid for c in claim.reserved_for if c.uid in released}
         path = claim_path(claim.namespace, claim.name)
@@ -420,6 +597,21 @@ class ClaimWriter:
                 return "", _describe(err)
             return ("deallocated" if deallocate else "released"), ""
         return "", error
+
+
+def _made_for(obj: Mapping[str, Any], pod_uid: str) -> bool:
+    """The claim is an extended-resource claim controlled by the pod."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return False
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, Mapping) or annotations.get(EXTENDED_CLAIM_ANNOTATION) != "true":
+        return False
+    owners = meta.get("ownerReferences")
+    return any(
+        isinstance(o, Mapping) and o.get("controller") is True and o.get("uid") == pod_uid
+        for o in (owners if isinstance(owners, list) else [])
+    )
 
 
 def settle_holds(

@@ -41,6 +41,7 @@ from typing import Any, cast
 
 from aiohttp import web
 
+from cache.dra.claims import Claim
 from cache.native_gang import NATIVE_GROUP
 from cache.pod import PodInfo
 from cache.signing import SigningKeys
@@ -259,6 +260,10 @@ class SchedulerRun:
         self._deleting: set[asyncio.Task[None]] = set()
         self._resolving: asyncio.Task[None] | None = None
         self._resolved_at = float("-inf")
+        # Claims earlier attempts left for pending pods' extended resources (deleted as
+        # kube-scheduler's PostFilter deletes them), one pass at a time.
+        self._cleaning: asyncio.Task[None] | None = None
+        self._cleaned_at = float("-inf")
         self._waiting_shown: dict[str, tuple[str, frozenset[str]]] = {}
         self._loop_task: asyncio.Task[int] | None = None
         # Set at shutdown; the loop checks it, so a cancellation that asyncio.wait_for
@@ -367,9 +372,10 @@ class SchedulerRun:
         """Let binds in flight end (they are bounded by the bind timeout), so a clean
         shutdown leaves no gang half-bound; cancel what outlives that."""
         pending = self._binding | self._deleting | self.preemptions.tasks
-        if self._resolving is not None:
-            self._resolving.cancel()
-            pending = pending | {self._resolving}
+        for task in (self._resolving, self._cleaning):
+            if task is not None:
+                task.cancel()
+                pending = pending | {task}
         if not pending:
             return
         _, late = await asyncio.wait(pending, timeout=self.binder.timeout + 1.0)
@@ -456,6 +462,8 @@ class SchedulerRun:
     async def _cycle(self, now: float) -> None:
         core = self._core
         self._resolve_unknown(now)
+        if self._leading():
+            self._clean_stale_claims(now)
         # Gangs planned this cycle leave the pending set once bound; their members'
         # spec problems must still be published.
         planned: list[Gang] = []
@@ -614,6 +622,28 @@ class SchedulerRun:
         finally:
             self._resolving = None
             self._resolved_at = self._clock()
+
+    def _clean_stale_claims(self, now: float) -> None:
+        """Start deleting the claims earlier attempts left for pending members'
+        extended resources (SchedulingCore.stale_extended_claims), at most every
+        RESOLVE_INTERVAL_SECONDS; their deletion events retry the gangs."""
+        if self._cleaning is not None or now - self._cleaned_at < RESOLVE_INTERVAL_SECONDS:
+            return
+        stale = self._core.stale_extended_claims()
+        if not stale:
+            return
+        self._cleaning = asyncio.create_task(self._clean_pass(stale), name="stale-claims")
+
+    async def _clean_pass(self, stale: list[Claim]) -> None:
+        try:
+            deleted = await self.claims.delete_stale(stale)
+            if deleted:
+                log.info("deleted %d extended-resource claim(s) left by earlier attempts", deleted)
+        except Exception:
+            log.exception("deleting extended-resource claims left by earlier attempts failed")
+        finally:
+            self._cleaning = None
+            self._cleaned_at = self._clock()
 
     def _start_bind(self, gang: Gang, plan: Plan, ready_since: float | None) -> None:
         task = asyncio.create_task(self._bind(gang, plan, ready_since), name=f"bind-{gang.key}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from cache.gpu import PRODUCT_LABEL
 from cache.node import NodeInfo
 from cache.resources import CPU
+from policies.filters.gpu_fit import gpu_index_request
 from policies.gpu_models import allowed_models
 from scheduler.planner.node_choice import Shape
 from scheduler.planner.search import GangSearch
@@ -29,7 +30,7 @@ def collect_candidates(search: GangSearch, shape: Shape) -> None:
     nodes = snapshot.nodes
     memo = search.memo.for_shape(pod.node_signature(), pod, nodes.keys())
     names = snapshot.candidates(
-        pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), profile.prefers_tight
+        *gpu_index_request(pod), pod.requests.get(CPU, 0), profile.prefers_tight
     )
     coverage = _coverage(search, shape) if limit else None
     base = search.constraints.start() if pod.uid in search.constrained else None

@@ -28,6 +28,7 @@ from cache.pod import PodInfo
 from policies.dra.allocator import ClaimAllocator, PodSearch, StepMeter
 from policies.dra.gang import GangMember, PodAllocation, Tentative
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
+from scheduler.planner.extended_claims import ExtendedDemand, readable
 from scheduler.planner.member_choice import Take
 from scheduler.planner.result import ClaimAllocation, Plan
 
@@ -40,7 +41,15 @@ class DraChoiceKind:
     """The gang's DRA claims for one planning call: member uid -> its claim keys, in
     the pod's order, resolved (scheduler/planner/dra_claims.py)."""
 
-    __slots__ = ("allocator", "alternatives_left", "claims", "details", "pods", "revising")
+    __slots__ = (
+        "allocator",
+        "alternatives_left",
+        "claims",
+        "details",
+        "extended",
+        "pods",
+        "revising",
+    )
 
     def __init__(
         self,
@@ -48,9 +57,12 @@ class DraChoiceKind:
         claims: Mapping[str, tuple[str, ...]],
         pods: Mapping[str, PodInfo],
         details: Mapping[str, str] | None = None,
+        extended: Mapping[str, ExtendedDemand] | None = None,
     ) -> None:
         self.allocator = allocator
         self.claims = claims
+        # uid -> the member's DRA-backed extended resources (a virtual claim per node).
+        self.extended: Mapping[str, ExtendedDemand] = extended or {}
         self.pods = pods
         # uid -> the allocator's own words on why the member found nothing (last seen).
         self.details: dict[str, str] = dict(details or {})
@@ -101,14 +113,18 @@ class DraChoices:
         self.members: dict[str, GangMember] = {}  # uid -> the member on its node, in order
 
     def _member(self, pod: PodInfo, node: NodeInfo) -> GangMember:
-        return GangMember(pod.uid, pod.namespace, self.kind.claims[pod.uid], node.name, node.labels)
+        keys = self.kind.claims[pod.uid]
+        demand = self.kind.extended.get(pod.uid)
+        if demand is not None:
+            keys = demand.keys_on(keys, node)
+        return GangMember(pod.uid, pod.namespace, keys, node.name, node.labels)
 
     def offer(self, pod: PodInfo, node: NodeInfo) -> Take | None:
         member = self._member(pod, node)
         search = PodSearch(self.kind.allocator, member, self.tentative)
         choice = next(iter(search), None)
         if choice is None:
-            self.kind.details[pod.uid] = f"on node {node.name}: {search.reason}"
+            self.kind.details[pod.uid] = f"on node {node.name}: {readable(search.reason)}"
             return None
         return partial(self._take, ((member, choice),))
 
@@ -205,9 +221,10 @@ class DraChoices:
                     users.append(Consumer("pods", pod.name, pod.uid))
         claims = []
         for key, users in consumers.items():
-            record = self.kind.cache.claims.get(key)
+            record = self.kind.cache.claim(key)
             if not users or record is None:
                 continue
+            made_up = self.kind.extended.get(users[0].uid) if record.extended else None
             claims.append(
                 ClaimAllocation(
                     namespace=record.namespace,
@@ -216,6 +233,7 @@ class DraChoices:
                     resource_version=record.resource_version,
                     allocation=allocations[key],
                     reserved_for=tuple(users),
+                    extended=None if made_up is None else made_up.built.get(key),
                 )
             )
         return dataclasses.replace(plan, claims=tuple(claims))

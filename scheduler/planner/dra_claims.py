@@ -30,6 +30,11 @@ from policies.dra.topology import allocation_score
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
 from scheduler.planner.dra_choice import DraChoiceKind
 from scheduler.planner.dra_reach import ReachMemo, judge
+from scheduler.planner.extended_claims import ExtendedDemand, non_integer, readable
+
+# Virtual claims (extended resources) kept between planning calls before they are made
+# up afresh.
+MAX_VIRTUAL_CLAIMS = 4_096
 
 
 def claim_keys(pod: PodInfo, dra: DeviceView) -> tuple[str, ...] | str:
@@ -70,18 +75,27 @@ def claim_keys(pod: PodInfo, dra: DeviceView) -> tuple[str, ...] | str:
     return tuple(keys)
 
 
-def extended_resource_refusal(pod: PodInfo, provided: Mapping[str, str]) -> str:
-    """Why the pod is refused when it asks for an extended resource a DeviceClass
-    provides through DRA (DRAExtendedResource, not supported here); "" otherwise."""
-    for resource in pod.requests:
-        device_class = provided.get(resource)
-        if device_class is not None:
-            return (
-                f"resource {resource} is provided through DRA by DeviceClass "
-                f"{device_class} (spec.extendedResourceName), which this scheduler does "
-                "not support; request the device with a ResourceClaim"
-            )
-    return ""
+def extended_demand(
+    pod: PodInfo, dra: DeviceView, provided: Mapping[str, str]
+) -> ExtendedDemand | str | None:
+    """The pod's DRA-backed extended resources (extended_claims.py): None when it asks
+    for none a DeviceClass provides, else what it asks or why it waits or is refused."""
+    wanted = frozenset(r for r, amount in pod.requests.items() if amount > 0 and r in provided)
+    if not wanted:
+        return None
+    refusal = non_integer(pod, provided)
+    if refusal:
+        return refusal
+    stale = dra.extended_claim_of(pod.uid)
+    if stale is not None:
+        # kube-scheduler deletes such a claim in PostFilter and tries anew; here the
+        # binder deletes what it created when a gang breaks, so one left over is
+        # someone else's business (or a crash's): the pod says so and waits.
+        return (
+            f"waiting for ResourceClaim {stale.key}, created for the pod's extended "
+            "resources by an earlier attempt, to be deleted"
+        )
+    return ExtendedDemand(pod, tuple(sorted(wanted)), provided, dra)
 
 
 def resolve_dra(
@@ -97,33 +111,53 @@ def resolve_dra(
     provided = dra.extended_resources() if dra.classes else {}
     if not provided and not any(pod.resource_claims for pod in pending):
         return list(pending), None
+    if len(dra.virtual) > MAX_VIRTUAL_CLAIMS:
+        dra.virtual.clear()  # made up again for each gang planned
     allocator = ClaimAllocator(dra, namespace_labels)
     members: list[PodInfo] = []
     claims: dict[str, tuple[str, ...]] = {}
+    extended: dict[str, ExtendedDemand] = {}
     details: dict[str, str] = {}
     reaches: dict[Hashable, tuple[tuple[frozenset[str], str], str, NodeScores | None]] = {}
     for pod in pending:
         if pod.problems:
             members.append(pod)
             continue
-        refusal = extended_resource_refusal(pod, provided) if provided else ""
-        if refusal:
-            members.append(dataclasses.replace(pod, problems=(refusal,)))
+        demand = extended_demand(pod, dra, provided) if provided else None
+        if isinstance(demand, str):
+            members.append(dataclasses.replace(pod, problems=(demand,)))
             continue
-        if not pod.resource_claims:
+        if demand is None and not pod.resource_claims:
             members.append(pod)
             continue
-        keys = claim_keys(pod, dra)
+        keys: tuple[str, ...] | str = claim_keys(pod, dra) if pod.resource_claims else ()
         if isinstance(keys, str):
             members.append(dataclasses.replace(pod, problems=(keys,)))
             continue
-        if not keys:
+        if demand is None and not keys:
             members.append(pod)
             continue
-        signature = _demand(pod, keys, dra)
-        if signature not in reaches:
-            reaches[signature] = _reach(pod, keys, allocator, snapshot, memo, signature)
-        reach, detail, topology = reaches[signature]
+        if demand is not None:
+            pod = dataclasses.replace(pod, dra_extended=frozenset(demand.resources))
+            demand.pod = pod
+            extended[pod.uid] = demand
+            # Which nodes leave which resources to DRA differs per node: no memo; members
+            # made from one template ask alike, so the answer is shared among them.
+            signature: Hashable = (
+                "extended",
+                _demand(pod, keys, dra),
+                pod.extended_containers,
+                demand.resources,
+            )
+            if signature not in reaches:
+                reaches[signature] = _reach(pod, keys, allocator, snapshot, None, None, demand)
+            found = reaches[signature]
+        else:
+            signature = _demand(pod, keys, dra)
+            if signature not in reaches:
+                reaches[signature] = _reach(pod, keys, allocator, snapshot, memo, signature)
+            found = reaches[signature]
+        reach, detail, topology = found
         members.append(dataclasses.replace(pod, dra_reach=reach, dra_topology=topology))
         claims[pod.uid] = keys
         if detail:
@@ -131,7 +165,7 @@ def resolve_dra(
     if not claims:
         return members, None
     pods = {pod.uid: pod for pod in members if pod.uid in claims}
-    return members, DraChoiceKind(allocator, claims, pods, details)
+    return members, DraChoiceKind(allocator, claims, pods, details, extended)
 
 
 def _demand(pod: PodInfo, keys: tuple[str, ...], dra: DeviceView) -> Hashable:
@@ -155,15 +189,18 @@ def _reach(
     snapshot: Snapshot,
     memo: ReachMemo | None = None,
     demand: Hashable = None,
+    extended: ExtendedDemand | None = None,
 ) -> tuple[tuple[frozenset[str], str], str, NodeScores | None]:
     """The nodes where the claims can be allocated (or used) alone, the filter's
     words for the others, the allocator's words on the first node refused, and how
-    tight the devices each of those nodes gives are (None: no node tells)."""
+    tight the devices each of those nodes gives are (None: no node tells).
+    `extended`: the pod's DRA-backed extended resources, a claim of their own on each
+    node that leaves some of them to DRA."""
     dra = allocator.cache
-    allocating = any(dra.allocation_of(key) is None for key in keys)
+    allocating = extended is not None or any(dra.allocation_of(key) is None for key in keys)
     reusing = any(dra.allocation_of(key) is not None for key in keys)
     answers = None
-    if memo is not None and not reusing and dra.reach_trackable():
+    if memo is not None and extended is None and not reusing and dra.reach_trackable():
         # The namespace's labels decide admin access; the demand holds the rest.
         namespace = tuple(sorted(allocator.namespace_labels.get(pod.namespace, {}).items()))
         answers = memo.answers(dra, (demand, namespace))
@@ -171,7 +208,10 @@ def _reach(
     def attempt(name: str, labels: Mapping[str, str]) -> tuple[str, float | None]:
         """The allocator's words on the node ("" when the claims fit there) and the
         topology score of the allocation it found."""
-        found = allocator.allocate(GangMember(pod.uid, pod.namespace, keys, name, labels))
+        keys_here = keys if extended is None else extended.keys_on(keys, snapshot.nodes[name])
+        if not keys_here:
+            return "", None
+        found = allocator.allocate(GangMember(pod.uid, pod.namespace, keys_here, name, labels))
         if isinstance(found, str):
             return found, None
         reached = dra.node_devices(name, labels)
@@ -182,6 +222,9 @@ def _reach(
     detail = ""
     skipped = ""  # a node that reaches no device, asked only if no other was refused
     for name, node in snapshot.nodes.items():
+        if extended is not None and not extended.keys_on(keys, node):
+            nodes.append(name)  # the device plugin serves it here, and no claim is left
+            continue
         if allocating and not dra.may_reach_devices(name):
             skipped = skipped or name
             continue
@@ -205,6 +248,7 @@ def _reach(
         found = attempt(skipped, snapshot.nodes[skipped].labels)[0]
         if found:
             detail = f"on node {skipped}: {found}"
+    detail = readable(detail)
     reason = CANNOT_ALLOCATE if allocating else NOT_AVAILABLE
     topology = NodeScores(scores) if scores else None
     return (frozenset(nodes), reason), detail, topology

@@ -17,6 +17,7 @@ from cache.node import NodeInfo
 from cache.pod import PodInfo
 from cache.resources import CPU
 from cache.snapshot import PlanningView
+from policies.filters.gpu_fit import gpu_index_request
 from policies.gpu_models import allowed_models
 from scheduler.planner.node_choice import NodeChoice, Shape, kept_choice
 from scheduler.planner.picks import Found
@@ -133,7 +134,7 @@ def _by_walk(search: GangSearch, shape: Shape) -> Found | None:
     best_choice: NodeChoice | None = None
     best_key = (float("inf"), 0)
     for name in snapshot.candidates(
-        pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0), profile.prefers_tight
+        *gpu_index_request(pod), pod.requests.get(CPU, 0), profile.prefers_tight
     ):
         node = nodes[name]
         if models is not None and node.labels.get(PRODUCT_LABEL) not in models:
@@ -178,7 +179,7 @@ def _from_window(search: GangSearch, shape: Shape) -> Found | None:
 
     window.catch_up(
         snapshot,
-        (pod.gpu.count, pod.gpu.milli, pod.requests.get(CPU, 0)),
+        (*gpu_index_request(pod), pod.requests.get(CPU, 0)),
         max(profile.candidate_limit, 2),
         choose,
         search.planner.rank,

@@ -12,6 +12,7 @@ from cache.dra.claims import Allocation, Consumer
 from cache.pod import PodInfo
 from cache.topology_requirement import TopologyRequirement
 from policies.filters.volume_binding import ClaimChoice
+from scheduler.planner.extended_claims import ExtendedClaim
 
 
 class PlannableGang(Protocol):
@@ -72,6 +73,11 @@ class ClaimAllocation:
     resource_version: str
     allocation: Allocation | None
     reserved_for: tuple[Consumer, ...]
+    # A claim for a pod's DRA-backed extended resources that does not exist yet: the
+    # binder creates it (owned by the pod, annotated, its name generated), writes its
+    # status, then the pod's status.extendedResourceClaimStatus. `name` is then the
+    # planner's made-up one (docs/dra.md, "Extended resources").
+    extended: ExtendedClaim | None = None
 
     @property
     def key(self) -> str:

@@ -259,6 +259,27 @@ async def test_the_scheduler_runs_under_exactly_the_deployed_rbac(tmp_path: Path
                         ]
                         api.put_pod(member)
                 await eventually(lambda: bound(api, "dra-") == 2, "the DRA gang bound")
+                # DRA-backed extended resources: a class naming example.com/accel, a
+                # node without it reaching two devices, a gang of two asking one each,
+                # its 2nd Binding refused: each member's claim created, its status and
+                # the pod's extendedResourceClaimStatus written, the unbound member's
+                # claim deleted (its finalizer taken off first).
+                accel = device_class_obj("accel.example.com")
+                accel["spec"]["extendedResourceName"] = "example.com/accel"
+                api.put(DEVICE_CLASSES, accel)
+                api.put_node(node_obj("x0"))
+                api.put(RESOURCE_SLICES, dra_slice_obj("x0", gpus=2))
+                api.fail_next_binds(1, status=409, after=1)
+                for i in range(2):
+                    member = pod_obj(f"accel-{i}", gang="accel", min_member=2)
+                    member["spec"]["containers"][0]["resources"]["requests"][
+                        "example.com/accel"
+                    ] = "1"
+                    api.put_pod(member)
+                await eventually(
+                    lambda: api.request_count("delete", "resourceclaims") >= 1,
+                    "an extended-resource claim deleted",
+                )
                 # A PodGroup that is wrong: a Warning on the PodGroup (its uid read).
                 api.put(PODGROUPS, podgroup_obj("bad", 0))
                 api.put_pod(pod_obj("bad-0", gang="bad"))

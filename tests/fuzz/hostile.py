@@ -150,6 +150,9 @@ POD_FIELDS: list[tuple[Any, ...]] = [
     ("spec", "containers", 0, "resources", "requests", "memory"),
     ("spec", "containers", 0, "resources", "requests", "nvidia.com/gpu"),
     ("spec", "containers", 0, "resources", "requests", "nvidia.com/vgpu"),
+    # DRA-backed extended resources (a class may name them; docs/dra.md).
+    ("spec", "containers", 0, "resources", "requests", "example.com/accel"),
+    ("spec", "containers", 0, "resources", "requests", "deviceclass.resource.kubernetes.io/x"),
     ("spec", "containers", 0, "resources", "limits"),
     ("status",),
     ("status", "phase"),

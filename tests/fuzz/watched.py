@@ -63,6 +63,16 @@ def _hostile(
     return build()
 
 
+def _device_class(name: str, extended: str) -> dict[str, Any]:
+    """A class, standing for an extended resource or not (`cpu`: one the API server
+    refuses, read anyway)."""
+    obj = device_class_obj(name)
+    obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    if extended:
+        obj["spec"]["extendedResourceName"] = extended
+    return obj
+
+
 def _allocated_claim(name: str, reserved: bool) -> dict[str, Any]:
     """A claim of the well-formed gang's namespace, allocated on a node the gang may
     use, reserved for a pod or not."""
@@ -306,13 +316,20 @@ HOSTILE_OBJECTS: dict[str, st.SearchStrategy[Any]] = {
         ],
     ),
     "deviceclasses": _hostile(
-        st.sampled_from(["gpu.example.com", "other.example.com"]).map(device_class_obj),
+        st.builds(
+            _device_class,
+            st.sampled_from(["gpu.example.com", "other.example.com"]),
+            st.sampled_from(["", "nvidia.com/gpu", "example.com/accel", "cpu"]),
+        ),
         [
             ("spec",),
             ("spec", "selectors"),
             ("spec", "selectors", 0, "cel"),
             ("spec", "selectors", 0, "cel", "expression"),
             ("spec", "config"),
+            # DRA-backed extended resources: which resource, and which class wins it.
+            ("spec", "extendedResourceName"),
+            ("metadata", "creationTimestamp"),
         ],
     ),
     "resourceclaims": _hostile(

@@ -37,6 +37,7 @@ from tests.kubeapi import (
     validation,
 )
 from tests.kubeapi.dra import strategy as dra
+from tests.kubeapi.pod_status import check_extended_claim_status
 from tests.kubeapi.pruning import prune_status
 from tests.kubeapi.resources import (
     DRA_TYPES,
@@ -234,6 +235,8 @@ def prepare_update(
     if subresource == "status":
         updated = _status_update(rtype, old, new)
         prune_status(rtype, updated)
+        if rtype is PODS:
+            check_extended_claim_status(name, updated)
         return updated
     if rtype.has_status:
         if "status" in old:

@@ -111,14 +111,9 @@ def test_what_is_still_unsupported_is_refused_naming_the_field() -> None:
         core,
         slice_obj("s", [device("gpu-0")]),
         class_obj(),
-        class_obj("backed", extendedResourceName="example.com/gpu"),
         claim_obj("cap", [exactly(capacity={"requests": {"memory": "-1Gi"}})]),
     )
     add_pods(core, claiming("p", "cap", gang=None))
-    extended = claiming("e", gang=None)
-    extended["spec"]["resourceClaims"] = []
-    extended["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
-    add_pods(core, extended)
     reasons = {}
     while (attempt := core.schedule_next(0.0)) is not None:
         assert isinstance(attempt.result, Unschedulable)
@@ -127,7 +122,7 @@ def test_what_is_still_unsupported_is_refused_naming_the_field() -> None:
         "spec.devices.requests[0].exactly.capacity.requests[memory] is negative"
         in reasons["uid-ns-p"]
     )
-    assert "example.com/gpu is provided through DRA by DeviceClass backed" in reasons["uid-ns-e"]
+    # Extended resources a DeviceClass provides are served now (test_dra_extended.py).
 
 
 def _placed_gang(core: Any) -> Plan:
