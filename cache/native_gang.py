@@ -17,8 +17,12 @@ name in the pod's namespace says how its pods are scheduled:
   the class into `priority` (int32, at most 10^9); that value is the gang's priority
   for queueing and preemption, in place of its pods'.
 - `spec.podGroupTemplateRef`: where the group came from; read by no one here.
-- `spec.resourceClaims` (DRAWorkloadResourceClaims gate) and any field not listed here:
-  not supported, refused by name: the gang waits rather than run without them.
+- `spec.resourceClaims` (DRAWorkloadResourceClaims gate, KEP-5729): claims of the whole
+  group (cache/group_claims.py), allocated once for the gang and reserved for the
+  PodGroup; `status.resourceClaimStatuses` names the claims made from their templates.
+  An entry that cannot be read is refused by name.
+- any field not listed here: not supported, refused by name: the gang waits rather
+  than run without it.
 
 The API is off unless the GenericWorkload feature gate is on, so its informer is
 optional (a 404 means skip). The API server validates every field; a value broken
@@ -30,9 +34,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cache.group_claims import read_group_claims, read_made_claims
 from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.limits import MAX_INT32, MIN_INT32, shown
 from cache.pod import parse_time
+from cache.pod_claims import PodResourceClaim
 from cache.podgroup import PodGroupInfo
 from cache.topology_requirement import TopologyRequirement, label_key_problem
 
@@ -55,6 +61,7 @@ _KNOWN_SPEC_FIELDS = frozenset(
         "disruptionMode",
         "priorityClassName",
         "priority",
+        "resourceClaims",
     }
 )
 
@@ -70,6 +77,7 @@ def native_podgroup_from_api(obj: Mapping[str, Any]) -> PodGroupInfo:
         reading.constraints(spec.get("schedulingConstraints"))
         reading.disruption(spec.get("disruptionMode"))
         reading.priority(spec.get("priority"))
+        reading.claims(spec.get("resourceClaims"), mapping(obj).get("status"))
         reading.unsupported(spec)
     except MALFORMED as error:
         reading.problems.append(f"the PodGroup object is malformed ({type(error).__name__})")
@@ -86,6 +94,8 @@ def native_podgroup_from_api(obj: Mapping[str, Any]) -> PodGroupInfo:
         refusals=tuple(reading.refusals),
         priority=reading.group_priority,
         disruption_mode=reading.disruption_mode,
+        group_claims=reading.group_claims,
+        made_claims=reading.made_claims,
     )
 
 
@@ -101,6 +111,8 @@ class _Reading:
         self.topology: TopologyRequirement | None = None
         self.group_priority: int | None = None
         self.disruption_mode = "Pod"
+        self.group_claims: tuple[PodResourceClaim, ...] = ()
+        self.made_claims: tuple[tuple[str, str], ...] = ()
 
     def refuse(self, text: str) -> None:
         self.problems.append(text)
@@ -192,16 +204,20 @@ class _Reading:
             return
         self.group_priority = value
 
-    def unsupported(self, spec: Mapping[str, Any]) -> None:
-        claims = spec.get("resourceClaims")
-        if claims:
-            self.refuse(
-                "spec.resourceClaims (claims shared by the group's pods) is not supported "
-                "by this scheduler"
+    def claims(self, value: object, status: object) -> None:
+        try:
+            self.group_claims = read_group_claims(value)
+        except ValueError as error:
+            self.refuse(f"{error} (claims of the whole group)")
+            return
+        if self.group_claims and isinstance(status, Mapping):
+            self.made_claims = read_made_claims(
+                status.get("resourceClaimStatuses"), self.group_claims
             )
+
+    def unsupported(self, spec: Mapping[str, Any]) -> None:
         for other in sorted(k for k in spec if k not in _KNOWN_SPEC_FIELDS):
-            if other != "resourceClaims":
-                self.refuse(f"spec.{_named(other)} is not supported by this scheduler")
+            self.refuse(f"spec.{_named(other)} is not supported by this scheduler")
 
 
 def _named(field: object) -> str:

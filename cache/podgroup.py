@@ -9,6 +9,7 @@ from typing import Any
 from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.limits import MAX_INT32, shown
 from cache.pod import parse_time
+from cache.pod_claims import PodResourceClaim
 from cache.podgroup_topology import read_topology
 from cache.topology_requirement import TopologyRequirement
 
@@ -55,6 +56,11 @@ class PodGroupInfo:
     # "PodGroup" or "Pod"); "" where the source says nothing. Victims are whole gangs
     # in either mode (docs/integrations.md).
     disruption_mode: str = ""
+    # Claims of the whole group (Kubernetes' PodGroup spec.resourceClaims,
+    # cache/group_claims.py) and the claims made from their templates
+    # (status.resourceClaimStatuses: name -> claim, "" = none needed).
+    group_claims: tuple[PodResourceClaim, ...] = ()
+    made_claims: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:

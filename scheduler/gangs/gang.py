@@ -50,6 +50,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from cache.gang_topology import gang_topology
+from cache.group_claims import GroupClaims
 from cache.limits import INT32_DIGITS, shown, small_int
 from cache.pod import DEFAULT_GANG_KEYS, TERMINAL_PHASES, GangKeys, PodInfo
 from cache.podgroup import PODGROUP_GROUP, PodGroupInfo
@@ -120,6 +121,9 @@ class Gang:
     topology: TopologyRequirement | None = None
     # Least members per role, and the pod label naming a member's role (scheduler/gangs/roles.py).
     role_minimums: dict[str, int] = field(default_factory=dict)
+    # Claims of the whole gang (a native PodGroup's spec.resourceClaims,
+    # cache/group_claims.py): allocated once, reserved for the PodGroup; None: none.
+    group_claims: GroupClaims | None = None
     role_label: str = ""
 
     def roles_missing(self, placed: Iterable[PodInfo]) -> dict[str, tuple[int, int]]:
@@ -417,6 +421,14 @@ def _build_gang(
     else:
         _size_gang(gang, podgroup, keys)
     _topology(gang, podgroup if named is not None else None, everyone)
+    if named is not None and podgroup is not None and podgroup.group_claims:
+        gang.group_claims = GroupClaims(
+            podgroup.namespace,
+            podgroup.name,
+            podgroup.uid,
+            podgroup.group_claims,
+            podgroup.made_claims,
+        )
     for pod in pending:
         if pod.problems:
             gang.problems.append(

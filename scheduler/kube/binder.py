@@ -674,6 +674,7 @@ async def _claims_failed(
     """A claim write failed: no member is bound. Every claim write that landed (or may
     have) is taken back for every member, then the volume writes; the reason."""
     members = {consumer.uid for claim in plan.claims for consumer in claim.reserved_for}
+    members |= {uid for claim in plan.claims for uid in claim.group_members}
     claim_undo: ClaimUndo = await claims.undo(written, members)
     settle_holds(core, plan, ClaimWrites(), claim_undo, now)
     reason = (

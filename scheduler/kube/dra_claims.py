@@ -47,6 +47,7 @@ import aiohttp
 
 from cache.dra.claims import EXTENDED_CLAIM_ANNOTATION, Allocation, Claim, Consumer
 from cache.dra.store import DraCache
+from cache.group_claims import PODGROUP_CONSUMER_RESOURCE
 from scheduler.cycle.core import SchedulingCore
 from scheduler.kube.client import ApiError, JsonObject, KubeClient, transient
 from scheduler.planner.extended_claims import ExtendedClaim
@@ -519,14 +520,19 @@ class ClaimWriter:
     # --- rollback -----------------------------------------------------------------------
     async def undo(self, writes: ClaimWrites, released: Collection[str]) -> ClaimUndo:
         """Take back what `writes` put on the claims for the members whose pod uids are
-        `released` (known not bound); the other members' entries stay."""
+        `released` (known not bound); the other members' entries stay. A claim of the
+        whole gang gives its PodGroup entry back once every member that uses it is
+        released (as kube-scheduler unreserves it when no member is scheduled)."""
         gone = set(released)
         targets = [w for w in writes.writes if w.maybe_ours]
+        freed = {w.claim.key: released_consumers(w.claim, gone) for w in targets}
         kept = tuple(
-            w.claim.key for w in targets if not any(c.uid in gone for c in w.claim.reserved_for)
+            w.claim.key
+            for w in targets
+            if not any(c.uid in freed[w.claim.key] for c in w.claim.reserved_for)
         )
         targets = [w for w in targets if w.claim.key not in kept]
-        answers = await asyncio.gather(*(self._take_back(w, gone) for w in targets))
+        answers = await asyncio.gather(*(self._take_back(w, freed[w.claim.key]) for w in targets))
         done: dict[str, list[str]] = {"deallocated": [], "released": [], "clean": []}
         errors = {}
         for write, (outcome, error) in zip(targets, answers, strict=True):
@@ -597,6 +603,19 @@ class ClaimWriter:
                 return "", _describe(err)
             return ("deallocated" if deallocate else "released"), ""
         return "", error
+
+
+def released_consumers(claim: ClaimAllocation, released: set[str]) -> set[str]:
+    """The consumer uids whose entries a rollback takes off `claim`: the released
+    pods', and the PodGroup's where the plan reserved the claim for its gang and every
+    member using it is released; a PodGroup entry the plan found there stays."""
+    groups = {c.uid for c in claim.reserved_for if c.resource == PODGROUP_CONSUMER_RESOURCE}
+    if not groups:
+        return released
+    freed = released - groups
+    if claim.group_members and set(claim.group_members) <= released:
+        freed |= groups
+    return freed
 
 
 def _made_for(obj: Mapping[str, Any], pod_uid: str) -> bool:

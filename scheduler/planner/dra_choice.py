@@ -23,6 +23,7 @@ from functools import partial
 
 from cache.dra.claims import Allocation, Consumer
 from cache.dra.view import DeviceView
+from cache.group_claims import PODGROUP_CONSUMER_GROUP, PODGROUP_CONSUMER_RESOURCE, GroupClaims
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from policies.dra.allocator import ClaimAllocator, PodSearch, StepMeter
@@ -47,6 +48,8 @@ class DraChoiceKind:
         "claims",
         "details",
         "extended",
+        "group",
+        "group_keys",
         "pods",
         "revising",
     )
@@ -58,8 +61,13 @@ class DraChoiceKind:
         pods: Mapping[str, PodInfo],
         details: Mapping[str, str] | None = None,
         extended: Mapping[str, ExtendedDemand] | None = None,
+        shared: tuple[GroupClaims, frozenset[str]] | None = None,
     ) -> None:
         self.allocator = allocator
+        # The gang's own claims (its native PodGroup's) and the keys members use them
+        # by: each reserved for the PodGroup, not its pods.
+        self.group: GroupClaims | None = None if shared is None else shared[0]
+        self.group_keys: frozenset[str] = frozenset() if shared is None else shared[1]
         self.claims = claims
         # uid -> the member's DRA-backed extended resources (a virtual claim per node).
         self.extended: Mapping[str, ExtendedDemand] = extended or {}
@@ -207,7 +215,8 @@ class DraChoices:
 
     def into_plan(self, plan: Plan, left_out: Collection[str]) -> Plan:
         """The plan with every claim its placed members use, each once: the
-        allocation when this attempt made it, the placed members as consumers."""
+        allocation when this attempt made it, the placed members as consumers (the
+        PodGroup for a claim of the whole gang)."""
         placed = {p.pod_uid for p in plan.placements}
         allocations: dict[str, Allocation | None] = {}
         consumers: dict[str, list[Consumer]] = {}
@@ -220,10 +229,24 @@ class DraChoices:
                 if uid in placed and pod is not None:
                     users.append(Consumer("pods", pod.name, pod.uid))
         claims = []
+        group = self.kind.group
         for key, users in consumers.items():
             record = self.kind.cache.claim(key)
             if not users or record is None:
                 continue
+            members: tuple[str, ...] = ()
+            if group is not None and key in self.kind.group_keys:
+                members = tuple(user.uid for user in users)
+                if any(c.uid == group.uid for c in record.reserved_for):
+                    members = ()  # the PodGroup held it before: not this plan's to undo
+                users = [
+                    Consumer(
+                        PODGROUP_CONSUMER_RESOURCE,
+                        group.podgroup,
+                        group.uid,
+                        PODGROUP_CONSUMER_GROUP,
+                    )
+                ]
             made_up = self.kind.extended.get(users[0].uid) if record.extended else None
             claims.append(
                 ClaimAllocation(
@@ -234,6 +257,7 @@ class DraChoices:
                     allocation=allocations[key],
                     reserved_for=tuple(users),
                     extended=None if made_up is None else made_up.built.get(key),
+                    group_members=members,
                 )
             )
         return dataclasses.replace(plan, claims=tuple(claims))

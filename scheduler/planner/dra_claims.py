@@ -12,6 +12,10 @@ allocation"), as volume_claims.py resolves its PersistentVolumeClaims:
 2. Each member's `dra_reach`: the nodes where its claims can be allocated alone
    (against the devices others hold), which the DynamicResources filter reads, so that
    candidates, scores and kube-scheduler style counts see it as any other filter.
+   A claim the pod lists exactly as its native PodGroup does (`spec.resourceClaims`,
+   cache/group_claims.py) is the gang's: resolved through the PodGroup (a template's
+   claim must be controlled by the PodGroup), allocated once for every member that
+   uses it, and reserved for the PodGroup instead of the pods.
 3. The DRA member-choice kind (dra_choice.py) for the members with claims, which
    allocates them across the gang.
 """
@@ -22,7 +26,9 @@ import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 
 from cache.dra.view import DeviceView
+from cache.group_claims import GroupClaims
 from cache.pod import NodeScores, PodInfo
+from cache.pod_claims import PodResourceClaim
 from cache.snapshot import Snapshot
 from policies.dra.allocator import ClaimAllocator
 from policies.dra.gang import GangMember
@@ -37,42 +43,105 @@ from scheduler.planner.extended_claims import ExtendedDemand, non_integer, reada
 MAX_VIRTUAL_CLAIMS = 4_096
 
 
-def claim_keys(pod: PodInfo, dra: DeviceView) -> tuple[str, ...] | str:
+def claim_keys(
+    pod: PodInfo,
+    dra: DeviceView,
+    group: GroupClaims | None = None,
+    group_keys: set[str] | None = None,
+) -> tuple[str, ...] | str:
     """The keys ("ns/name") of the ResourceClaims the pod uses, in its order, or why
-    the pod waits (or is refused)."""
+    the pod waits (or is refused). `group`: the claims of the pod's whole gang (a
+    native PodGroup's spec.resourceClaims); the keys of those the pod uses through it
+    are added to `group_keys`."""
     keys: list[str] = []
     for ref in pod.resource_claims:
-        name = ref.claim_name
-        if ref.template_name:
-            made = pod.claim_statuses.get(ref.name)
-            if made is None:
-                return (
-                    f"waiting for the ResourceClaim of template {ref.template_name} to be "
-                    f"created (pod claim {ref.name})"
-                )
-            if not made:
+        shared = group.matching(ref) if group is not None else None
+        if shared is not None and group is not None:
+            found, why = _group_claim_key(pod, ref, dra, group)
+            if why:
+                return why
+            if found is None:
                 continue  # the controller decided no claim is needed
-            name = made
-        key = f"{pod.namespace}/{name}"
-        claim = dra.claims.get(key)
-        if claim is None:
+            key = found
+            if group_keys is not None:
+                group_keys.add(key)
+        else:
+            name = ref.claim_name
             if ref.template_name:
-                return f"waiting for ResourceClaim {key} of template {ref.template_name}"
-            return f"waiting for ResourceClaim {key} to be created"
-        if ref.template_name and claim.owner_uid != pod.uid:
-            return f"ResourceClaim {key} was not created for pod {pod.key} (pod is not owner)"
-        if claim.deleting:
-            return f"ResourceClaim {key} is being deleted"
-        if dra.allocation_of(key) is None:
-            if claim.problems:
-                return f"cannot allocate all claims: {claim.problems[0]}"
-            for request in claim.requests:
-                for exact in (request.exactly, *request.first_available):
-                    if exact is not None and exact.refusal:
-                        return f"cannot allocate all claims: claim {key}: {exact.refusal}"
+                made = pod.claim_statuses.get(ref.name)
+                if made is None:
+                    return (
+                        f"waiting for the ResourceClaim of template {ref.template_name} to "
+                        f"be created (pod claim {ref.name})"
+                    )
+                if not made:
+                    continue  # the controller decided no claim is needed
+                name = made
+            key = f"{pod.namespace}/{name}"
+            claim = dra.claims.get(key)
+            if claim is None:
+                if ref.template_name:
+                    return f"waiting for ResourceClaim {key} of template {ref.template_name}"
+                return f"waiting for ResourceClaim {key} to be created"
+            if ref.template_name and claim.owner_uid != pod.uid:
+                return f"ResourceClaim {key} was not created for pod {pod.key} (pod is not owner)"
+        problem = _claim_problem(key, dra)
+        if problem:
+            return problem
         if key not in keys:
             keys.append(key)
     return tuple(keys)
+
+
+def _group_claim_key(
+    pod: PodInfo, ref: PodResourceClaim, dra: DeviceView, group: GroupClaims
+) -> tuple[str | None, str]:
+    """The key of the gang's claim the pod's entry `ref` uses (None when no claim is
+    needed) and "", or why the pod waits. The claim is in the PodGroup's
+    namespace (the pod's: a pod names a PodGroup of its own namespace only)."""
+    where = f"PodGroup {group.namespace}/{group.podgroup} claim {ref.name}"
+    if group.namespace != pod.namespace:
+        return None, f"{where} is not in the namespace of pod {pod.key}"
+    name = ref.claim_name
+    if ref.template_name:
+        # kube-scheduler reads the name from the pod's status (resourceclaim.Name),
+        # which the controller fills from the PodGroup's; either says it here.
+        made = pod.claim_statuses.get(ref.name)
+        if made is None:
+            made = group.made_for(ref.name)
+        if made is None:
+            return None, (
+                f"waiting for the ResourceClaim of template {ref.template_name} to be "
+                f"created for {where}"
+            )
+        if not made:
+            return None, ""
+        name = made
+    key = f"{group.namespace}/{name}"
+    claim = dra.claims.get(key)
+    if claim is None:
+        return None, f"waiting for ResourceClaim {key} of {where} to be created"
+    if ref.template_name and claim.owner_uid != group.uid:
+        return None, (
+            f"ResourceClaim {key} was not created for PodGroup {group.namespace}/"
+            f"{group.podgroup} (PodGroup is not owner)"
+        )
+    return key, ""
+
+
+def _claim_problem(key: str, dra: DeviceView) -> str:
+    """Why the claim cannot be used as it stands ("" when it can)."""
+    claim = dra.claims[key]
+    if claim.deleting:
+        return f"ResourceClaim {key} is being deleted"
+    if dra.allocation_of(key) is None:
+        if claim.problems:
+            return f"cannot allocate all claims: {claim.problems[0]}"
+        for request in claim.requests:
+            for exact in (request.exactly, *request.first_available):
+                if exact is not None and exact.refusal:
+                    return f"cannot allocate all claims: claim {key}: {exact.refusal}"
+    return ""
 
 
 def extended_demand(
@@ -104,10 +173,13 @@ def resolve_dra(
     snapshot: Snapshot,
     namespace_labels: Mapping[str, Mapping[str, str]],
     memo: ReachMemo | None = None,
+    group: GroupClaims | None = None,
 ) -> tuple[list[PodInfo], DraChoiceKind | None]:
     """The members with their DRA claims resolved (a problem, or `dra_reach`), and the
     kind that allocates them across the gang (None when no member has claims).
-    `memo`: reaches kept between calls (dra_reach.py); None computes each afresh."""
+    `memo`: reaches kept between calls (dra_reach.py); None computes each afresh.
+    `group`: the claims of the whole gang (its native PodGroup's), each allocated once
+    and reserved for the PodGroup."""
     provided = dra.extended_resources() if dra.classes else {}
     if not provided and not any(pod.resource_claims for pod in pending):
         return list(pending), None
@@ -118,6 +190,7 @@ def resolve_dra(
     claims: dict[str, tuple[str, ...]] = {}
     extended: dict[str, ExtendedDemand] = {}
     details: dict[str, str] = {}
+    group_keys: set[str] = set()
     reaches: dict[Hashable, tuple[tuple[frozenset[str], str], str, NodeScores | None]] = {}
     for pod in pending:
         if pod.problems:
@@ -130,7 +203,9 @@ def resolve_dra(
         if demand is None and not pod.resource_claims:
             members.append(pod)
             continue
-        keys: tuple[str, ...] | str = claim_keys(pod, dra) if pod.resource_claims else ()
+        keys: tuple[str, ...] | str = (
+            claim_keys(pod, dra, group, group_keys) if pod.resource_claims else ()
+        )
         if isinstance(keys, str):
             members.append(dataclasses.replace(pod, problems=(keys,)))
             continue
@@ -165,7 +240,8 @@ def resolve_dra(
     if not claims:
         return members, None
     pods = {pod.uid: pod for pod in members if pod.uid in claims}
-    return members, DraChoiceKind(allocator, claims, pods, details, extended)
+    shared = None if group is None else (group, frozenset(group_keys))
+    return members, DraChoiceKind(allocator, claims, pods, details, extended, shared)
 
 
 def _demand(pod: PodInfo, keys: tuple[str, ...], dra: DeviceView) -> Hashable:

@@ -78,6 +78,11 @@ class ClaimAllocation:
     # status, then the pod's status.extendedResourceClaimStatus. `name` is then the
     # planner's made-up one (docs/dra.md, "Extended resources").
     extended: ExtendedClaim | None = None
+    # A claim of the whole gang (its native PodGroup's spec.resourceClaims): the uids of
+    # the placed members that use it, while `reserved_for` holds the PodGroup. A
+    # rollback takes the PodGroup's entry back only once all of them are known unbound;
+    # empty where the PodGroup held the claim before this plan (not ours to release).
+    group_members: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:

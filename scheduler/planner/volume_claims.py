@@ -49,7 +49,12 @@ def plan_with_claims(
         # would (cache/dra/view.py); the core's DraCache is only read.
         devices = without_pods(dra, gone) if gone else dra
         pending, kind = resolve_dra(
-            gang.pending, devices, snapshot, cache.namespace_labels(), planner.dra_reach
+            gang.pending,
+            devices,
+            snapshot,
+            cache.namespace_labels(),
+            planner.dra_reach,
+            gang.group_claims,
         )
         if any(new is not old for new, old in zip(pending, gang.pending, strict=True)):
             gang = dataclasses.replace(gang, pending=pending)
