@@ -10,6 +10,8 @@ gates on:
 - `spec.disruptionMode`: `Pod` or `PodGroup` (`+k8s:enum`), defaulted to `Pod`;
 - `spec.priorityClassName`: a DNS subdomain (`k8s-long-name`); `spec.priority` in
   [-2^31, 10^9] (HighestUserDefinablePriority);
+- `spec.resourceClaims` and `status.resourceClaimStatuses` (DRAWorkloadResourceClaims
+  gate on): tests/kubeapi/native_podgroup_claims.py;
 - every spec field is immutable (`+k8s:immutable`).
 The Priority admission plugin (plugin/pkg/admission/priority, admitPodGroup) resolves
 the class into `spec.priority` and refuses a priority the class does not give (403).
@@ -23,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tests.kubeapi import errors
+from tests.kubeapi import errors, native_podgroup_claims
+from tests.kubeapi.dra.fields import refuse
 from tests.kubeapi.resources import NATIVE_PODGROUPS
 from tests.kubeapi.validation import label_key_problem, subdomain_problem
 
@@ -68,11 +71,23 @@ def prepare_create(obj: dict[str, Any]) -> None:
 
 def validate(obj: Mapping[str, Any]) -> None:
     """Raise the 422 the real server answers for a PodGroup it would not store."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
     try:
         _validate_spec(obj.get("spec"))
     except _Invalid as why:
-        name = str((obj.get("metadata") or {}).get("name") or "")
         raise errors.invalid(NATIVE_PODGROUPS, name, str(why)) from None
+    spec = obj.get("spec")
+    found = native_podgroup_claims.spec_errors(spec.get("resourceClaims"))
+    if found:
+        raise refuse(NATIVE_PODGROUPS, name, found)
+
+
+def validate_status(obj: Mapping[str, Any]) -> None:
+    """Raise the 422 the real server answers for a status it would not store."""
+    found = native_podgroup_claims.status_errors(obj)
+    if found:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        raise refuse(NATIVE_PODGROUPS, name, found)
 
 
 def check_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> None:

@@ -9,7 +9,8 @@
   fields are dropped too (the default `fieldValidation=Warn` only adds a warning header;
   `Strict` would refuse them, and this scheduler does not ask for it). Its schema below
   is `PodGroupStatus` of scheduling.k8s.io/v1alpha2 (1.36): `conditions`, a list of
-  `metav1.Condition`.
+  `metav1.Condition`, and `resourceClaimStatuses` (DRAWorkloadResourceClaims), a list
+  of `{name, resourceClaimName}`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,16 @@ METAV1_CONDITION: dict[str, Any] = {
 }
 NATIVE_PODGROUP_STATUS: dict[str, Any] = {
     "type": "object",
-    "properties": {"conditions": {"type": "array", "items": METAV1_CONDITION}},
+    "properties": {
+        "conditions": {"type": "array", "items": METAV1_CONDITION},
+        "resourceClaimStatuses": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": _STRING, "resourceClaimName": _STRING},
+            },
+        },
+    },
 }
 
 

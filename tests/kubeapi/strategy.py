@@ -237,6 +237,8 @@ def prepare_update(
         prune_status(rtype, updated)
         if rtype is PODS:
             check_extended_claim_status(name, updated)
+        if rtype is NATIVE_PODGROUPS:
+            native_podgroup.validate_status(updated)
         return updated
     if rtype.has_status:
         if "status" in old:

@@ -85,6 +85,56 @@ async def test_defaults_and_immutability(client: KubeClient) -> None:
     assert "spec.schedulingConstraints" in str(refused.value)
 
 
+def claims(*entries: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(entries)
+
+
+NAMED = {"name": "gpus", "resourceClaimName": "shared"}
+TEMPLATED = {"name": "gpus", "resourceClaimTemplateName": "two-gpus"}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("entries", "status"),
+    [
+        ([NAMED], 201),
+        ([TEMPLATED], 201),
+        ([{"name": "gpus"}], 422),  # a union: exactly one of the two
+        ([{**NAMED, "resourceClaimTemplateName": "two-gpus"}], 422),
+        ([{"name": "gpus", "resourceClaimName": "other/shared"}], 422),  # k8s-long-name
+        ([{"name": "GPUs", "resourceClaimName": "shared"}], 422),  # k8s-short-name
+        ([{"resourceClaimName": "shared"}], 422),  # name required
+        ([NAMED, {**NAMED, "resourceClaimName": "b"}], 422),  # listMapKey=name
+        ([{"name": f"c{i}", "resourceClaimName": "s"} for i in range(5)], 422),  # maxItems=4
+    ],
+)
+async def test_group_claims_are_validated_on_create(
+    client: KubeClient, entries: list[dict[str, Any]], status: int
+) -> None:
+    assert await create(client, group(resourceClaims=entries)) == status
+
+
+@pytest.mark.asyncio
+async def test_group_claims_are_immutable_and_their_statuses_must_name_one(
+    client: KubeClient,
+) -> None:
+    created = await client.request_json("POST", GROUPS, body=group(resourceClaims=[TEMPLATED]))
+    changed = copy.deepcopy(created)
+    changed["spec"]["resourceClaims"] = [NAMED]
+    with pytest.raises(ApiError) as refused:
+        await client.request_json("PUT", f"{GROUPS}/g", body=changed)
+    assert refused.value.status == 422 and "spec.resourceClaims" in str(refused.value)
+    status = copy.deepcopy(created)
+    status["status"] = {"resourceClaimStatuses": [{"name": "other", "resourceClaimName": "x"}]}
+    with pytest.raises(ApiError) as refused:
+        await client.request_json("PUT", f"{GROUPS}/g/status", body=status)
+    assert refused.value.status == 422
+    assert "must match the name of an entry in `spec.resourceClaims`" in str(refused.value)
+    status["status"] = {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "g-x"}]}
+    stored = await client.request_json("PUT", f"{GROUPS}/g/status", body=status)
+    assert stored["status"]["resourceClaimStatuses"][0]["resourceClaimName"] == "g-x"
+
+
 OWN_GROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups"
 
 
