@@ -427,6 +427,34 @@ class SchedulingCore:
             and not self.cache.is_assumed(claim.owner_uid)
         ]
 
+    def stale_group_reservations(self) -> list[tuple[Claim, str]]:
+        """Claims of a whole gang (its native PodGroup's) still reserved for the
+        PodGroup while none of the gang's pods is on a node, assumed or being bound,
+        with the PodGroup's uid: kube-scheduler's PostFilter takes the PodGroup off such
+        a claim (unreservePodGroupClaims) so that the gang may get devices afresh, and
+        so does the adapter with these. A pod still on its node (running, or being
+        deleted after a broken gang) keeps the reservation: its devices are in use."""
+        found: list[tuple[Claim, str]] = []
+        by_gang = self.cache.pods_by_gang()
+        for key, gang in self.gangs.items():
+            group = gang.group_claims
+            if group is None or not group.uid or gang.bound:
+                continue
+            pods = by_gang.get(key, {}).values()
+            if any(p.node_name or self.cache.is_assumed(p.uid) for p in pods):
+                continue
+            for ref in group.claims:
+                name = ref.claim_name or group.made_for(ref.name)
+                claim = self.dra.claims.get(f"{group.namespace}/{name}") if name else None
+                if (
+                    claim is not None
+                    and claim.allocation is not None
+                    and not self.dra.is_assumed(claim.key)
+                    and any(c.uid == group.uid for c in claim.reserved_for)
+                ):
+                    found.append((claim, group.uid))
+        return found
+
     def relist_dra_objects(self, kind: str) -> Reconciliation:
         """A fresh list of one DRA kind: afterwards the DraCache is what one built from
         the list would be (holds of claims still listed and unallocated are kept)."""

@@ -517,6 +517,50 @@ class ClaimWriter:
                 deleted += 1
         return deleted
 
+    async def release_group_reservations(self, stale: Sequence[tuple[Claim, str]]) -> int:
+        """Take the PodGroup (uid) off each claim of a whole gang none of whose pods is
+        on a node (SchedulingCore.stale_group_reservations), as kube-scheduler's
+        PostFilter does, and the allocation with it when no other consumer is left (a
+        claim allocated and reserved for no one is deallocated there too). Each claim
+        read again first, the write conditional on its resourceVersion. How many were
+        released; a failure waits for the caller's next pass, never raised."""
+        released = 0
+        for claim, group_uid in stale:
+            outcome, _ = await self._unreserve(claim.namespace, claim.name, claim.uid, group_uid)
+            released += outcome in ("released", "deallocated")
+        return released
+
+    async def _unreserve(
+        self, namespace: str, name: str, uid: str, consumer_uid: str
+    ) -> tuple[str, str]:
+        """("deallocated" | "released" | "clean", "") or ("", why it failed)."""
+        found = await self._read(claim_path(namespace, name))
+        if found is None or _uid(found) != uid:
+            return "clean", ""
+        reserved = _reserved(found)
+        remaining = [
+            e for e in reserved if not (isinstance(e, Mapping) and e.get("uid") == consumer_uid)
+        ]
+        if len(remaining) == len(reserved):
+            return "clean", ""
+        status: JsonObject = {"reservedFor": remaining or None}
+        if not remaining:
+            status["allocation"] = None
+        body = {"metadata": {"resourceVersion": _version(found)}, "status": status}
+        try:
+            await self.client.call(
+                "PATCH",
+                claim_path(namespace, name, "status"),
+                body=body,
+                content_type=MERGE_PATCH,
+                retry_on=transient,
+            )
+        except ApiError as err:
+            return "", _describe(err)
+        except (TimeoutError, aiohttp.ClientError, OSError) as err:
+            return "", _describe(err)
+        return ("released" if remaining else "deallocated"), ""
+
     # --- rollback -----------------------------------------------------------------------
     async def undo(self, writes: ClaimWrites, released: Collection[str]) -> ClaimUndo:
         """Take back what `writes` put on the claims for the members whose pod uids are

@@ -625,22 +625,27 @@ class SchedulerRun:
 
     def _clean_stale_claims(self, now: float) -> None:
         """Start deleting the claims earlier attempts left for pending members'
-        extended resources (SchedulingCore.stale_extended_claims), at most every
-        RESOLVE_INTERVAL_SECONDS; their deletion events retry the gangs."""
+        extended resources (SchedulingCore.stale_extended_claims) and taking waiting
+        gangs' PodGroups off their group claims (stale_group_reservations), at most
+        every RESOLVE_INTERVAL_SECONDS; the claims' events retry the gangs."""
         if self._cleaning is not None or now - self._cleaned_at < RESOLVE_INTERVAL_SECONDS:
             return
         stale = self._core.stale_extended_claims()
-        if not stale:
+        reserved = self._core.stale_group_reservations()
+        if not stale and not reserved:
             return
-        self._cleaning = asyncio.create_task(self._clean_pass(stale), name="stale-claims")
+        self._cleaning = asyncio.create_task(self._clean_pass(stale, reserved), name="stale-claims")
 
-    async def _clean_pass(self, stale: list[Claim]) -> None:
+    async def _clean_pass(self, stale: list[Claim], reserved: list[tuple[Claim, str]]) -> None:
         try:
-            deleted = await self.claims.delete_stale(stale)
+            deleted = await self.claims.delete_stale(stale) if stale else 0
             if deleted:
                 log.info("deleted %d extended-resource claim(s) left by earlier attempts", deleted)
+            released = await self.claims.release_group_reservations(reserved) if reserved else 0
+            if released:
+                log.info("released %d group claim(s) of PodGroups with no pod placed", released)
         except Exception:
-            log.exception("deleting extended-resource claims left by earlier attempts failed")
+            log.exception("cleaning claims left by earlier attempts failed")
         finally:
             self._cleaning = None
             self._cleaned_at = self._clock()

@@ -172,3 +172,38 @@ async def test_a_group_claim_stays_reserved_while_a_member_it_serves_stays_bound
     status = shared_status(api)
     assert status["reservedFor"] == [podgroup_consumer(api)]
     assert len(status["allocation"]["devices"]["results"]) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_broken_gang_gives_its_group_claim_back_once_no_member_is_on_a_node(
+    tmp_path: Path,
+) -> None:
+    """The 2nd Binding is refused: the gang breaks and its bound members are deleted.
+    While they are on their node the PodGroup keeps the claim (their devices are in
+    use); once they are gone and the gang waits, the scheduler takes the PodGroup off
+    the claim and deallocates it, as kube-scheduler's PostFilter does. The members
+    recreated, the gang binds on a fresh allocation."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            seed_cluster(api)
+            async with KubeClient(await api_client(api.base_url)) as kube:
+                await kube.request_json("POST", CLAIMS, body=two_gpu_claim())
+                await kube.request_json("POST", GROUPS, body=group_with_claim())
+            api.fail_next_binds(1, status=409, after=1)
+            async with running(api, tmp_path):
+                await eventually(
+                    lambda: api.request_count("delete", "pods") > 0, "the bound members deleted"
+                )
+                await eventually(
+                    lambda: shared_status(api) == {}, "the PodGroup's claim given back"
+                )
+                for i in range(4):
+                    if api.get_pod("default", f"train-{i}") is None:
+                        api.put_pod(member(i))
+                await eventually(lambda: len(bound(api, "train-")) == 4, "the gang bound")
+                status = shared_status(api)
+                assert status["reservedFor"] == [podgroup_consumer(api)]
+                assert len(status["allocation"]["devices"]["results"]) == 2
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)

@@ -11,7 +11,7 @@ from cache.dra.claims import Consumer
 from cache.native_gang import native_podgroup_from_api
 from scheduler.cycle.core import SchedulingCore
 from scheduler.planner.result import Plan, Unschedulable
-from tests.dra_builders import claim_obj, class_obj, device, exactly, slice_obj
+from tests.dra_builders import DRIVER, allocated, claim_obj, class_obj, device, exactly, slice_obj
 from tests.integrations.controllers import native_podgroup_obj
 from tests.scheduler.dra_cores import add_pods, claiming, dra_core, feed, taken_twice
 
@@ -150,3 +150,43 @@ def test_a_group_claim_naming_another_namespace_is_refused_by_name() -> None:
     assert gang.key == "ns/train"
     assert "spec.resourceClaims[0]" in message and "not a valid name" in message
     assert not core.dra.is_assumed("other/shared")
+
+
+def reserved_for_group() -> dict[str, Any]:
+    claim = claim_obj(
+        "shared",
+        [exactly(count=2)],
+        allocation=allocated((DRIVER, "node-2", "gpu-0"), (DRIVER, "node-2", "gpu-1")),
+    )
+    claim["status"]["reservedFor"] = [
+        {
+            "apiGroup": "scheduling.k8s.io",
+            "resource": "podgroups",
+            "name": "train",
+            "uid": GROUP_UID,
+        }
+    ]
+    return claim
+
+
+def test_a_group_claim_of_a_gang_with_no_pod_on_a_node_is_stale() -> None:
+    # kube-scheduler's PostFilter takes the PodGroup off; so does the adapter.
+    core = three_nodes()
+    feed(core, reserved_for_group())
+    core.apply_gang_group(native_podgroup_from_api, EventType.ADDED, group_obj(SHARED), 0.0)
+    add_pods(core, *(member(i, SHARED) for i in range(3)))
+    assert core.schedule_next(0.0) is None  # 3/4 members exist: the gang waits
+    [(claim, uid)] = core.stale_group_reservations()
+    assert (claim.key, uid) == ("ns/shared", GROUP_UID)
+
+
+def test_a_group_claim_stays_while_a_member_is_on_its_node_even_being_deleted() -> None:
+    core = three_nodes()
+    feed(core, reserved_for_group())
+    core.apply_gang_group(native_podgroup_from_api, EventType.ADDED, group_obj(SHARED), 0.0)
+    leaving = member(3, SHARED)
+    leaving["spec"]["nodeName"] = "node-2"
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    add_pods(core, *(member(i, SHARED) for i in range(3)), leaving)
+    assert core.schedule_next(0.0) is None
+    assert core.gangs and core.stale_group_reservations() == []
