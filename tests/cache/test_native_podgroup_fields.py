@@ -130,3 +130,52 @@ def test_a_victim_gang_takes_its_groups_priority() -> None:
     assert core._group_priority("default/train") == 0
     assert core._group_priority("default/other") is None
     assert core.preempter.group_priority("default/train") == 0
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=80),
+        lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=24), inner),
+        max_leaves=16,
+    ),
+    st.recursive(
+        st.none() | st.text(max_size=20),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=24), inner),
+        max_leaves=8,
+    ),
+)
+def test_any_group_claims_value_is_read_without_raising(claims: object, status: object) -> None:
+    obj = group(resourceClaims=claims)
+    obj["status"] = {"resourceClaimStatuses": status}
+    read = native_podgroup_from_api(obj)
+    # Either entries as 1.36 accepts them (each a claim or a template, at most 4), or
+    # a refusal naming the field: never a crash, never half read.
+    if read.refusals:
+        assert read.group_claims == () and "spec.resourceClaims" in read.refusals[0]
+    else:
+        assert len(read.group_claims) <= 4
+        assert all(bool(c.claim_name) != bool(c.template_name) for c in read.group_claims)
+        templated = {c.name for c in read.group_claims if c.template_name}
+        assert {name for name, _ in read.made_claims} <= templated
+
+
+def test_group_claims_and_the_claims_made_for_them_are_read() -> None:
+    obj = group(
+        resourceClaims=[
+            {"name": "gpus", "resourceClaimTemplateName": "two"},
+            {"name": "nic", "resourceClaimName": "fabric"},
+        ]
+    )
+    obj["status"] = {
+        "resourceClaimStatuses": [
+            {"name": "gpus", "resourceClaimName": "g-gpus-x"},
+            {"name": "nic", "resourceClaimName": "ignored"},
+        ]
+    }
+    read = native_podgroup_from_api(obj)
+    assert read.refusals == ()
+    assert [(c.name, c.claim_name, c.template_name) for c in read.group_claims] == [
+        ("gpus", "", "two"),
+        ("nic", "fabric", ""),
+    ]
+    assert read.made_claims == (("gpus", "g-gpus-x"),)
