@@ -159,6 +159,9 @@ class SchedulingCore:
         self.index = GangIndex(scheduler_name, self.cache.gang_keys)
         self.snapshot = Snapshot()
         self.gangs: Mapping[str, Gang] = {}
+        # Gangs whose PodGroup the adapter is taking off their claims: not planned
+        # meanwhile (stale_group_reservations, group_release_ended).
+        self._group_releases: set[str] = set()
         # Partial gangs with no pending member (GangSet.partial), for the partial-gang rule.
         self.partial_gangs: Mapping[str, Gang] = {}
         self._waiting_messages: dict[str, tuple[Gang, str | None]] = {}
@@ -435,6 +438,7 @@ class SchedulingCore:
         so does the adapter with these. A pod still on its node (running, or being
         deleted after a broken gang) keeps the reservation: its devices are in use."""
         found: list[tuple[Claim, str]] = []
+        gangs: set[str] = set()
         by_gang = self.cache.pods_by_gang()
         for key, gang in self.gangs.items():
             group = gang.group_claims
@@ -453,7 +457,17 @@ class SchedulingCore:
                     and any(c.uid == group.uid for c in claim.reserved_for)
                 ):
                     found.append((claim, group.uid))
+                    gangs.add(key)
+        # Not planned until the adapter says the release ended (either way).
+        self._group_releases |= gangs
         return found
+
+    def group_release_ended(self, now: float) -> None:
+        """The adapter's release of `stale_group_reservations` ended (written, refused or
+        failed): the gangs may be planned again, on what the claims' events show."""
+        ended, self._group_releases = self._group_releases, set()
+        for key in sorted(ended):
+            self.queue.cluster_changed(now, ClusterChange.GANG_CHANGED, key)
 
     def relist_dra_objects(self, kind: str) -> Reconciliation:
         """A fresh list of one DRA kind: afterwards the DraCache is what one built from
@@ -718,6 +732,12 @@ class SchedulingCore:
             # recreated meanwhile made it ready): its outcome decides what is left to
             # place. The members' bound events, or the failure report, requeue it.
             self.queue.failed(key, now, "binds of its members are still in flight")
+            return self.schedule_next(now)
+        if key in self._group_releases:
+            # Nor while its PodGroup is being taken off its claims: a plan reusing the
+            # allocation could bind members onto devices the release then frees.
+            # `group_release_ended` requeues it.
+            self.queue.failed(key, now, "its PodGroup's claims are being released")
             return self.schedule_next(now)
         self.preempter.release(key)  # the room held for it is its own to plan on
         self.starvation.before_planning(gang)

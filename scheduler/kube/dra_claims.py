@@ -521,22 +521,25 @@ class ClaimWriter:
         """Take the PodGroup (uid) off each claim of a whole gang none of whose pods is
         on a node (SchedulingCore.stale_group_reservations), as kube-scheduler's
         PostFilter does, and the allocation with it when no other consumer is left (a
-        claim allocated and reserved for no one is deallocated there too). Each claim
-        read again first, the write conditional on its resourceVersion. How many were
-        released; a failure waits for the caller's next pass, never raised."""
+        claim allocated and reserved for no one is deallocated there too). The write is
+        conditional on the resourceVersion the core judged the claim by: a claim changed
+        since (our own plan's write among others) is left alone until judged again. How
+        many were released; a failure waits for the caller's next pass, never raised."""
         released = 0
         for claim, group_uid in stale:
-            outcome, _ = await self._unreserve(claim.namespace, claim.name, claim.uid, group_uid)
+            outcome, _ = await self._unreserve(claim, group_uid)
             released += outcome in ("released", "deallocated")
         return released
 
-    async def _unreserve(
-        self, namespace: str, name: str, uid: str, consumer_uid: str
-    ) -> tuple[str, str]:
-        """("deallocated" | "released" | "clean", "") or ("", why it failed)."""
+    async def _unreserve(self, claim: Claim, consumer_uid: str) -> tuple[str, str]:
+        """("deallocated" | "released" | "clean" | "changed", "") or ("", why it
+        failed)."""
+        namespace, name = claim.namespace, claim.name
         found = await self._read(claim_path(namespace, name))
-        if found is None or _uid(found) != uid:
+        if found is None or _uid(found) != claim.uid:
             return "clean", ""
+        if _version(found) != claim.resource_version:
+            return "changed", ""
         reserved = _reserved(found)
         remaining = [
             e for e in reserved if not (isinstance(e, Mapping) and e.get("uid") == consumer_uid)

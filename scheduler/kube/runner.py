@@ -647,6 +647,9 @@ class SchedulerRun:
         except Exception:
             log.exception("cleaning claims left by earlier attempts failed")
         finally:
+            if reserved:
+                self._core.group_release_ended(self._clock())
+                self._wake.set()
             self._cleaning = None
             self._cleaned_at = self._clock()
 

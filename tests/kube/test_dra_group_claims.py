@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cache.cluster import EventType
+from cache.dra.claims import claim_from_api
 from cache.native_gang import native_podgroup_from_api
 from policies.profile import build_profile
 from scheduler.cycle.core import SchedulingCore
@@ -207,3 +208,29 @@ async def test_a_broken_gang_gives_its_group_claim_back_once_no_member_is_on_a_n
                 assert len(status["allocation"]["devices"]["results"]) == 2
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_a_release_leaves_a_claim_changed_since_the_core_judged_it(
+    api: KubeApiEmulator, client: KubeClient
+) -> None:
+    """The release is conditional on the version the core saw: a claim written since
+    (our own plan's reservation among others) is judged again, never released blind."""
+    core, gang, plan = await planned(api, client)
+    result, _ = await bind_and_settle(
+        core, GangBinder(client), gang, plan, claims=ClaimWriter(client, core.dra)
+    )
+    assert result.ok
+    stored = api.get(RESOURCE_CLAIMS, "default", "shared")
+    assert stored is not None
+    seen = claim_from_api(stored)
+    stored["metadata"]["labels"] = {"touched": "yes"}
+    api.put(RESOURCE_CLAIMS, stored)
+    group_uid = podgroup_consumer(api)["uid"]
+    writer = ClaimWriter(client, core.dra)
+    assert await writer.release_group_reservations([(seen, group_uid)]) == 0
+    assert shared_status(api)["reservedFor"] == [podgroup_consumer(api)]
+    fresh = api.get(RESOURCE_CLAIMS, "default", "shared")
+    assert fresh is not None
+    assert await writer.release_group_reservations([(claim_from_api(fresh), group_uid)]) == 1
+    assert shared_status(api) == {}

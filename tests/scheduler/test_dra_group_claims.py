@@ -190,3 +190,21 @@ def test_a_group_claim_stays_while_a_member_is_on_its_node_even_being_deleted() 
     add_pods(core, *(member(i, SHARED) for i in range(3)), leaving)
     assert core.schedule_next(0.0) is None
     assert core.gangs and core.stale_group_reservations() == []
+
+
+def test_a_gang_is_not_planned_while_its_podgroup_is_taken_off_its_claims() -> None:
+    # A plan reusing the allocation while the release is in flight could bind members
+    # onto devices the release then frees: the gang waits for the release's end.
+    core = three_nodes()
+    feed(core, reserved_for_group())
+    core.apply_gang_group(native_podgroup_from_api, EventType.ADDED, group_obj(SHARED), 0.0)
+    add_pods(core, *(member(i, SHARED) for i in range(4)))
+    core.refresh(0.0)  # the gangs, as the adapter's loop has them before its pass
+    assert [c.key for c, _ in core.stale_group_reservations()] == ["ns/shared"]
+    assert core.schedule_next(0.0) is None
+    core.group_release_ended(1.0)
+    attempt = core.schedule_next(1.0)
+    assert attempt is not None and isinstance(attempt.result, Plan), attempt
+    # Still allocated and reserved (the release found it changed, say): reused as is.
+    [claim] = attempt.result.claims
+    assert claim.allocation is None and claim.reserved_for == (GROUP,)
