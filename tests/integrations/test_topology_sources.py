@@ -144,7 +144,7 @@ async def test_what_cannot_be_followed_keeps_whole_gangs_unbound(tmp_path: Path)
                     "mnist-worker-0": "asks for tier 3, but no node label key is configured",
                     "pg-train-0": "spec.subGroups[0].topologyConstraint (a topology per subgroup)",
                     "split-1": "its members state different topologies",
-                    "big-0": "asks for slices of 3 members, more than the gang's size 2",
+                    "big-0": f"annotation {SLICE_SIZE} 3 is larger than the gang (2 members)",
                 }
                 for name, text in expected.items():
                     await eventually(
