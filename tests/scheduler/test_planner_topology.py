@@ -183,6 +183,32 @@ def test_every_slice_of_members_goes_into_one_clique() -> None:
     assert clique[where["g-2"]] == clique[where["g-3"]]
 
 
+def test_a_last_slice_shorter_than_the_others_needs_room_only_for_its_members() -> None:
+    # Three members in slices of 2: {g-0, g-1} and {g-2}. Clique c1 holds two, c2 one:
+    # room for one whole slice of 2 only, and that is all the gang needs.
+    nodes = [node("a", 2, **{RACK: "r1", CLIQUE: "c1"}), node("b", 1, **{RACK: "r1", CLIQUE: "c2"})]
+    sliced = TopologyRequirement(required_key=RACK, slice_size=2, slice_key=CLIQUE, source="test")
+    result = plan(nodes, members(3, gpus=1), topology=sliced)
+    assert isinstance(result, Plan), result
+    where = {p.pod_uid.removeprefix("uid-default-"): p.node for p in result.placements}
+    assert where == {"g-0": "a", "g-1": "a", "g-2": "b"}
+
+
+def test_with_a_member_bound_the_slices_of_the_members_left_are_placed() -> None:
+    # g-0 runs in c1; the three left are sliced {g-1, g-2}, {g-3} (bound members are not
+    # re-sliced): c2 holds the first, c1 or c3 the second.
+    nodes = [
+        node("s1", 2, **{RACK: "s", CLIQUE: "c1"}),
+        node("s2", 3, **{RACK: "s", CLIQUE: "c2"}),
+        node("s3", 1, **{RACK: "s", CLIQUE: "c3"}),
+    ]
+    sliced = TopologyRequirement(required_key=RACK, slice_size=2, slice_key=CLIQUE, source="test")
+    result = plan(nodes, members(4, gpus=1, bound={0: "s1"}), topology=sliced)
+    assert isinstance(result, Plan), result
+    where = {p.pod_uid.removeprefix("uid-default-"): p.node for p in result.placements}
+    assert where["g-1"] == where["g-2"] == "s2"
+
+
 def test_a_slice_no_clique_holds_keeps_the_gang_waiting() -> None:
     nodes = [node(f"n{i}", 2, **{CLIQUE: f"c{i}"}) for i in range(4)]
     sliced = TopologyRequirement(slice_size=2, slice_key=CLIQUE, source="test")
