@@ -12,7 +12,9 @@ racks so that the phases before it cannot help or hinder it:
   though another rack has room, and binds where its member runs once room appears;
 - preemption within a domain: a higher gang that would fit across two racks without
   evicting anyone evicts one victim, in one rack, and binds in that rack.
-Slices are a fourth test, for the sources that can state them (own CRD, Kueue).
+Slices are a fourth test, for the sources that can state them (own CRD, Kueue): each
+slice in one clique, and with a member bound, the members left sliced (the last slice
+shorter) and placed.
 """
 
 from __future__ import annotations
@@ -280,8 +282,20 @@ async def test_slices_sit_each_in_one_clique_inside_the_rack(
             config = source.configure(fast_config(free_port()))
             async with running_with(api, tmp_path, config):
                 await eventually(lambda: all(is_bound(api, p) for p in sliced), "sliced bound")
-            assert {label_of(api, pod, RACK) for pod in sliced} == {"s"}
-            cliques = [label_of(api, pod, CLIQUE) for pod in sliced]
-            assert cliques[0] == cliques[1] and cliques[2] == cliques[3], cliques
+                assert {label_of(api, pod, RACK) for pod in sliced} == {"s"}
+                cliques = [label_of(api, pod, CLIQUE) for pod in sliced]
+                assert cliques[0] == cliques[1] and cliques[2] == cliques[3], cliques
+
+                # A member bound in rack u: the three left are sliced {1, 2} and {3}
+                # (bound members are not re-sliced), the last slice shorter.
+                api.put_node(node("u1", "u", 2, clique="k5"))
+                api.put_node(node("u2", "u", 3, clique="k6"))
+                api.put_node(node("u3", "u", 1, clique="k7"))
+                rest = await source.gang(
+                    api, Shape("rest", 4, gpus=1, bound_on="u1", slices=(2, CLIQUE))
+                )
+                await eventually(lambda: all(is_bound(api, p) for p in rest), "rest bound")
+                assert {label_of(api, pod, RACK) for pod in rest} == {"u"}
+                assert label_of(api, rest[1], CLIQUE) == label_of(api, rest[2], CLIQUE) == "k6"
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
