@@ -12,17 +12,20 @@ nothing were stated.
 Members that state nothing follow the members that do: the requirement is the
 gang's, for every member (a launcher pod without Kueue's annotations sits in the
 workers' rack). A slice larger than the gang is refused: no slice could ever be
-whole.
+whole. The merged requirement gets the checks every source's gets
+(cache/topology_checks.py), with the gang's size, and each field named by the source
+that stated it: two sources may each be sound and contradict together (a PodGroup
+requiring one host, its members' slices of a zone).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cache.limits import MAX_INT32
 from cache.pod import PodInfo
 from cache.podgroup import PodGroupInfo
-from cache.topology_requirement import TopologyRequirement
+from cache.topology_checks import requirement_problems
+from cache.topology_requirement import TopologyFields, TopologyRequirement
 
 # How many disagreeing members a message names.
 _NAMES_SHOWN = 3
@@ -63,12 +66,8 @@ def gang_topology(
         problems: list[str] = []
     else:
         merged, problems = _merge(from_group, from_pods)
-    too_large = merged is not None and (merged.slice_size or 0) > (gang_size or MAX_INT32)
-    if merged is not None and too_large:
-        problems.append(
-            f"{merged.source} asks for slices of {merged.slice_size} members, more than "
-            f"the gang's size {gang_size}: no slice could be whole"
-        )
+    if merged is not None and not problems:
+        problems = requirement_problems(merged, gang_size)
     return (None, problems) if problems else (merged, [])
 
 
@@ -93,13 +92,23 @@ def _merge(
         return None, problems
     if pods == group or not (set(_stated(pods)) - set(_stated(group))):
         return group, []
+    # Each field, and its name for refusals, from the source that states it.
+    required = group if group.required_key else pods
+    preferred = group if group.preferred_keys else pods
+    sliced = group if _slice(group) else pods
     return (
         TopologyRequirement(
-            required_key=group.required_key or pods.required_key,
-            preferred_keys=group.preferred_keys or pods.preferred_keys,
-            slice_size=group.slice_size or pods.slice_size,
-            slice_key=group.slice_key or pods.slice_key,
+            required_key=required.required_key,
+            preferred_keys=preferred.preferred_keys,
+            slice_size=sliced.slice_size,
+            slice_key=sliced.slice_key,
             source=f"{group.source} and its members' {pods.source}",
+            fields=TopologyFields(
+                required=required.fields.required,
+                preferred=preferred.fields.preferred,
+                slice_size=sliced.fields.slice_size,
+                slice_key=sliced.fields.slice_key,
+            ),
         ),
         [],
     )

@@ -31,7 +31,8 @@ from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.limits import MAX_INT32, shown
 from cache.pod import parse_time
 from cache.podgroup import PodGroupInfo
-from cache.topology_requirement import TopologyRequirement, label_key_problem
+from cache.topology_checks import requirement_problems
+from cache.topology_requirement import TopologyFields, TopologyRequirement, label_key_problem
 
 KAI_GROUP = "scheduling.run.ai"
 KAI_VERSION = "v2alpha2"
@@ -119,11 +120,17 @@ def topology_constraint(
     if refusals or (required is None and preferred is None):
         return None
     of = f" (Topology {shown(topology)})" if isinstance(topology, str) and topology else ""
-    return TopologyRequirement(
+    requirement = TopologyRequirement(
         required_key=required,
         preferred_keys=(preferred,) if preferred is not None else (),
         source=f"{named} ({KAI_GROUP}) {field}{of}",
+        fields=TopologyFields(
+            required=f"{field}.requiredTopologyLevel", preferred=f"{field}.preferredTopologyLevel"
+        ),
     )
+    contradictions = requirement_problems(requirement, None)
+    refusals.extend(contradictions)
+    return None if contradictions else requirement
 
 
 def _subgroup_constraints(subgroups: object, refusals: list[str]) -> None:

@@ -30,7 +30,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from cache.limits import MAX_INT32, shown
-from cache.topology_requirement import TopologyRequirement, label_key_problem
+from cache.topology_checks import requirement_problems
+from cache.topology_requirement import TopologyFields, TopologyRequirement, label_key_problem
 
 REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
@@ -85,21 +86,31 @@ def kueue_topology(
             problems.append(
                 f"annotation {UNCONSTRAINED_ANNOTATION} must be true or false, got {shown(value)}"
             )
-    slice_size, slice_key = _slice(annotations, problems)
+    slice_size, slice_key, slice_names = _slice(annotations, problems)
+    if problems:
+        return None, problems
+    requirement = TopologyRequirement(
+        required_key=required,
+        preferred_keys=(preferred,) if preferred is not None else (),
+        slice_size=slice_size,
+        slice_key=slice_key,
+        source=SOURCE,
+        fields=TopologyFields(
+            required=f"annotation {REQUIRED_ANNOTATION}",
+            preferred=f"annotation {PREFERRED_ANNOTATION}",
+            slice_size=slice_names[0],
+            slice_key=slice_names[1],
+        ),
+    )
+    # A slice level without its size (or the other way round), a slice not inside the
+    # required level: the checks every source gets. The gang's size is not known on one
+    # pod; cache/gang_topology.py checks the slice against it.
+    problems = requirement_problems(requirement, None)
     if problems:
         return None, problems
     if required is None and preferred is None and slice_key is None:
         return None, []  # unconstrained: Kueue's TAS only counts the pods
-    return (
-        TopologyRequirement(
-            required_key=required,
-            preferred_keys=(preferred,) if preferred is not None else (),
-            slice_size=slice_size,
-            slice_key=slice_key,
-            source=SOURCE,
-        ),
-        [],
-    )
+    return requirement, []
 
 
 def _level(annotations: Mapping[str, Any], key: str, problems: list[str]) -> str | None:
@@ -113,8 +124,15 @@ def _level(annotations: Mapping[str, Any], key: str, problems: list[str]) -> str
     return str(value)
 
 
-def _slice(annotations: Mapping[str, Any], problems: list[str]) -> tuple[int | None, str | None]:
-    """(slice size, slice level) from the two-annotation form or the JSON form."""
+_PAIR_NAMES = (f"annotation {SLICE_SIZE_ANNOTATION}", f"annotation {SLICE_REQUIRED_ANNOTATION}")
+
+
+def _slice(
+    annotations: Mapping[str, Any], problems: list[str]
+) -> tuple[int | None, str | None, tuple[str, str]]:
+    """(slice size, slice level, the names of the two fields they were read from),
+    from the two-annotation form or the JSON form; either may be missing (the caller's
+    checks refuse one without the other)."""
     if SLICE_CONSTRAINTS_ANNOTATION in annotations:
         for other in (SLICE_REQUIRED_ANNOTATION, SLICE_SIZE_ANNOTATION):
             if other in annotations:
@@ -122,28 +140,12 @@ def _slice(annotations: Mapping[str, Any], problems: list[str]) -> tuple[int | N
                     f"annotation {SLICE_CONSTRAINTS_ANNOTATION} may not be set with {other}: Kueue "
                     "reads one form of slices or the other"
                 )
-        return _slice_layers(annotations[SLICE_CONSTRAINTS_ANNOTATION], problems)
-    has_level, has_size = (
-        SLICE_REQUIRED_ANNOTATION in annotations,
-        SLICE_SIZE_ANNOTATION in annotations,
-    )
-    if not has_level and not has_size:
-        return None, None
-    if not has_size:
-        problems.append(
-            f"annotation {SLICE_SIZE_ANNOTATION} must be set with {SLICE_REQUIRED_ANNOTATION}"
-        )
-    if not has_level:
-        problems.append(
-            f"annotation {SLICE_SIZE_ANNOTATION} may not be set without {SLICE_REQUIRED_ANNOTATION}"
-        )
+        field = f"annotation {SLICE_CONSTRAINTS_ANNOTATION}[0]"
+        size, level = _slice_layers(annotations[SLICE_CONSTRAINTS_ANNOTATION], problems)
+        return size, level, (f"{field}.size", f"{field}.topology")
     level = _level(annotations, SLICE_REQUIRED_ANNOTATION, problems)
-    size = _slice_size(
-        annotations.get(SLICE_SIZE_ANNOTATION), f"annotation {SLICE_SIZE_ANNOTATION}", problems
-    )
-    if level is None or size is None:
-        return None, None
-    return size, level
+    size = _slice_size(annotations.get(SLICE_SIZE_ANNOTATION), _PAIR_NAMES[0], problems)
+    return size, level, _PAIR_NAMES
 
 
 def _slice_size(value: object, field: str, problems: list[str]) -> int | None:
@@ -198,8 +200,4 @@ def _slice_layers(text: object, problems: list[str]) -> tuple[int | None, str | 
     if problem is not None:
         problems.append(problem)
     size = _slice_size(layer.get("size"), f"{field}[0].size", problems)
-    if layer.get("size") is None:
-        problems.append(f"{field}[0].size must be set")
-    if problem is not None or size is None:
-        return None, None
-    return size, str(level)
+    return size, None if problem is not None else str(level)

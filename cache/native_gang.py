@@ -40,7 +40,8 @@ from cache.limits import MAX_INT32, MIN_INT32, shown
 from cache.pod import parse_time
 from cache.pod_claims import PodResourceClaim
 from cache.podgroup import PodGroupInfo
-from cache.topology_requirement import TopologyRequirement, label_key_problem
+from cache.topology_checks import requirement_problems
+from cache.topology_requirement import TopologyFields, TopologyRequirement, label_key_problem
 
 NATIVE_GROUP = "scheduling.k8s.io"
 NATIVE_VERSION = "v1alpha2"
@@ -175,7 +176,16 @@ class _Reading:
             self.refuse(problem)
             return
         assert isinstance(key, str)  # label_key_problem refuses anything else
-        self.topology = TopologyRequirement(required_key=key, source=f"{self.source} {field}")
+        requirement = TopologyRequirement(
+            required_key=key,
+            source=f"{self.source} {field}",
+            fields=TopologyFields(required=f"{field}[0].key"),
+        )
+        # One level contradicts nothing today; 1.37's levels will (cache/topology_checks.py).
+        contradictions = requirement_problems(requirement, None)
+        for text in contradictions:
+            self.refuse(text)
+        self.topology = None if contradictions else requirement
 
     def disruption(self, value: object) -> None:
         if value is None:

@@ -21,18 +21,18 @@ from typing import Any
 
 from cache.limits import MAX_INT32, shown
 from cache.topology_checks import requirement_problems
-from cache.topology_requirement import TopologyRequirement, label_key_problem
+from cache.topology_requirement import TopologyFields, TopologyRequirement, label_key_problem
 
 FIELD = "spec.topology"
 # More preferred levels than a site has (region, zone, block, rack, clique, host).
 MAX_PREFERRED_KEYS = 8
 _KNOWN = frozenset({"requiredKey", "preferredKeys", "sliceSize", "sliceKey"})
-_FIELDS = {
-    "required": f"{FIELD}.requiredKey",
-    "preferred": f"{FIELD}.preferredKeys",
-    "slice_size": f"{FIELD}.sliceSize",
-    "slice_key": f"{FIELD}.sliceKey",
-}
+_NAMES = TopologyFields(
+    required=f"{FIELD}.requiredKey",
+    preferred=f"{FIELD}.preferredKeys",
+    slice_size=f"{FIELD}.sliceSize",
+    slice_key=f"{FIELD}.sliceKey",
+)
 
 
 def read_topology(
@@ -48,8 +48,8 @@ def read_topology(
     refusals = [
         f"{FIELD}.{shown(k)} is not a field this scheduler knows" for k in value if k not in _KNOWN
     ]
-    required = _key(value.get("requiredKey"), _FIELDS["required"], refusals)
-    slice_key = _key(value.get("sliceKey"), _FIELDS["slice_key"], refusals)
+    required = _key(value.get("requiredKey"), _NAMES.required, refusals)
+    slice_key = _key(value.get("sliceKey"), _NAMES.slice_key, refusals)
     preferred = _keys(value.get("preferredKeys"), refusals)
     slice_size = _size(value.get("sliceSize"), refusals)
     if refusals:
@@ -60,8 +60,9 @@ def read_topology(
         slice_size=slice_size,
         slice_key=slice_key,
         source=f"{source} {FIELD}",
+        fields=_NAMES,
     )
-    refusals = requirement_problems(requirement, gang_size, _FIELDS)
+    refusals = requirement_problems(requirement, gang_size)
     if refusals:
         return None, refusals
     if requirement == TopologyRequirement(source=requirement.source):
@@ -81,7 +82,7 @@ def _key(value: object, field: str, refusals: list[str]) -> str | None:
 
 
 def _keys(value: object, refusals: list[str]) -> tuple[str, ...]:
-    field = _FIELDS["preferred"]
+    field = _NAMES.preferred
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -99,7 +100,7 @@ def _size(value: object, refusals: list[str]) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT32:
         refusals.append(
-            f"{_FIELDS['slice_size']} must be a positive 32-bit integer, got {shown(value)}"
+            f"{_NAMES.slice_size} must be a positive 32-bit integer, got {shown(value)}"
         )
         return None
     return value

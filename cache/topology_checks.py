@@ -34,13 +34,22 @@ def broader_or_same(a: str, b: str) -> bool | None:
     return None
 
 
-def requirement_problems(
-    requirement: TopologyRequirement, gang_size: int | None, fields: dict[str, str]
-) -> list[str]:
+def requirement_problems(requirement: TopologyRequirement, gang_size: int | None) -> list[str]:
     """What contradicts in `requirement`, in words naming the source's fields
-    (`fields` maps "required", "preferred", "slice_size", "slice_key" to them). An
-    empty list: nothing known contradicts."""
+    (`requirement.fields`); with `gang_size` (None: not known yet), also a slice larger
+    than the gang. An empty list: nothing known contradicts.
+
+    Every source's reader calls this on what it read, and cache/gang_topology.py on
+    the gang's requirement merged from its sources (where the gang's size is known and
+    two sources' fields meet)."""
     problems: list[str] = []
+    names = requirement.fields
+    fields = {
+        "required": names.required,
+        "preferred": names.preferred,
+        "slice_size": names.slice_size,
+        "slice_key": names.slice_key,
+    }
     required, slice_key, slice_size = (
         requirement.required_key,
         requirement.slice_key,

@@ -15,7 +15,7 @@ that label, and a node without the label is in no domain of that level.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cache.limits import shown
 
@@ -43,6 +43,21 @@ def label_key_problem(key: object, field: str) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyFields:
+    """The names, in the source's own words, of the fields that stated each part of a
+    requirement: what a refusal names (cache/topology_checks.py), so that the same
+    contradiction is told in the same words whatever stated it."""
+
+    required: str = "the required level"
+    preferred: str = "the preferred levels"
+    slice_size: str = "the slice size"
+    slice_key: str = "the slice level"
+
+
+GENERIC_FIELDS = TopologyFields()
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyRequirement:
     """Where a gang's members may be placed, by node label levels.
 
@@ -56,6 +71,8 @@ class TopologyRequirement:
       rack). Both set, or neither.
     - `source`: what stated it, for messages ("PodGroup ns/x
       spec.schedulingConstraints.topology", "Kueue annotation ...").
+    - `fields`: the source's names for the fields above, for refusals. Not part of
+      what the requirement means: two requirements alike but for it are equal.
     """
 
     required_key: str | None = None
@@ -63,6 +80,7 @@ class TopologyRequirement:
     slice_size: int | None = None
     slice_key: str | None = None
     source: str = ""
+    fields: TopologyFields = field(default=GENERIC_FIELDS, compare=False)
 
     @property
     def constrains(self) -> bool:

@@ -30,7 +30,8 @@ from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.limits import MAX_INT32, shown
 from cache.pod import parse_time
 from cache.podgroup import PodGroupInfo
-from cache.topology_requirement import TopologyRequirement
+from cache.topology_checks import requirement_problems
+from cache.topology_requirement import TopologyFields, TopologyRequirement
 from cache.volcano_tiers import DEFAULT_VOLCANO_TIERS, VolcanoTiers
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
@@ -132,18 +133,35 @@ def network_topology(
         return None
     if mode == "soft":
         # Volcano ignores the tier fields in soft mode (it prefers the lowest tier).
-        return TopologyRequirement(preferred_keys=tiers.keys, source=source) if tiers.keys else None
-    assert tier is not None  # _tier refuses hard mode without one
-    required = tiers.key_of(tier)
-    if required is None:
-        refusals.append(
-            f"{field} asks for tier {tier}, but no node label key is configured for it "
-            f"(the scheduler's topology.volcanoTiers maps {len(tiers.keys)} tier(s))"
+        if not tiers.keys:
+            return None
+        names = TopologyFields(preferred=f"{field}.mode soft (every tier's label key)")
+        requirement = TopologyRequirement(preferred_keys=tiers.keys, source=source, fields=names)
+    else:
+        assert tier is not None  # _tier refuses hard mode without one
+        required = tiers.key_of(tier)
+        if required is None:
+            refusals.append(
+                f"{field} asks for tier {tier}, but no node label key is configured for it "
+                f"(the scheduler's topology.volcanoTiers maps {len(tiers.keys)} tier(s))"
+            )
+            return None
+        number = value.get("highestTierAllowed") is not None
+        stated = "highestTierAllowed" if number else "highestTierName"
+        names = TopologyFields(
+            required=f"{field}.{stated} (tier {tier}'s label key)",
+            preferred=f"{field}.{stated} (the label keys of the tiers below {tier})",
         )
-        return None
-    return TopologyRequirement(
-        required_key=required, preferred_keys=tiers.keys[: tier - 1], source=source
-    )
+        requirement = TopologyRequirement(
+            required_key=required,
+            preferred_keys=tiers.keys[: tier - 1],
+            source=source,
+            fields=names,
+        )
+    # Only the operator's tiers could contradict (a tier broader than the one above).
+    contradictions = requirement_problems(requirement, None)
+    refusals.extend(contradictions)
+    return None if contradictions else requirement
 
 
 def _tier(

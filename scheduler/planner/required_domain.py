@@ -149,14 +149,19 @@ def required_domains(
             if all(have >= need for have, need in zip(d.copies, wanted, strict=True))
         ]
     if slices is not None and fitting:
-        # Each slice of `size` members needs a slice domain of its own with that room
-        # (counted for the shape with the most members).
+        # Each slice needs a slice domain of its own with room for its members (counted
+        # for the shape with the most members): the full slices of `size`, and the last
+        # one, shorter when `size` does not divide the members to place.
         largest = max(range(len(shapes)), key=lambda i: wanted[i])
-        count = -(-len(search.members) // slices.size)
-        slots: dict[str, int] = {}
+        per_domain: dict[str, list[int]] = {}
         for (value, _), copies in per_shape[largest].slices.items():
-            slots[value] = slots.get(value, 0) + copies // slices.size
-        fitting = [name for name in fitting if slots.get(name, 0) >= count]
+            per_domain.setdefault(value, []).append(copies)
+        full, last = divmod(len(search.members), slices.size)
+        fitting = [
+            name
+            for name in fitting
+            if _slices_fit(per_domain.get(name, []), slices.size, full, last)
+        ]
     holders = sorted(d.free_gpu_milli for d in domains.values())
 
     def cost(name: str) -> tuple[float, int, int, str]:
@@ -178,6 +183,17 @@ def required_domains(
             nodes = per_shape[position].domains
             shape.candidates = sorted(n for name in tried for n in nodes[name].nodes)
     return RequiredDomains(key, domains, fixed, conflict, gpu_milli, tried, search)
+
+
+def _slices_fit(copies: list[int], size: int, full: int, last: int) -> bool:
+    """Whether slice domains holding `copies` members each have room for `full` slices
+    of `size` and one of `last` (0: none): the full slices take whole multiples of
+    `size`; the last one fits into another such multiple or into what a domain has left
+    over beside its full slices."""
+    slots = sum(have // size for have in copies)
+    if slots < full:
+        return False
+    return last == 0 or slots > full or any(have % size >= last for have in copies)
 
 
 def _fixed_domain(search: GangSearch, key: str) -> tuple[str | None, str | None]:

@@ -88,10 +88,13 @@ def test_unconstrained_and_podset_group_state_no_requirement() -> None:
         ({PREFERRED: "a/b/c"}, f"annotation {PREFERRED}"),
         ({PREFERRED: "x" * 100_000}, f"annotation {PREFERRED}"),
         ({UNCONSTRAINED: "yes"}, f"annotation {UNCONSTRAINED}"),
-        ({SLICE_REQUIRED: RACK}, f"annotation {SLICE_SIZE} must be set"),
+        (
+            {SLICE_REQUIRED: RACK},
+            f"annotation {SLICE_REQUIRED} is set without annotation {SLICE_SIZE}",
+        ),
         (
             {SLICE_SIZE: "4"},
-            f"annotation {SLICE_SIZE} may not be set without",
+            f"annotation {SLICE_SIZE} is set without annotation {SLICE_REQUIRED}",
         ),
         (
             {SLICE_REQUIRED: RACK, SLICE_SIZE: "0"},
@@ -151,7 +154,7 @@ def test_unconstrained_and_podset_group_state_no_requirement() -> None:
         ),
         (
             {SLICE_CONSTRAINTS: '[{"topology": "r"}]'},
-            f"{SLICE_CONSTRAINTS}[0].size must be set",
+            f"[0].topology is set without annotation {SLICE_CONSTRAINTS}[0].size",
         ),
         (
             {SLICE_CONSTRAINTS: '[{"topology": "r", "size": 2, "x": 1}]'},

@@ -17,10 +17,17 @@ import pytest
 from cache import kueue_topology as kueue
 from cache.volcano_tiers import VolcanoTiers
 from tests.factories import node_obj, pod_obj
-from tests.integrations.controllers import VOLCANO_JOB_UID, volcano_pod, volcano_podgroup_obj
+from tests.integrations.controllers import (
+    VOLCANO_JOB_UID,
+    native_gang_pod,
+    native_podgroup_obj,
+    volcano_pod,
+    volcano_podgroup_obj,
+)
 from tests.integrations.test_kai import kai_pod, kai_podgroup
 from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_with
 from tests.kube.test_runner import unschedulable_message as message
+from tests.kube.test_topology import NATIVE, create
 from tests.kubeapi import KAI_PODGROUPS, VOLCANO_PODGROUPS, KubeApiEmulator
 from tests.waiting import eventually, free_port
 
@@ -30,7 +37,7 @@ SLICE_SIZE = kueue.SLICE_SIZE_ANNOTATION
 
 pytestmark = pytest.mark.asyncio
 
-TOR, ZONE = "volcano.sh/tor", "topology.kubernetes.io/zone"
+TOR, ZONE, HOST = "volcano.sh/tor", "topology.kubernetes.io/zone", "kubernetes.io/hostname"
 RACK, BLOCK = "cloud.provider.com/topology-rack", "cloud.provider.com/topology-block"
 
 
@@ -135,6 +142,15 @@ async def test_what_cannot_be_followed_keeps_whole_gangs_unbound(tmp_path: Path)
             slices = {SLICE_REQUIRED: RACK, SLICE_SIZE: "3"}
             for i in range(2):
                 api.put_pod(pod_obj(f"big-{i}", gang="big", min_member=2, annotations=slices))
+            # Native and Kueue: each sound alone, together a contradiction (one host
+            # required by the PodGroup, one zone preferred by its members).
+            native_group = native_podgroup_obj("mixed", 2)
+            native_group["spec"]["schedulingConstraints"] = {"topology": [{"key": HOST}]}
+            await create(api, NATIVE, native_group)
+            for i in range(2):
+                member = native_gang_pod("mixed", i)
+                member["metadata"]["annotations"][kueue.PREFERRED_ANNOTATION] = ZONE
+                api.put_pod(member)
             # A gang beside them that states nothing is bound as usual.
             for i in range(2):
                 api.put_pod(pod_obj(f"plain-{i}", gang="plain", min_member=2))
@@ -144,7 +160,11 @@ async def test_what_cannot_be_followed_keeps_whole_gangs_unbound(tmp_path: Path)
                     "mnist-worker-0": "asks for tier 3, but no node label key is configured",
                     "pg-train-0": "spec.subGroups[0].topologyConstraint (a topology per subgroup)",
                     "split-1": "its members state different topologies",
-                    "big-0": "asks for slices of 3 members, more than the gang's size 2",
+                    "big-0": f"annotation {SLICE_SIZE} 3 is larger than the gang (2 members)",
+                    "mixed-1": (
+                        f"annotation {kueue.PREFERRED_ANNOTATION} names {ZONE}, not narrower "
+                        f"than the required spec.schedulingConstraints.topology[0].key {HOST}"
+                    ),
                 }
                 for name, text in expected.items():
                     await eventually(

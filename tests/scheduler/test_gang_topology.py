@@ -72,7 +72,8 @@ def test_a_slice_larger_than_the_gang_keeps_it_waiting() -> None:
         "default/train"
     ]
     assert not gang.ready and gang.topology is None
-    assert "slices of 3 members, more than the gang's size 2" in (gang.waiting_message or "")
+    problem = f"annotation {SLICE_SIZE} 3 is larger than the gang (2 members)"
+    assert problem in (gang.waiting_message or "")
 
 
 def test_a_refused_podgroup_topology_keeps_the_gang_waiting_and_says_why() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cache.cluster import ClusterCache, EventType
@@ -183,6 +183,32 @@ def test_every_slice_of_members_goes_into_one_clique() -> None:
     assert clique[where["g-2"]] == clique[where["g-3"]]
 
 
+def test_a_last_slice_shorter_than_the_others_needs_room_only_for_its_members() -> None:
+    # Three members in slices of 2: {g-0, g-1} and {g-2}. Clique c1 holds two, c2 one:
+    # room for one whole slice of 2 only, and that is all the gang needs.
+    nodes = [node("a", 2, **{RACK: "r1", CLIQUE: "c1"}), node("b", 1, **{RACK: "r1", CLIQUE: "c2"})]
+    sliced = TopologyRequirement(required_key=RACK, slice_size=2, slice_key=CLIQUE, source="test")
+    result = plan(nodes, members(3, gpus=1), topology=sliced)
+    assert isinstance(result, Plan), result
+    where = {p.pod_uid.removeprefix("uid-default-"): p.node for p in result.placements}
+    assert where == {"g-0": "a", "g-1": "a", "g-2": "b"}
+
+
+def test_with_a_member_bound_the_slices_of_the_members_left_are_placed() -> None:
+    # g-0 runs in c1; the three left are sliced {g-1, g-2}, {g-3} (bound members are not
+    # re-sliced): c2 holds the first, c1 or c3 the second.
+    nodes = [
+        node("s1", 2, **{RACK: "s", CLIQUE: "c1"}),
+        node("s2", 3, **{RACK: "s", CLIQUE: "c2"}),
+        node("s3", 1, **{RACK: "s", CLIQUE: "c3"}),
+    ]
+    sliced = TopologyRequirement(required_key=RACK, slice_size=2, slice_key=CLIQUE, source="test")
+    result = plan(nodes, members(4, gpus=1, bound={0: "s1"}), topology=sliced)
+    assert isinstance(result, Plan), result
+    where = {p.pod_uid.removeprefix("uid-default-"): p.node for p in result.placements}
+    assert where["g-1"] == where["g-2"] == "s2"
+
+
 def test_a_slice_no_clique_holds_keeps_the_gang_waiting() -> None:
     nodes = [node(f"n{i}", 2, **{CLIQUE: f"c{i}"}) for i in range(4)]
     sliced = TopologyRequirement(slice_size=2, slice_key=CLIQUE, source="test")
@@ -219,3 +245,54 @@ def test_a_plan_never_leaves_the_one_domain(
         assert len(used) == 1 and None not in used
     else:
         assert RACK in result.message
+
+
+def slices_could_fit(room: list[int], sizes: list[int]) -> bool:
+    """Whether slices of `sizes` members can each go into one clique of `room` members'
+    room, by trying every clique for each slice (small cases only)."""
+    if not sizes:
+        return True
+    first, rest = sizes[0], sizes[1:]
+    for i, have in enumerate(room):
+        if have >= first:
+            left = [*room[:i], have - first, *room[i + 1 :]]
+            if slices_could_fit(left, rest):
+                return True
+    return False
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=2), min_size=1, max_size=3),
+    st.integers(1, 6),
+    st.integers(1, 4),
+    st.integers(1, 2),
+    st.booleans(),
+)
+@example(cliques=[[2], [1]], count=3, size=2, gpus=1, required=True)
+def test_slices_are_placed_whenever_some_placement_exists(
+    cliques: list[list[int]], count: int, size: int, gpus: int, required: bool
+) -> None:
+    """Exactly when the slices (the last one shorter where `size` does not divide the
+    gang) could each sit in one clique, the planner places them so."""
+    size = min(size, count)
+    nodes = [
+        node(f"n{c}-{j}", free, **{RACK: "r", CLIQUE: f"c{c}"})
+        for c, frees in enumerate(cliques)
+        for j, free in enumerate(frees)
+    ]
+    room = [sum(free // gpus for free in frees) for frees in cliques]
+    full, last = divmod(count, size)
+    sizes = [size] * full + ([last] if last else [])
+    sliced = TopologyRequirement(
+        required_key=RACK if required else None, slice_size=size, slice_key=CLIQUE, source="t"
+    )
+    result = plan(nodes, members(count, gpus=gpus), topology=sliced)
+    assert isinstance(result, Plan) == slices_could_fit(room, sizes), result
+    if isinstance(result, Plan):
+        clique = {n["metadata"]["name"]: n["metadata"]["labels"][CLIQUE] for n in nodes}
+        where = {
+            p.pod_uid.removeprefix("uid-default-g-"): clique[p.node] for p in result.placements
+        }
+        for i in range(count):
+            assert where[str(i)] == where[str(i // size * size)]
