@@ -377,8 +377,11 @@ class KubeApiEmulator:
         self.request_log.clear()
 
     def open_watches(self, resource: str | None = None) -> int:
+        """Watches serving events now: one that was ended (`drop_watches`) no longer
+        counts, even before its handler has finished, so a test that cuts the watches can
+        wait for the client's new one."""
         return sum(
-            len(r.watchers)
+            sum(1 for watcher in r.watchers if not watcher.closed)
             for r in self.store.by_type.values()
             if resource is None or r.rtype.plural == resource
         )
