@@ -1,5 +1,6 @@
 """Waiting in asynchronous tests: poll a condition with a deadline (never a bare sleep
-that races), and a free loopback port for a server under test."""
+that races), wait for the scheduler's own progress (its cycle counter, any metric), and
+a free loopback port for a server under test."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import contextlib
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+
+import aiohttp
+from prometheus_client import CollectorRegistry
+
+# The cap of a wait for an event: long enough that only a hang reaches it, on any machine.
+HANG = 60.0
 
 
 async def eventually(
@@ -22,6 +29,75 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+async def eventually_async(
+    check: Callable[[], Awaitable[bool]], what: str = "condition", timeout: float = HANG
+) -> None:
+    """`eventually` for a check that must await (a scrape, a request)."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+# Where a scheduler's metrics are read: the port of its HTTP server (a scheduler run by
+# run_scheduler) or its registry (a SchedulerRun the test holds: run.metrics.registry).
+MetricsAt = int | CollectorRegistry
+
+CYCLES = "gang_scheduler_scheduling_cycles_total"
+
+
+async def metric(at: MetricsAt, sample: str) -> float:
+    """The value of `sample` (a name, with its labels as the exposition writes them:
+    `name{label="value"}`); 0 when absent (a labelled series not yet created, a server
+    not listening yet)."""
+    if isinstance(at, CollectorRegistry):
+        name, _, rest = sample.partition("{")
+        labels = dict(
+            (key, value.strip('"'))
+            for key, _, value in (pair.partition("=") for pair in rest.rstrip("}").split(","))
+            if key
+        )
+        return at.get_sample_value(name, labels) or 0.0
+    url = f"http://127.0.0.1:{at}/metrics"
+    try:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            text = await response.text()
+    except aiohttp.ClientConnectionError:
+        return 0.0
+    for line in text.splitlines():
+        if line.startswith(f"{sample} "):
+            return float(line.removeprefix(f"{sample} "))
+    return 0.0
+
+
+async def metric_reaches(at: MetricsAt, sample: str, target: float, what: str = "") -> None:
+    """Until `sample` is at least `target`."""
+
+    async def reached() -> bool:
+        return await metric(at, sample) >= target
+
+    await eventually_async(reached, what or f"{sample} >= {target:g}")
+
+
+async def metric_rises(at: MetricsAt, sample: str, by: float = 1, what: str = "") -> float:
+    """Until `sample` is `by` above its value now; returns the value it started from."""
+    start = await metric(at, sample)
+    await metric_reaches(at, sample, start + by, what)
+    return start
+
+
+async def cycles_pass(at: MetricsAt, n: int = 1) -> None:
+    """Until the scheduler has run `n` whole scheduling cycles that began after this
+    call. A cycle plans every gang due when it begins, so whatever the state before the
+    call would make it do (plan a gang, start its bind, queue feedback, review a partial
+    gang) it has done when this returns: the event a negative check ("still not bound")
+    waits for, instead of a sleep that a slow machine outlasts. The cycle in progress at
+    the call counts for nothing, hence n + 1 completions. While leading, a cycle runs at
+    least once a second (the loop's tick), so this takes at most n + 1 s when idle."""
+    await metric_rises(at, CYCLES, n + 1, f"{n} scheduling cycles")
 
 
 def free_port() -> int:
@@ -97,7 +173,3 @@ class VirtualClock:
         (`settled`: typically, every loop asleep again)."""
         self.advance(seconds)
         await eventually(settled, what, timeout=HANG)
-
-
-# The cap of a wait for an event: long enough that only a hang reaches it, on any machine.
-HANG = 60.0

@@ -401,6 +401,7 @@ class SchedulerRun:
                 log.error("not the leader any more: scheduling stops")
                 return EXIT_FAILED
             await self._guarded_cycle(self._clock())
+            self._metrics.cycle_completed()
             await self._sleep()
         return EXIT_OK
 

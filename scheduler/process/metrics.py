@@ -209,6 +209,13 @@ class SchedulerMetrics:
             ["result"],
             registry=reg,
         )
+        # Liveness of the loop, and the event tests wait on: a cycle that completed has
+        # planned every gang that was due when it began (runner.py, `_cycle`).
+        self.cycles = Counter(
+            "gang_scheduler_scheduling_cycles",
+            "Scheduling cycles completed (while leading: at least one a second).",
+            registry=reg,
+        )
         self.attempt_duration = Histogram(
             "gang_scheduler_scheduling_attempt_duration_seconds",
             "Time to plan one gang (snapshot update and planning), by result.",
@@ -383,6 +390,11 @@ class SchedulerMetrics:
         _check(result, ATTEMPT_RESULTS, "attempt result")
         self.attempts.labels(result).inc()
         self.attempt_duration.labels(result).observe(max(0.0, seconds))
+
+    def cycle_completed(self) -> None:
+        """One pass of the scheduling loop ended (every due gang planned, feedback
+        queued)."""
+        self.cycles.inc()
 
     def bound(self, bind_seconds: float, since_created: float | None = None) -> None:
         """One pod's Binding succeeded after `bind_seconds`; `since_created` is the

@@ -32,7 +32,7 @@ from tests.agent.test_publisher import FAST, FakeNodeApi, plain_node
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import bound, running, unschedulable_message
 from tests.kubeapi import EVENTS, KubeApiEmulator, write_kubeconfig
-from tests.waiting import HANG, eventually
+from tests.waiting import HANG, cycles_pass, eventually
 
 XID_FALLEN_OFF_BUS = 79  # "GPU has fallen off the bus": the GPU is gone until a reset
 XID_PAGE_FAULT = 31  # a CUDA program's illegal memory access: the GPU is fine
@@ -319,7 +319,7 @@ async def test_a_gang_running_on_a_gpu_that_fails_gets_a_warning(tmp_path: Path)
                 await eventually(lambda: 3 in nvml.registered, "the GPUs watched")
                 for name in ("a0", "a1"):
                     emulator.put_pod(pod_obj(name, gang="first", min_member=2, gpus=1))
-                async with running(emulator, tmp_path):
+                async with running(emulator, tmp_path) as port:
                     await eventually(lambda: len(bound(emulator, "a")) == 2, "first gang bound")
                     held = devices_of("a")
                     faulty = held["a0"][0]
@@ -330,16 +330,18 @@ async def test_a_gang_running_on_a_gpu_that_fails_gets_a_warning(tmp_path: Path)
                     await eventually(lambda: len(bound(emulator, "b")) == 2, "second bound")
                     second = sorted(i for ids in devices_of("b").values() for i in ids)
                     assert second == sorted({0, 1, 2, 3} - {held["a0"][0], held["a1"][0]})
-                    await asyncio.sleep(0.3)
-                    assert warned() == {"a0"}  # once, and only for the pod on that GPU
-                    messages = [
-                        str(event["message"])
-                        for event in emulator.objects(EVENTS)
-                        if event.get("reason") == "GPUUnhealthy"
-                    ]
-                    assert len(messages) == 1
-                    assert f"GPU {faulty} ({PCIE_BOX.gpus[faulty].uuid})" in messages[0]
-                    assert "held by this pod of gang default/first" in messages[0]
+                    # Cycles after the second gang bound: each checks the GPUs' health
+                    # again; what they queued is written before the scheduler stops.
+                    await cycles_pass(port)
+                assert warned() == {"a0"}  # once, and only for the pod on that GPU
+                messages = [
+                    str(event["message"])
+                    for event in emulator.objects(EVENTS)
+                    if event.get("reason") == "GPUUnhealthy"
+                ]
+                assert len(messages) == 1
+                assert f"GPU {faulty} ({PCIE_BOX.gpus[faulty].uuid})" in messages[0]
+                assert "held by this pod of gang default/first" in messages[0]
             finally:
                 agent.cancel()
                 with pytest.raises(asyncio.CancelledError):

@@ -28,7 +28,7 @@ from tests.agent.podresources_server import FakePodResources, holding
 from tests.factories import pod_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
 from tests.scrape import PROCESS_SERIES, Sample, parse, series
-from tests.waiting import HANG, eventually, free_port
+from tests.waiting import HANG, eventually, eventually_async, free_port
 
 NODE = "gpu-1"
 
@@ -262,11 +262,7 @@ async def test_the_agent_serves_metrics_attributed_from_the_api_and_its_probes(
                 async def ready() -> bool:
                     return (await get("/readyz"))[0] == 200
 
-                for _ in range(200):
-                    if await ready():
-                        break
-                    await asyncio.sleep(0.02)
-                assert (await get("/readyz"))[0] == 200
+                await eventually_async(ready, "the agent ready")
                 assert (await get("/healthz"))[0] == 200
                 samples: list[Sample] = []
 
@@ -275,10 +271,7 @@ async def test_the_agent_serves_metrics_attributed_from_the_api_and_its_probes(
                     samples = parse((await get("/metrics"))[1])
                     return bool(series(samples, "DCGM_FI_DEV_FB_USED", gpu="3", pod="nb"))
 
-                for _ in range(200):
-                    if await attributed():
-                        break
-                    await asyncio.sleep(0.02)
+                await eventually_async(attributed, "GPU 3's memory attributed to nb")
                 held = series(samples, "DCGM_FI_DEV_FB_USED", gpu="3", pod="nb")
                 assert held and held[0][1]["namespace"] == "ml" and held[0][2] == 2048
                 assert held[0][1]["container"] == "main" and held[0][1]["Hostname"] == NODE
@@ -379,10 +372,7 @@ async def test_whole_gpu_pods_are_attributed_from_the_mark_and_the_kubelet_repor
                             return False
                         return bool(series(samples, "DCGM_FI_DEV_GPU_TEMP", pod="theirs"))
 
-                    for _ in range(500):
-                        if await attributed():
-                            break
-                        await asyncio.sleep(0.02)
+                    await eventually_async(attributed, "the report attributes GPU 2")
             finally:
                 agent.cancel()
                 with pytest.raises(asyncio.CancelledError):

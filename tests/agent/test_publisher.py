@@ -30,7 +30,7 @@ from scheduler.kube.client import ApiError, create_client
 from tests.agent import DGX_A100, PCIE_BOX, FakeMachine, FakeNvml, with_gpu
 from tests.factories import node_obj
 from tests.kubeapi import KubeApiEmulator, write_kubeconfig
-from tests.waiting import HANG
+from tests.waiting import HANG, eventually
 
 FAST = RetryPolicy(attempts=4, first_wait=0.001, max_wait=0.002)
 NO_GPU = FakeMachine("no GPU", (), ())
@@ -184,8 +184,7 @@ async def test_the_loop_runs_until_stopped() -> None:
     agent, backend, _ = agent_for(PCIE_BOX, api)
 
     async def stop_later() -> None:
-        while api.gets < 3:
-            await asyncio.sleep(0.005)
+        await eventually(lambda: api.gets >= 3, "three passes")
         agent.stop()
 
     stopper = asyncio.create_task(stop_later())
@@ -250,8 +249,7 @@ async def test_no_nvml_keeps_running(caplog: pytest.LogCaptureFixture) -> None:
     backend.library = False
 
     async def stop_later() -> None:
-        while backend.calls.count("init") < 3:
-            await asyncio.sleep(0.005)
+        await eventually(lambda: backend.calls.count("init") >= 3, "three passes")
         agent.stop()
 
     with caplog.at_level(logging.WARNING, "gang_scheduler.node_agent"):

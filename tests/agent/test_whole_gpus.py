@@ -223,8 +223,9 @@ async def registered_resources(
     tmp_path: Path, plugin_dir: Path, *, label: str | None, mode: str, expected: int
 ) -> list[str]:
     """Run the agent command against a node (labelled or not) and a fake kubelet;
-    the resources registered once `expected` registrations came (and a moment later,
-    so that an unexpected one would be seen)."""
+    the resources registered once the plugin set is final: the agent's pass has read the
+    node (and followed its label: the node patch comes after) and every plugin socket in
+    the directory has registered. A plugin too many is then among them."""
     async with KubeApiEmulator() as emulator:
         node = node_obj(NODE, gpus=4)
         if label is not None:
@@ -233,8 +234,18 @@ async def registered_resources(
         async with agent_serving(
             emulator, tmp_path, plugin_dir, interval=3600, mode=mode
         ) as kubelet:
-            await eventually(lambda: len(kubelet.registrations) >= expected, "registered")
-            await asyncio.sleep(0.3)  # a plugin too many would have registered by now
+
+            def settled() -> bool:
+                sockets = {path.name for path in plugin_dir.glob("*.sock")}
+                sockets.discard(kubelet.socket.name)
+                endpoints = {r.endpoint for r in kubelet.registrations}
+                return (
+                    emulator.request_count("patch", "nodes") >= 1
+                    and len(kubelet.registrations) >= expected
+                    and sockets == endpoints
+                )
+
+            await eventually(settled, "the agent's pass done and every plugin registered")
             return sorted(r.resource_name for r in kubelet.registrations)
 
 

@@ -14,7 +14,7 @@ from tests.factories import node_obj, pod_obj
 from tests.kube.test_events import condition, events
 from tests.kube.test_runner import TEST_TIMEOUT, bound, running, unschedulable_message
 from tests.kubeapi import KubeApiEmulator
-from tests.waiting import eventually
+from tests.waiting import cycles_pass, eventually
 
 PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"
 
@@ -43,7 +43,7 @@ async def test_a_pod_whose_dra_claim_is_not_made_yet_waits_and_is_never_bound(
             api.put_pod(claimed)
             api.put_pod(pod_obj("plain", gpus=1))
             waiting = "waiting for the ResourceClaim of template a100 to be created"
-            async with running(api, tmp_path):
+            async with running(api, tmp_path) as port:
                 await eventually(lambda: "plain" in bound(api), "the plain pod bound")
 
                 def told() -> bool:
@@ -51,7 +51,7 @@ async def test_a_pod_whose_dra_claim_is_not_made_yet_waits_and_is_never_bound(
                     return waiting in unschedulable_message(pod)
 
                 await eventually(told, "the condition says what the pod waits for")
-                await asyncio.sleep(0.3)  # a few more cycles: still never bound
+                await cycles_pass(port)  # cycles that saw it waiting: still never bound
             state = condition(api, "claimed")
             assert state is not None
             assert (state["status"], state["reason"]) == ("False", "Unschedulable")
@@ -103,9 +103,11 @@ async def test_a_pod_of_ours_with_a_node_name_is_counted_and_never_bound(
             # Ours by name, but placed by the user: it holds n0's cpu and port.
             api.put_pod(with_host_port(pod_obj("pinned", cpu="6", node_name="n0"), 8080))
             api.put_pod(with_host_port(pod_obj("next", cpu="1"), 8080))
-            async with running(api, tmp_path):
+            async with running(api, tmp_path) as port:
                 await eventually(lambda: "next" in bound(api), "the other pod bound")
-                await asyncio.sleep(0.2)
+                # Cycles after the bind: the pinned pod is neither bound nor told anything
+                # (the writes they queued are drained when the scheduler stops).
+                await cycles_pass(port)
             assert bound(api)["next"]["spec"]["nodeName"] == "n1"
             assert api.request_count("create", "pods", "binding") == 1
             assert condition(api, "pinned") is None

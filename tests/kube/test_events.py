@@ -324,12 +324,16 @@ def test_podgroup_phase_from_members() -> None:
 
 
 class SlowClient:
-    """Stands in for KubeClient in queue tests: records writes, takes its time."""
+    """Stands in for KubeClient in queue tests: records writes; a write takes as long as
+    the test keeps `gate` closed (open at first), so it is still running when the test
+    looks, whatever the machine's speed."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.active: set[str] = set()
         self.overlap = False
+        self.gate = asyncio.Event()
+        self.gate.set()
 
 
 @pytest.mark.asyncio
@@ -342,7 +346,7 @@ async def test_write_queue_coalesces_drops_and_never_runs_a_key_twice_at_once() 
             if key in fake.active:
                 fake.overlap = True
             fake.active.add(key)
-            await asyncio.sleep(0.02)
+            await fake.gate.wait()
             fake.active.discard(key)
             fake.calls.append(label)
 
@@ -359,9 +363,17 @@ async def test_write_queue_coalesces_drops_and_never_runs_a_key_twice_at_once() 
         await writes.drain()
         assert sorted(fake.calls) == ["a2", "b1", "c1"]
         # A key submitted while its write runs runs after it, never beside it.
+        fake.gate.clear()  # a3 runs until the gate opens
         writes.submit("a", write("a", "a3"))
         await eventually(lambda: "a" in fake.active, "a3 running")
         writes.submit("a", write("a", "a4"))
+        # Idle workers are free to take a4 now: a few turns of the loop (no I/O here, so
+        # a count of turns, not of time) wake every one; one that took a4 would overlap
+        # a3, which the gate keeps running.
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not fake.overlap
+        fake.gate.set()
         await writes.drain()
     assert fake.calls[-2:] == ["a3", "a4"] and not fake.overlap
 

@@ -266,7 +266,7 @@ async def test_restart_relists_and_keeps_reservations_of_existing_pods(
 
 @pytest.mark.asyncio
 async def test_absent_podgroup_crd_leaves_the_scheduler_running(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO, logger="scheduler.kube.informer")
     async with KubeApiEmulator(crd_present=False) as api:
@@ -278,7 +278,18 @@ async def test_absent_podgroup_crd_leaves_the_scheduler_running(
             assert run.informers.synced
             assert dict(run.core.cache.podgroups()) == {}
             assert run.core.cache.pod("uid-default-p0") is not None
-            await asyncio.sleep(0.7)  # two re-checks, still absent: said once
+            # Two re-checks done (each a list answered 404), still absent: said once.
+            checks = [0]
+            relist = podgroups.relist
+
+            async def counted() -> bool:
+                try:
+                    return await relist()
+                finally:
+                    checks[0] += 1
+
+            monkeypatch.setattr(podgroups, "relist", counted)
+            await eventually(lambda: checks[0] >= 2, "two re-checks of the CRD")
             absent = [
                 r
                 for r in caplog.records

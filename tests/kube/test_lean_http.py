@@ -30,7 +30,7 @@ from scheduler.kube.lean_http import (
 )
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, api_client
-from tests.waiting import fails_if_stuck
+from tests.waiting import eventually, fails_if_stuck
 
 Outcome = tuple[str, Any]
 
@@ -332,10 +332,9 @@ async def test_an_idle_connection_the_server_closed_is_not_used(bare: Callable[.
     pool = LeanPool("127.0.0.1", port, None, None, limit=4)
     try:
         assert (await pool.request(_request(), 5.0)).body == b"{}"
-        for _ in range(100):  # until the close has reached the client
-            if not pool._idle or pool._idle[0].closed:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(
+            lambda: not pool._idle or pool._idle[0].closed, "the close reached the client"
+        )
         assert (await pool.request(_request(), 5.0)).body == b"[]"
         assert pool.connections_made == 2 and len(server.requests) == 2
     finally:

@@ -15,7 +15,7 @@ import pytest_asyncio
 from scheduler.kube.client import KubeClient
 from tests.factories import pod_obj
 from tests.kubeapi import KubeApiEmulator, api_client
-from tests.waiting import HANG
+from tests.waiting import HANG, eventually
 
 pytestmark = pytest.mark.asyncio
 
@@ -39,8 +39,11 @@ async def client(api: KubeApiEmulator) -> AsyncIterator[KubeClient]:
 
 
 async def lists_reach(api: KubeApiEmulator, count: int) -> None:
-    while api.request_count("list", "pods") < count:
-        await asyncio.sleep(0.001)
+    await eventually(
+        lambda: api.request_count("list", "pods") >= count,
+        f"list request {count} sent",
+        timeout=PATIENCE_SECONDS,
+    )
 
 
 def ahead_tasks() -> list[asyncio.Task[object]]:
@@ -56,7 +59,7 @@ async def test_the_next_page_is_asked_for_while_the_consumer_holds_this_one(
         if not page.last:
             # The consumer is still on this page: the request for the next one goes
             # out (and is answered) without the consumer asking.
-            await asyncio.wait_for(lists_reach(api, len(seen) + 1), PATIENCE_SECONDS)
+            await lists_reach(api, len(seen) + 1)
     assert seen == [["p0", "p1", "p2"], ["p3", "p4", "p5"], ["p6"]]
     # One request a page: the request ahead is the next page's, never an extra one.
     assert api.request_count("list", "pods") == 3

@@ -16,11 +16,17 @@ import pytest
 from scheduler.process.config import PreemptionConfig, config_from_mapping
 from tests.cache.test_quota import quota_obj
 from tests.factories import node_obj, pod_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_with
+from tests.kube.test_runner import (
+    TEST_TIMEOUT,
+    UNSCHEDULABLE,
+    bound,
+    fast_config,
+    running_with,
+)
 from tests.kubeapi import ELASTIC_QUOTAS, KubeApiEmulator
 from tests.kubeapi.resources import EVENTS, POD_DISRUPTION_BUDGETS
 from tests.signed import signed, with_key
-from tests.waiting import eventually, free_port
+from tests.waiting import cycles_pass, eventually, free_port, metric_reaches
 
 
 def gang(
@@ -138,14 +144,16 @@ async def test_a_budget_that_refuses_keeps_the_victim_and_the_preemptor_waits(
                 await eventually(
                     lambda: api.request_count("create", "pods", "eviction") >= 1, "eviction"
                 )
-                await asyncio.sleep(0.5)
+                # The refusal is taken (the decision dropped), and cycles after it ran.
+                refusals = 'gang_scheduler_preemptions_total{result="refused"}'
+                await metric_reaches(port, refusals, 1, "the refusal counted")
+                await cycles_pass(port)
                 assert len(bound(api, "low-")) == 2  # the budget held
                 assert not bound(api, "high-")
                 assert not events(api, "Preempted")
                 await eventually(lambda: len(events(api, "PreemptionRefused")) == 2, "refusal told")
                 refused = events(api, "PreemptionRefused")["high-0"]
                 assert "eviction of default/low-0 a PodDisruptionBudget refuses" in refused
-                refusals = 'gang_scheduler_preemptions_total{result="refused"}'
                 assert await sample(port, refusals) == 1
                 assert await sample(port, "gang_scheduler_preempted_gangs_total") == 0
                 for name in ("high-0", "high-1"):
@@ -167,13 +175,17 @@ async def test_with_preemption_off_priority_only_orders_the_queue(tmp_path: Path
             for pod in gang("high", 10):
                 api.put_pod(pod)
             port = free_port()
-            config = fast_config(port)
+            # With the key that signed the low gang: it could be evicted, were the switch on.
+            config = with_key(fast_config(port), tmp_path)
             config = dataclasses.replace(config, preemption=PreemptionConfig(enabled=False))
             async with running_with(api, tmp_path, config):
                 await eventually(
                     lambda: api.request_count("create", "events") >= 1, "high told it waits"
                 )
-                await asyncio.sleep(0.3)
+                # Its attempt found no room, and cycles after it ran: with preemption
+                # on, that attempt would have evicted the low gang.
+                await metric_reaches(port, UNSCHEDULABLE, 1, "the high gang tried")
+                await cycles_pass(port)
             assert api.request_count("create", "pods", "eviction") == 0
             assert len(bound(api, "low-")) == 2 and not bound(api, "high-")
 

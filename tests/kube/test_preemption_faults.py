@@ -15,7 +15,7 @@ from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running_wit
 from tests.kubeapi import KubeApiEmulator
 from tests.kubeapi.resources import POD_DISRUPTION_BUDGETS
 from tests.signed import with_key
-from tests.waiting import eventually, free_port
+from tests.waiting import cycles_pass, eventually, free_port, metric_reaches
 
 
 @pytest.mark.asyncio
@@ -38,11 +38,12 @@ async def test_an_eviction_whose_answer_is_lost_evicts_one_victim_gang_not_two(
                 api.put_pod(pod)
             # Room for one more 8-GPU gang only once one low gang is gone.
             api.fail_requests("create", "pods", "eviction", 1, status, committed=True)
-            async with running_with(api, tmp_path, with_key(fast_config(free_port()), tmp_path)):
+            port = free_port()
+            async with running_with(api, tmp_path, with_key(fast_config(port), tmp_path)):
                 for pod in gang("high", 10):
                     api.put_pod(pod)
                 await eventually(lambda: len(bound(api, "high-")) == 2, "high bound")
-                await asyncio.sleep(0.5)
+                await cycles_pass(port)  # cycles after: no second gang evicted
             left = set(bound(api, "low"))
             # Exactly one low gang evicted, whole; the other untouched.
             assert left in ({"lowa-0", "lowa-1"}, {"lowb-0", "lowb-1"}), left
@@ -85,13 +86,17 @@ async def test_a_budget_still_holds_against_priority_preemption(tmp_path: Path) 
             for pod in gang("low", 1, node="n"):
                 api.put_pod(pod)
             api.put(POD_DISRUPTION_BUDGETS, budget("default", "low"))
-            async with running_with(api, tmp_path, with_key(fast_config(free_port()), tmp_path)):
+            port = free_port()
+            async with running_with(api, tmp_path, with_key(fast_config(port), tmp_path)):
                 for pod in gang("high", 10):
                     api.put_pod(pod)
                 await eventually(
                     lambda: api.request_count("create", "pods", "eviction") >= 1, "eviction"
                 )
-                await asyncio.sleep(0.5)
+                # The refusal is taken (the decision dropped), and cycles after it ran.
+                refusals = 'gang_scheduler_preemptions_total{result="refused"}'
+                await metric_reaches(port, refusals, 1, "the refusal counted")
+                await cycles_pass(port)
                 assert len(bound(api, "low-")) == 2
                 assert not bound(api, "high-")
             assert api.request_count("delete", "pods") == 0

@@ -7,7 +7,6 @@ pod is deleted, or the bind definitely failed; never until a clock runs out
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,10 +16,21 @@ import pytest
 
 from scheduler.process.config import config_from_mapping
 from tests.factories import node_obj, pod_obj
-from tests.kube.test_runner import TEST_TIMEOUT, bound, running_with, unschedulable_message
-from tests.kube.test_runner_faults import assert_one_bind_per_pod, scheduler_watching
+from tests.kube.test_runner import (
+    SCHEDULED,
+    TEST_TIMEOUT,
+    UNSCHEDULABLE,
+    bound,
+    running_with,
+    unschedulable_message,
+)
+from tests.kube.test_runner_faults import (
+    SteppedClock,
+    assert_one_bind_per_pod,
+    scheduler_watching,
+)
 from tests.kubeapi import KubeApiEmulator
-from tests.waiting import HANG, eventually, free_port
+from tests.waiting import HANG, cycles_pass, eventually, free_port, metric, metric_reaches
 
 
 @asynccontextmanager
@@ -30,13 +40,16 @@ async def scheduler(
     *,
     bind_timeout: float,
     assume_ttl: float,
+    clock: SteppedClock,
     concurrency: int = 64,
-) -> AsyncIterator[None]:
-    """The scheduler with a short bind timeout and the (obsolete) reservation TTL set
-    just above it: on a scheduler that expires reservations, they expire quickly."""
+) -> AsyncIterator[int]:
+    """The scheduler on `clock`, with the (obsolete) reservation TTL set short: on a
+    scheduler that expires reservations, they expire once the test moves the clock past
+    it. Yields the metrics port."""
+    port = free_port()
     config = config_from_mapping(
         {
-            "http": {"address": "127.0.0.1", "port": free_port()},
+            "http": {"address": "127.0.0.1", "port": port},
             "leaderElection": {"enabled": False},
             "timeouts": {
                 "initialBackoffSeconds": 0.1,
@@ -48,8 +61,8 @@ async def scheduler(
             "client": {"qps": 1000, "burst": 1000},
         }
     )
-    async with running_with(api, tmp_path, config):
-        yield
+    async with running_with(api, tmp_path, config, clock=clock):
+        yield port
 
 
 def gpus_per_node(api: KubeApiEmulator) -> Counter[str]:
@@ -62,21 +75,27 @@ def put_gang(api: KubeApiEmulator, name: str, size: int, created: str) -> None:
         api.put_pod(pod_obj(f"{name}-{i}", gang=name, min_member=size, gpus=1, created=created))
 
 
-async def watch_for_overbooking(api: KubeApiEmulator, seconds: float) -> None:
-    """Fail at once if any node carries two pods (each node here has one GPU)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        twice = {node: n for node, n in gpus_per_node(api).items() if n > 1}
-        assert twice == {}, f"one GPU given to two pods: {twice}"
-        await asyncio.sleep(0.02)
+def assert_not_overbooked(api: KubeApiEmulator) -> None:
+    """No node carries two pods (each node here has one GPU). A bound pod stays bound in
+    these tests, so a check after the cycles that could have overbooked is enough."""
+    twice = {node: n for node, n in gpus_per_node(api).items() if n > 1}
+    assert twice == {}, f"one GPU given to two pods: {twice}"
+
+
+async def past_the_ttl(clock: SteppedClock, port: int) -> None:
+    """Move the scheduler's clock far past any reservation TTL, then let whole cycles run
+    on the new time: one that expired reservations would have re-planned by then."""
+    clock.offset += 60.0
+    await cycles_pass(port)
 
 
 @pytest.mark.asyncio
 async def test_binds_queued_behind_one_slot_keep_their_reservation(tmp_path: Path) -> None:
-    """Four binds of one gang through one binder slot, 0.4 s each, take 1.6 s: longer
-    than the reservation TTL (1 s). The members still waiting for the slot keep their
-    reservation: the gang is not re-planned (no second binding request, no 409) and the
-    gang behind it gets none of its GPUs."""
+    """Four binds of one gang through one binder slot: the first held by the server, the
+    other three queued behind it, while the scheduler's clock passes the reservation TTL
+    (1 s). The members still waiting for the slot keep their reservation: the gang is not
+    re-planned (no second binding request, no 409) and the gang behind it gets none of
+    its GPUs."""
 
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
@@ -84,13 +103,21 @@ async def test_binds_queued_behind_one_slot_keep_their_reservation(tmp_path: Pat
                 api.put_node(node_obj(f"n{i}", gpus=1))
             put_gang(api, "first", 4, "2026-01-01T00:00:00Z")
             put_gang(api, "second", 2, "2026-01-01T00:01:00Z")
-            api.bind_delay(0.4)
-            # Each bind request's own timeout far above its 0.4 s, so that none times out
-            # on a slow machine; together they outlast the (obsolete) 1 s TTL.
-            async with scheduler(api, tmp_path, bind_timeout=HANG, assume_ttl=1.0, concurrency=1):
-                await eventually(lambda: len(bound(api, "first")) == 4, "the first gang bound")
+            api.hold_binds()
+            clock = SteppedClock()
+            # Each bind request's own timeout far above the hold, so that none times out.
+            async with scheduler(
+                api, tmp_path, bind_timeout=HANG, assume_ttl=1.0, clock=clock, concurrency=1
+            ) as port:
+                await eventually(lambda: api.binds_held == 1, "the first member's bind held")
                 # The second gang was tried (and found no room) and keeps finding none.
-                await watch_for_overbooking(api, 1.5)
+                await metric_reaches(port, UNSCHEDULABLE, 1, "the second gang tried")
+                await past_the_ttl(clock, port)
+                assert await metric(port, SCHEDULED) == 1  # nothing re-planned
+                api.release_binds()
+                await eventually(lambda: len(bound(api, "first")) == 4, "the first gang bound")
+                await cycles_pass(port)
+                assert_not_overbooked(api)
             assert_one_bind_per_pod(api)
             assert api.request_count("create", "pods", "binding") == 4
             assert {r.status for r in api.request_log if r.subresource == "binding"} == {201}
@@ -117,7 +144,10 @@ async def test_a_bind_answered_201_stays_charged_while_the_watch_is_down(
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
             api.put_node(node_obj("n0", gpus=1))
-            async with scheduler(api, tmp_path, bind_timeout=HANG, assume_ttl=2.0):
+            clock = SteppedClock()
+            async with scheduler(
+                api, tmp_path, bind_timeout=HANG, assume_ttl=2.0, clock=clock
+            ) as port:
                 await scheduler_watching(api)
                 api.hold_binds()
                 api.put_pod(pod_obj("a", gpus=1, created="2026-01-01T00:00:00Z"))
@@ -132,12 +162,14 @@ async def test_a_bind_answered_201_stays_charged_while_the_watch_is_down(
                 api.release_binds()
                 await eventually(lambda: "a" in bound(api), "a's bind landed")
                 # Past the TTL, with the watch still down.
-                await watch_for_overbooking(api, 3.0)
+                await past_the_ttl(clock, port)
+                assert_not_overbooked(api)
                 assert api.open_watches("pods") == 0
                 assert "b" not in bound(api)
                 api.clear_faults()
                 await scheduler_watching(api)
-                await watch_for_overbooking(api, 0.5)
+                await cycles_pass(port)
+                assert_not_overbooked(api)
             assert_one_bind_per_pod(api)
             assert api.request_count("create", "pods", "binding") == 1
             assert set(bound(api)) == {"a"}
@@ -157,7 +189,10 @@ async def test_a_landed_bind_whose_answer_and_reads_fail_stays_charged_until_rea
     async def scenario() -> None:
         async with KubeApiEmulator() as api:
             api.put_node(node_obj("n0", gpus=1))
-            async with scheduler(api, tmp_path, bind_timeout=HANG, assume_ttl=1.5):
+            clock = SteppedClock()
+            async with scheduler(
+                api, tmp_path, bind_timeout=HANG, assume_ttl=1.5, clock=clock
+            ) as port:
                 await scheduler_watching(api)
                 api.fail_next_binds(1, status=500, committed=True)
                 api.fail_requests("get", "pods", count=10_000, status=503)
@@ -172,12 +207,18 @@ async def test_a_landed_bind_whose_answer_and_reads_fail_stays_charged_until_rea
                 assert api.drop_watches() > 0
                 api.release_binds()
                 await eventually(lambda: "a" in bound(api), "a's bind landed")
-                # Reads of the pod keep failing for longer than any TTL: still charged.
-                await watch_for_overbooking(api, 4.0)
-                assert api.request_count("get", "pods") >= 2  # it kept asking
+                # Reads of the pod keep failing for longer than any TTL: still charged,
+                # and it keeps asking (a read after the clock passed its interval).
+                await eventually(lambda: api.request_count("get", "pods") >= 1, "a read")
+                reads = api.request_count("get", "pods")
+                await past_the_ttl(clock, port)
+                await eventually(lambda: api.request_count("get", "pods") > reads, "read again")
+                await cycles_pass(port)
+                assert_not_overbooked(api)
                 api.clear_faults()
                 await scheduler_watching(api)
-                await watch_for_overbooking(api, 2.5)
+                await cycles_pass(port)
+                assert_not_overbooked(api)
             assert_one_bind_per_pod(api)
             assert set(bound(api)) == {"a"}
 

@@ -27,11 +27,13 @@ from scheduler.process.version import version
 from tests.conftest import LostLeases
 from tests.factories import node_obj, pod_obj
 from tests.kubeapi import LEASES, KubeApiEmulator, write_kubeconfig
-from tests.waiting import HANG, eventually, free_port
+from tests.waiting import CYCLES, HANG, cycles_pass, eventually, free_port, metric, metric_reaches
 
 # Every test ends within this, even when the scheduler misbehaves: a cap that turns a
 # hang into a failure, never a measure of speed (a loaded machine is many times slower).
 TEST_TIMEOUT = 4 * HANG
+SCHEDULED = 'gang_scheduler_schedule_attempts_total{result="scheduled"}'
+UNSCHEDULABLE = 'gang_scheduler_schedule_attempts_total{result="unschedulable"}'
 
 
 def fast_config(port: int, *, leader: bool = False, debug_port: int = 0) -> SchedulerConfig:
@@ -194,10 +196,14 @@ async def test_two_gangs_of_three_quarters_run_one_after_the_other(tmp_path: Pat
                 api.put_node(node_obj(f"n{i}", gpus=1))
             seed_gang(api, "first", 3, created="2026-01-01T00:00:00Z")
             seed_gang(api, "second", 3, created="2026-01-01T00:01:00Z")
-            async with running(api, tmp_path):
+            async with running(api, tmp_path) as port:
                 await eventually(lambda: len(bound(api, "first")) == 3, "first gang bound")
-                await asyncio.sleep(0.3)
-                # No partial reservation: the second gang holds nothing.
+                # The second gang was tried and found no room; cycles after that had
+                # every chance to place part of it.
+                await metric_reaches(port, UNSCHEDULABLE, 1, "the second gang tried")
+                await cycles_pass(port)
+                # No partial reservation: the second gang holds nothing, was never planned.
+                assert await metric(port, SCHEDULED) == 1
                 assert bound(api, "second") == {}
                 for i in range(3):
                     api.delete_pod("default", f"first-{i}")
@@ -230,6 +236,26 @@ async def test_a_failed_bind_leaves_nothing_bound_and_the_gang_binds_later(
                         api.put_pod(pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1))
                 await eventually(lambda: len(bound(api)) == 4, "the gang bound on retry")
             assert api.request_count("create", "pods", "binding") == 8
+
+    await asyncio.wait_for(scenario(), TEST_TIMEOUT)
+
+
+@pytest.mark.asyncio
+async def test_the_cycle_counter_counts_passes_of_the_loop_even_with_nothing_to_do(
+    tmp_path: Path,
+) -> None:
+    """The event tests wait on (tests/waiting.py, `cycles_pass`): it rises on the
+    loop's tick when nothing changes, and a cycle that a change woke counts as well."""
+
+    async def scenario() -> None:
+        async with KubeApiEmulator() as api:
+            api.put_node(node_obj("n0", gpus=1))
+            async with running(api, tmp_path) as port:
+                await cycles_pass(port, 2)  # idle: the tick alone
+                before = await metric(port, CYCLES)
+                seed_gang(api, "solo", 1)
+                await eventually(lambda: len(bound(api)) == 1, "the pod bound")
+                assert await metric(port, CYCLES) > before
 
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
 

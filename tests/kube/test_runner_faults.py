@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from cache.gpu import ASSIGNMENT_ANNOTATION, TOPOLOGY_ANNOTATION
@@ -30,7 +29,7 @@ from tests.kube.test_runner import (
 )
 from tests.kubeapi import EVENTS, LEASES, KubeApiEmulator
 from tests.signed import signed, with_key
-from tests.waiting import HANG, eventually, free_port
+from tests.waiting import HANG, cycles_pass, eventually, free_port, metric_reaches
 
 
 def binding_requests(api: KubeApiEmulator) -> Counter[str]:
@@ -82,7 +81,8 @@ async def run_past_the_grace(
 ) -> None:
     """Run the scheduler (signing key under tmp_path) on a stepped clock: nothing is
     deleted within the partial-gang grace; once the clock is past it, wait until
-    `deleted`, then a moment more, so that a deletion too many would be counted."""
+    `deleted`, then for more scheduling cycles (each reviews the partial gangs), so that
+    a deletion too many would be counted."""
     clock = SteppedClock()
     port = free_port()
     config = with_key(fast_config(port), tmp_path)
@@ -93,24 +93,13 @@ async def run_past_the_grace(
         assert api.request_count("delete", "pods") == 0  # within the grace
         clock.offset += 61.0
         await eventually(deleted, what)
-        await asyncio.sleep(0.5)
+        await cycles_pass(port)
 
 
 async def taken_stock(port: int) -> None:
     """Until the scheduler on `port` reports itself the leader: it does so in the same
     step as it looks for gangs found partial at start (runner.py, `_schedule`)."""
-    url = f"http://127.0.0.1:{port}/metrics"
-    deadline = time.monotonic() + HANG
-    async with aiohttp.ClientSession() as session:
-        while True:
-            try:
-                async with session.get(url) as response:
-                    if "\ngang_scheduler_leader 1.0" in await response.text():
-                        return
-            except aiohttp.ClientConnectionError:
-                pass  # not listening yet
-            assert time.monotonic() < deadline, "the scheduler never started scheduling"
-            await asyncio.sleep(0.02)
+    await metric_reaches(port, "gang_scheduler_leader", 1, "the scheduler scheduling")
 
 
 @pytest.mark.asyncio
@@ -121,18 +110,18 @@ async def test_a_watch_dropped_while_a_gang_is_created_still_binds_it_whole(
         async with KubeApiEmulator() as api:
             for i in range(4):
                 api.put_node(node_obj(f"n{i}", gpus=1))
-            async with running(api, tmp_path):
+            async with running(api, tmp_path) as port:
                 await scheduler_watching(api)
                 for i in range(4):
                     api.put_pod(pod_obj(f"train-{i}", gang="train", min_member=4, gpus=1))
                     if i in (1, 2):
-                        # Cut between two members: the rest arrive after a relist.
+                        # Cut between two members: the rest arrive after the watch resumes
+                        # (train-2 on the resumed watch, train-3 while it is down).
                         assert api.drop_watches() > 0
-                        await asyncio.sleep(0.05)
                         if i == 1:
                             await scheduler_watching(api)  # cut the resumed watch too
                 await eventually(lambda: len(bound(api)) == 4, "the gang bound whole")
-                await asyncio.sleep(0.3)  # no late duplicate bind
+                await cycles_pass(port)  # no late duplicate bind
                 assert api.open_watches("pods") > 0  # it watches again
             assert_one_bind_per_pod(api)
             assert api.request_count("create", "pods", "binding") == 4
@@ -245,7 +234,8 @@ async def test_a_partial_gang_that_cannot_complete_is_deleted_after_the_grace(
                 # The bound two were bound by this scheduler (signed) before a restart.
                 api.put_pod(signed(member) if node else member)
             clock = SteppedClock()
-            config = with_key(fast_config(free_port()), tmp_path)
+            port = free_port()
+            config = with_key(fast_config(port), tmp_path)
             async with running_with(api, tmp_path, config, clock=clock):
                 # Tried and found no room: it said so on the pending members.
                 await eventually(
@@ -255,8 +245,8 @@ async def test_a_partial_gang_that_cannot_complete_is_deleted_after_the_grace(
                     ),
                     "the pending members told why",
                 )
-                await asyncio.sleep(0.5)
-                # Within the grace period nothing is deleted.
+                # Within the grace period nothing is deleted, however many reviews run.
+                await cycles_pass(port)
                 assert api.request_count("delete", "pods") == 0
                 assert len(bound(api)) == 2
                 clock.offset += 61.0
@@ -267,7 +257,7 @@ async def test_a_partial_gang_that_cannot_complete_is_deleted_after_the_grace(
                     ),
                     "the bound members deleted",
                 )
-                await asyncio.sleep(0.3)
+                await cycles_pass(port)  # later reviews delete nothing more
             assert api.request_count("delete", "pods") == 2
             assert api.request_count("create", "pods", "binding") == 0
             names = sorted(p["metadata"]["name"] for p in api.pods())
@@ -286,14 +276,14 @@ async def test_two_replicas_one_leader_and_a_failover_without_a_double_bind(
                 api.put_node(node_obj(f"n{i}", gpus=1))
             first = running(api, tmp_path, leader=True)
             second = running(api, tmp_path, leader=True)
-            await first.__aenter__()
+            first_port = await first.__aenter__()
             first_open, second_open = True, False
             try:
                 await eventually(lambda: lease_holder(api) != "", "a leader elected")
                 leader = lease_holder(api)
                 # The leader renews without reading; a read of the Lease is the standby's.
                 reads = api.request_count("get", "leases")
-                await second.__aenter__()
+                second_port = await second.__aenter__()
                 second_open = True
                 await scheduler_watching(api)
                 await eventually(
@@ -301,7 +291,14 @@ async def test_two_replicas_one_leader_and_a_failover_without_a_double_bind(
                 )
                 seed_gang(api, "one", 2)
                 await eventually(lambda: len(bound(api, "one")) == 2, "first gang bound")
-                await asyncio.sleep(0.5)
+                # The standby tried for the lease twice more (the second try began after
+                # the first had ended) and the leader ran cycles with the gang bound.
+                reads = api.request_count("get", "leases")
+                await eventually(
+                    lambda: api.request_count("get", "leases") >= reads + 2,
+                    "the standby tried again",
+                )
+                await cycles_pass(first_port)
                 assert lease_holder(api) == leader  # the first replica kept leading
                 assert_one_bind_per_pod(api)
                 # The leader stops (releasing the lease); the standby takes over.
@@ -310,7 +307,7 @@ async def test_two_replicas_one_leader_and_a_failover_without_a_double_bind(
                 seed_gang(api, "two", 2)
                 await eventually(lambda: len(bound(api, "two")) == 2, "second gang bound")
                 assert lease_holder(api) not in ("", leader)
-                await asyncio.sleep(0.3)
+                await cycles_pass(second_port)  # no late duplicate bind
             finally:
                 if second_open:
                     await second.__aexit__(None, None, None)

@@ -15,10 +15,10 @@ from scheduler.kube.client import create_client
 from scheduler.kube.runner import SchedulerRun
 from tests.factories import node_obj, pod_obj, podgroup_obj
 from tests.kube.test_runner import TEST_TIMEOUT, bound, fast_config, running
-from tests.kube.test_runner_faults import run_past_the_grace
+from tests.kube.test_runner_faults import SteppedClock, run_past_the_grace
 from tests.kubeapi import PODGROUPS, KubeApiEmulator, api_client, write_kubeconfig
 from tests.signed import signed
-from tests.waiting import HANG, eventually, free_port
+from tests.waiting import HANG, cycles_pass, eventually, eventually_async, free_port, metric
 
 pytestmark = pytest.mark.asyncio
 
@@ -64,6 +64,13 @@ async def test_a_gated_member_holds_its_gang_without_a_bind_until_the_gate_goes(
     await asyncio.wait_for(scenario(), TEST_TIMEOUT)
 
 
+PODS_CACHED = 'gang_scheduler_cache_size{type="pods"}'
+
+
+async def metric_equals(port: int, sample: str, value: float) -> bool:
+    return await metric(port, sample) == value
+
+
 async def attempts(port: int, result: str) -> float:
     url = f"http://127.0.0.1:{port}/metrics"
     async with aiohttp.ClientSession() as session, session.get(url) as response:
@@ -86,7 +93,8 @@ async def test_unschedulable_pods_are_not_retried_for_their_own_conditions_or_un
             api.put_pod(pod_obj("cpu-job", cpu="4", node_name="n", phase="Running"))
             for i in range(impossible):
                 api.put_pod(pod_obj(f"huge-{i}", gpus=16))
-            async with running(api, tmp_path) as port:
+            clock = SteppedClock()
+            async with running(api, tmp_path, clock=clock) as port:
                 await eventually(
                     lambda: all(
                         condition(api.get_pod("default", f"huge-{i}")).get("reason")
@@ -96,8 +104,13 @@ async def test_unschedulable_pods_are_not_retried_for_their_own_conditions_or_un
                     "every impossible pod told why",
                 )
                 api.delete_pod("default", "cpu-job")  # frees CPUs no huge pod can use
-                # Longer than the longest backoff (0.5 s): a requeued pod would be retried.
-                await asyncio.sleep(1.5)
+                await eventually_async(
+                    lambda: metric_equals(port, PODS_CACHED, impossible), "the delete seen"
+                )
+                # Past the longest backoff (0.5 s), then cycles: a pod requeued by the
+                # delete would be due, and retried.
+                clock.offset += 1.0
+                await cycles_pass(port)
                 api.put_pod(pod_obj("fits", gpus=2, created="2026-01-01T00:01:00Z"))
                 await eventually(lambda: "fits" in bound(api), "the fitting pod bound")
                 assert await attempts(port, "unschedulable") == impossible
@@ -198,7 +211,7 @@ async def test_everything_kept_per_object_is_freed_when_the_objects_go(tmp_path:
             task = asyncio.create_task(run.run(stop))
             try:
                 await run.informers.wait_synced()
-                await asyncio.sleep(0.3)
+                await cycles_pass(run.metrics.registry, 1)  # the first cycles' state
                 baseline = per_object_state(run)
                 for i in range(gangs):
                     # Gangs that cannot fit (16 GPUs a member), with a PodGroup each:
@@ -232,7 +245,7 @@ async def test_everything_kept_per_object_is_freed_when_the_objects_go(tmp_path:
                     lambda: not list(run.core.cache.pods()) and not run.core.cache.podgroups(),
                     "the deletes seen",
                 )
-                await asyncio.sleep(2.5)  # a few cycles and ticks
+                await cycles_pass(run.metrics.registry)  # cycles that saw them gone
                 await run.writes.drain()
                 assert per_object_state(run) == baseline
             finally:
@@ -253,7 +266,7 @@ async def test_a_deleted_pod_held_by_a_finalizer_keeps_its_gpus_until_it_is_gone
             old = pod_obj("old", gpus=4, node_name="n", phase="Running")
             old["metadata"]["finalizers"] = ["example.com/cleanup"]
             api.put_pod(old)
-            async with running(api, tmp_path):
+            async with running(api, tmp_path) as port:
                 await core.delete_namespaced_pod("old", "default")
                 api.put_pod(pod_obj("g-0", gang="g", min_member=2, gpus=2))
                 api.put_pod(pod_obj("g-1", gang="g", min_member=2, gpus=2))
@@ -263,7 +276,7 @@ async def test_a_deleted_pod_held_by_a_finalizer_keeps_its_gpus_until_it_is_gone
                     ),
                     "the gang told it does not fit",
                 )
-                await asyncio.sleep(0.5)
+                await cycles_pass(port)  # cycles that knew "old" was going: no bind
                 assert api.request_count("create", "pods", "binding") == 0
                 await core.patch_namespaced_pod(
                     "old",

@@ -14,7 +14,7 @@ from scheduler.process.config import MetricsConfig
 from tests.factories import node_obj, pod_obj
 from tests.kube.test_runner import TEST_TIMEOUT, fast_config, running_with
 from tests.kubeapi import KubeApiEmulator
-from tests.waiting import free_port
+from tests.waiting import eventually_async, free_port
 
 pytestmark = pytest.mark.asyncio
 
@@ -44,13 +44,14 @@ async def test_namespace_series_follow_the_configuration(
             )
             async with running_with(api, tmp_path, config):
                 want = 'gang_scheduler_pending_pods_by_reason{reason="incomplete_gang"} 2.0'
-                text = await scrape(port)
-                for _ in range(250):  # the gauges follow the informers within a few polls
-                    if want in text:
-                        break
-                    await asyncio.sleep(0.02)
-                    text = await scrape(port)
-                assert want in text
+                scraped = [""]
+
+                async def shown() -> bool:  # the gauges follow the informers
+                    scraped[0] = await scrape(port)
+                    return want in scraped[0]
+
+                await eventually_async(shown, "the pending pods in the scrape")
+                text = scraped[0]
                 line = (
                     'gang_scheduler_namespace_pending_pods{namespace="team-a",'
                     'reason="incomplete_gang"} 2.0'

@@ -86,8 +86,8 @@ async def test_a_pod_whose_claim_is_missing_waits_then_binds_when_it_appears(
                     "the pod says why it waits",
                 )
                 assert bound(api) == {}
-                # Past the feedback window, so that the next reason is written at once.
-                await asyncio.sleep(0.3)
+                # A changed reason inside the 0.2 s feedback window is held back, then
+                # written when the window ends (the loop's tick): the wait below sees it.
                 # The claim appears, unbound in an Immediate class: still waiting.
                 api.put(PERSISTENT_VOLUME_CLAIMS, pvc_obj("data", storage_class="fast"))
                 await eventually(

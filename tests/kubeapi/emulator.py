@@ -154,6 +154,7 @@ class KubeApiEmulator:
         # as a server without it does.
         self.watch_list = watch_list
         self._crd_present = crd_present
+        self.down = False  # during an `outage`
         # Types answered 404, as where their CRD is not installed or their API is off.
         self.unserved: set[ResourceType] = set()
         self._graceful = graceful_delete
@@ -236,16 +237,24 @@ class KubeApiEmulator:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def outage(self, seconds: float) -> None:
-        """Stop listening for `seconds` (connections refused, watches cut), then serve
-        again on the same port: a kube-apiserver restart as clients see it."""
+    async def outage(self, seconds: float = 0.0, *, until: asyncio.Event | None = None) -> None:
+        """Stop listening for `seconds`, or until `until` is set (connections refused,
+        watches cut), then serve again on the same port: a kube-apiserver restart as
+        clients see it. `down` is True while it lasts."""
         assert self._runner is not None and self._site is not None
         self.drop_watches()
         await self._site.stop()
         server = self._runner.server
         if server is not None:
             await server.shutdown(0.1)  # close kept-alive client connections too
-        await asyncio.sleep(seconds)
+        self.down = True
+        try:
+            if until is not None:
+                await until.wait()
+            else:
+                await asyncio.sleep(seconds)
+        finally:
+            self.down = False
         self._site = web.TCPSite(self._runner, self._host, self._port)
         await self._site.start()
 
@@ -377,8 +386,11 @@ class KubeApiEmulator:
         self.request_log.clear()
 
     def open_watches(self, resource: str | None = None) -> int:
+        """Watches serving events now: one that was ended (`drop_watches`) no longer
+        counts, even before its handler has finished, so a test that cuts the watches can
+        wait for the client's new one."""
         return sum(
-            len(r.watchers)
+            sum(1 for watcher in r.watchers if not watcher.closed)
             for r in self.store.by_type.values()
             if resource is None or r.rtype.plural == resource
         )

@@ -20,6 +20,7 @@ from tests.factories import node_obj, pod_obj
 from tests.kubeapi import KubeApiEmulator, api_client, write_kubeconfig
 from tests.kubeapi.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.kubeapi.selectors import parse_field_selector, parse_label_selector
+from tests.waiting import HANG, eventually
 
 pytestmark = pytest.mark.asyncio
 
@@ -92,11 +93,18 @@ async def collect(
         events.append(event)
 
 
-async def wait_for(predicate: Any, timeout: float = 3.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
+async def wait_for(predicate: Any) -> None:
+    await eventually(predicate)
+
+
+async def ended(
+    api: KubeApiEmulator, task: asyncio.Task[None], events: list[dict[str, Any]], count: int
+) -> None:
+    """Until the watch collected `count` events, then end it (as a server-side timeout
+    would) and wait for the collector: the watch's length is no wall-clock bet."""
+    await eventually(lambda: len(events) >= count, f"{count} watch events")
+    api.end_watches()
+    await task
 
 
 # ----------------------------------------------------------------- list and watch
@@ -115,14 +123,14 @@ async def test_list_then_watch_from_its_resource_version_sees_later_changes_in_o
             core.list_namespaced_pod,
             "default",
             resource_version=listed.metadata.resource_version,
-            timeout_seconds=0.4,
+            timeout_seconds=int(HANG),
         )
     )
-    await asyncio.sleep(0.05)
+    await eventually(lambda: api.open_watches("pods") == 1, "the watch open")
     created = await core.create_namespaced_pod("default", new_pod("a"))
     await core.patch_namespaced_pod("a", "default", {"metadata": {"labels": {"x": "1"}}})
     await core.delete_namespaced_pod("a", "default")
-    await task
+    await ended(api, task, events, 3)
     assert [(e["type"], e["object"].metadata.name) for e in events] == [
         ("ADDED", "a"),
         ("MODIFIED", "a"),
@@ -225,10 +233,10 @@ async def test_binding_sets_node_and_annotations_in_one_write_and_a_second_gets_
             core.list_namespaced_pod,
             "default",
             resource_version=str(api.resource_version),
-            timeout_seconds=0.5,
+            timeout_seconds=int(HANG),
         )
     )
-    await asyncio.sleep(0.05)
+    await eventually(lambda: api.open_watches("pods") == 1, "the watch open")
     assert await bind(core, "p", "n1", **{"gpu.example/devices": "0,1"}) == 201
     with pytest.raises(ApiException) as second:
         await core.create_namespaced_pod_binding("p", "default", binding("p", "n1"))
@@ -236,7 +244,7 @@ async def test_binding_sets_node_and_annotations_in_one_write_and_a_second_gets_
     assert status_of(second.value)["message"] == (
         'Operation cannot be fulfilled on pods/binding "p": pod p is already assigned to node "n1"'
     )
-    await task
+    await ended(api, task, events, 1)
     assert [e["type"] for e in events] == ["MODIFIED"]
     pod = events[0]["raw_object"]
     assert pod["spec"]["nodeName"] == "n1"
@@ -348,13 +356,13 @@ async def test_watch_with_a_selector_sees_an_object_that_stops_matching_as_delet
             core.list_pod_for_all_namespaces,
             field_selector="spec.nodeName=",
             resource_version=str(start),
-            timeout_seconds=0.5,
+            timeout_seconds=int(HANG),
         )
     )
-    await asyncio.sleep(0.05)
+    await eventually(lambda: api.open_watches("pods") == 1, "the watch open")
     await core.create_namespaced_pod("default", new_pod("q"))
     assert await bind(core, "p", "n1") == 201
-    await task
+    await ended(api, task, events, 2)
     assert [(e["type"], e["object"].metadata.name) for e in events] == [
         ("ADDED", "q"),
         ("DELETED", "p"),
@@ -572,12 +580,12 @@ async def test_restart_makes_resumed_watches_get_410(
             events,
             core.list_pod_for_all_namespaces,
             resource_version=relisted.metadata.resource_version,
-            timeout_seconds=0.3,
+            timeout_seconds=int(HANG),
         )
     )
-    await asyncio.sleep(0.05)
+    await eventually(lambda: api.open_watches("pods") == 1, "the watch open")
     api.delete_pod("default", "q")
-    await task
+    await ended(api, task, events, 1)
     assert [(e["type"], e["object"].metadata.name) for e in events] == [("DELETED", "q")]
 
 
@@ -585,11 +593,14 @@ async def test_outage_refuses_requests_then_serves_again(
     api: KubeApiEmulator, core: client.CoreV1Api
 ) -> None:
     api.put_pod(pod_obj("p"))
-    outage = asyncio.create_task(api.outage(0.3))
-    await asyncio.sleep(0.1)
+    back = asyncio.Event()
+    outage = asyncio.create_task(api.outage(until=back))
+    await eventually(lambda: api.down, "the server down")
     with pytest.raises(aiohttp.ClientError):
         await core.list_pod_for_all_namespaces()
+    back.set()
     await outage
+    assert not api.down
     listed = await core.list_pod_for_all_namespaces()
     assert [p.metadata.name for p in listed.items] == ["p"]
 
@@ -792,7 +803,8 @@ async def test_a_new_node_is_tainted_not_ready_until_it_reports_ready(
     await core.create_node(new_node("ready", ready=True))
     # The node lifecycle controller takes it off a Ready node, and only then.
     await wait_for(lambda: not has_not_ready_taint(api.get_node("ready")))
-    await asyncio.sleep(0.1)
+    # A controller pass for "late" was due before this one ("late" was written first,
+    # the delay is the same): had it untainted the node, it would have by now.
     assert has_not_ready_taint(api.get_node("late"))
     body = api.get_node("late")
     assert body is not None

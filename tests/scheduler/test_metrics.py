@@ -158,7 +158,10 @@ def test_attempts_binds_relists_and_leader() -> None:
     metrics.bind_failed("timeout")
     metrics.relisted("pods")
     metrics.set_leader(True)
+    metrics.cycle_completed()
+    metrics.cycle_completed()
 
+    assert value(metrics, "gang_scheduler_scheduling_cycles_total") == 2
     attempts = "gang_scheduler_schedule_attempts_total"
     assert value(metrics, attempts, result="scheduled") == 2
     assert value(metrics, attempts, result="unschedulable") == 1
@@ -235,6 +238,7 @@ def test_exposition_names_every_metric() -> None:
         "gang_scheduler_incomplete_gangs",
         "gang_scheduler_queue_gangs",
         "gang_scheduler_schedule_attempts_total",
+        "gang_scheduler_scheduling_cycles_total",
         "gang_scheduler_scheduling_attempt_duration_seconds",
         "gang_scheduler_pod_scheduling_duration_seconds",
         "gang_scheduler_gang_wait_duration_seconds",
