@@ -347,6 +347,15 @@ class ClusterCache:
             node.devices = ()  # what was shown goes; the node's own record had none
         self._rebuild_node(name)
 
+    def note_claim_gpu(self, uid: str, gpu: GpuRequest) -> None:
+        """The GPUs the pod's DRA claim holds (PodInfo.claim_gpu), as its plan had them."""
+        pod = self._pods.get(uid)
+        if pod is not None and pod.claim_gpu != gpu:
+            pod.claim_gpu = gpu
+            node = self._nodes.get(pod.node_name) if pod.node_name else None
+            if node is not None:
+                self._touch(node)  # the snapshot's pods of the node hold the old record
+
     def _remove_node(self, name: str) -> None:
         if self._nodes.pop(name, None) is None:
             return
@@ -442,6 +451,8 @@ class ClusterCache:
 
     def _store_pod(self, uid: str, old: PodInfo | None, pod: PodInfo) -> PodInfo:
         """Store a pod's new record (`old`: its previous one) and charge it."""
+        if old is not None and old.claim_gpu.count and old.resource_claims == pod.resource_claims:
+            pod.claim_gpu = old.claim_gpu  # what its claim holds, known when it was placed
         self._pods[uid] = pod
         self._gangs.put(pod, old)
         charged = self._charges.get(uid)

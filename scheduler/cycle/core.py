@@ -787,6 +787,8 @@ class SchedulingCore:
                 self.dra.forget(key)
             raise
         self._hold_volumes(plan)
+        for uid, gpu in plan.claim_gpus:
+            self.cache.note_claim_gpu(uid, gpu)
         held = [k for k in self._held_claims.pop(plan.gang_key, ()) if self.dra.is_assumed(k)]
         held += [key for key, _ in allocations]
         if held:

@@ -249,6 +249,11 @@ class DraChoices:
                 )
             )
         placements = plan.placements
+        claim_gpus = tuple(
+            (p.pod_uid, self.kind.pods[p.pod_uid].gpu)
+            for p in placements
+            if p.pod_uid in self.kind.gpu_members and p.pod_uid in self.kind.pods
+        )
         if self.kind.gpu_members:
             # Their shares are the claims' devices, held by the DRA cache: the cluster
             # cache charges no device for them (nor would a bind annotate one).
@@ -258,4 +263,6 @@ class DraChoices:
                 else p
                 for p in placements
             )
-        return dataclasses.replace(plan, claims=tuple(claims), placements=placements)
+        return dataclasses.replace(
+            plan, claims=tuple(claims), placements=placements, claim_gpus=claim_gpus
+        )

@@ -128,11 +128,13 @@ def replay_openb(
     profile: Profile,
     progress: Progress | None = None,
     dra: bool = False,
+    finished: Callable[[SchedulingCore], None] | None = None,
 ) -> OpenbResult:
     """Replay `pods_in_order` on a fresh cluster of `nodes` (Node objects) under
     `profile`; see the module doc for the protocol. `dra`: the GPUs as DRA devices and
     the pods' GPUs as ResourceClaims (scheduler/sim/dra.py) instead of the annotation
-    model."""
+    model. `finished`: called with the core once the last pod is replayed (tests read
+    the cluster it ends with)."""
     started = time.perf_counter()
     core = SchedulingCore(profile, explain_failures=False)
     if dra:
@@ -204,6 +206,8 @@ def replay_openb(
                 progress(position + 1, count)
     if progress is not None:
         progress(count, count)
+    if finished is not None:
+        finished(core)
     return OpenbResult(
         pods=count,
         failed_pods=failed,
