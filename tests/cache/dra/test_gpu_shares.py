@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from cache.cluster import ClusterCache, EventType
 from cache.dra.claims import claim_from_api
 from cache.dra.gpu_shares import (
     SHARE_CAPACITY,
@@ -20,6 +21,7 @@ from cache.dra.slices import DeviceId, slice_from_api
 from cache.dra.store import DraCache
 from cache.gpu import GpuRequest
 from tests.dra_builders import claim_obj, device, exactly, first_available, slice_obj, sub
+from tests.factories import node_obj
 
 
 def gpu(name: str, milli: str = "1000", model: str = "A100", **extra: Any) -> dict[str, Any]:
@@ -135,3 +137,29 @@ def test_device_ids_from_shares_of_shown_gpus() -> None:
     )
     shown = cache.shared_gpus("n1", {})
     assert shared_gpu_ids(shown.devices, ((1, 500), (9, 100))) == (shown.ids[1],)
+
+
+def test_shared_gpus_are_shown_only_on_nodes_without_gpus_of_their_own() -> None:
+    """ClusterCache.show_shared_gpus: a node advertising device-plugin GPUs keeps them;
+    on another node the shown GPUs are its devices, and go when nothing is shown; a
+    node update keeps them shown."""
+    cluster = ClusterCache()
+    cluster.apply_node(EventType.ADDED, node_obj("plain"))
+    cluster.apply_node(EventType.ADDED, node_obj("plugin", gpus=2, model="T4"))
+    cache = DraCache()
+    cache.apply_slice(
+        "ADDED", slice_obj("s", [gpu("gpu-0"), gpu("gpu-1")], node="x", driver=SHARE_DRIVER)
+    )
+    shown = cache.shared_gpus("x", {})
+    for name in ("plain", "plugin"):
+        cluster.show_shared_gpus(name, shown.devices, (400, 1000))
+    plugin = cluster.node("plugin")
+    assert plugin is not None and plugin.gpu_model == "T4" and plugin.gpu_free == [1000, 1000]
+    plain = cluster.node("plain")
+    assert plain is not None and plain.devices == shown.devices and plain.gpu_free == [400, 1000]
+    cluster.apply_node(EventType.MODIFIED, node_obj("plain", cpu="32", resource_version="2"))
+    again = cluster.node("plain")
+    assert again is not None and again.gpu_free == [400, 1000]
+    cluster.show_shared_gpus("plain", (), ())
+    gone = cluster.node("plain")
+    assert gone is not None and gone.devices == () and gone.gpu_free == []
