@@ -22,9 +22,9 @@ from collections.abc import Collection, Iterator, Mapping
 from functools import partial
 
 from cache.dra.claims import Allocation, Consumer
-from cache.dra.view import DeviceView
 from cache.dra.gpu_shares import shared_gpu_ids
 from cache.dra.slices import DeviceId
+from cache.dra.view import DeviceView
 from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo

@@ -26,8 +26,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 
-from cache.dra.view import DeviceView
 from cache.dra.gpu_shares import gpu_demand, plain_shared_gpu, share_capacity
+from cache.dra.view import DeviceView
 from cache.gpu import NO_GPU, GpuRequest
 from cache.pod import NodeScores, PodInfo
 from cache.snapshot import Snapshot
