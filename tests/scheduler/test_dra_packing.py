@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 
 from cache.cluster import EventType
+from cache.dra.view import ReleasedView
+from cache.gpu import NO_GPU, GpuRequest
 from cache.pod import pod_from_api
 from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.dra_claims import resolve_dra
 from scheduler.planner.result import Plan
 from scheduler.sim.openb import OpenbPod, pod_object
 from scheduler.sim.profiles import openb_profile
@@ -141,3 +144,23 @@ def test_the_whole_node_reserve_keeps_a_dra_node_whole_for_the_largest_request()
     )
     node, _ = place(core, "p", share_claim("p", 500))
     assert node == "small"
+
+
+def test_a_what_if_judges_the_member_by_the_allocator_alone() -> None:
+    """Preemption's what-if frees the victims' devices, which the shown GPUs do not: a
+    GPU demand is the member's GPU request on the core's DraCache, never on a view."""
+    core = core_with("bestfit", 0, {"n0": 1}, history=[])
+    claim = share_claim("c", 400)
+    core.apply_dra_object("resourceclaims", EventType.ADDED, claim, 0.0)
+    pod = pod_obj("p", namespace="ns", gang=None, cpu="1")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    core.apply_pod(EventType.ADDED, pod, 0.0)
+    core.refresh(0.0)
+    record = core.cache.pod(pod["metadata"]["uid"])
+    assert record is not None
+    core.cache.update_snapshot(core.snapshot)
+    labels = core.cache.namespace_labels()
+    (direct,), kind = resolve_dra([record], core.dra, core.snapshot, labels)
+    assert direct.gpu == GpuRequest(1, 400) and kind is not None and kind.gpu_members
+    (viewed,), kind = resolve_dra([record], ReleasedView(core.dra, ()), core.snapshot, labels)
+    assert viewed.gpu == NO_GPU and kind is not None and not kind.gpu_members
