@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: simulate demo test lint typecheck unit bench fmt clean lock helm
+.PHONY: simulate simulate-dra demo test lint typecheck unit bench fmt clean lock helm
 
 # The image's packages are installed at their pinned versions (requirements.lock as pip
 # constraints): the tests then run what the image runs, and a release upstream changes
@@ -21,6 +21,10 @@ $(BIN)/gang-scheduler: pyproject.toml requirements.lock
 
 simulate: $(BIN)/gang-scheduler
 	$(BIN)/gang-scheduler simulate
+
+# The same replay with the GPUs through DRA devices (docs/simulator.md).
+simulate-dra: $(BIN)/gang-scheduler
+	$(BIN)/gang-scheduler simulate --dra
 
 demo: $(BIN)/gang-scheduler
 	$(BIN)/gang-scheduler demo

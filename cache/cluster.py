@@ -38,7 +38,7 @@ from enum import StrEnum
 from typing import Any
 
 from cache.gang_index import GangIndex
-from cache.gpu import DeviceShares, GpuRequest
+from cache.gpu import DeviceShares, GpuDevice, GpuRequest
 from cache.jsonobj import metadata, object_uid
 from cache.node import NodeInfo, inferred_shares, node_from_api
 from cache.ownership import BoundByUs
@@ -46,7 +46,7 @@ from cache.pod import DEFAULT_GANG_KEYS, GangKeys, PodInfo, pod_from_api
 from cache.podgroup import PodGroupInfo, podgroup_from_api
 from cache.ports import HostPort
 from cache.quota import QuotaBook, usage_of
-from cache.resources import MILLI_PER_GPU
+from cache.resources import MILLI_PER_GPU, SHARED_GPU, WHOLE_GPU
 from cache.signing import SigningKeys
 from cache.snapshot import Snapshot
 
@@ -201,6 +201,9 @@ class ClusterCache:
         # only for nodes present; a node without an entry is rebuilt.
         self._not_as_written: dict[str, int] = {}
         self._assumed: dict[str, _Assumed] = {}
+        # node name -> the DRA shared GPUs shown as its devices, with their free milli
+        # (show_shared_gpus), for nodes that advertise no GPU of their own.
+        self._shared_gpus: dict[str, tuple[tuple[GpuDevice, ...], tuple[int, ...]]] = {}
         # ElasticQuotas and each namespace's usage, charged with every pod charge.
         self.quotas = QuotaBook(share_milli)
         self._generation = 0
@@ -319,6 +322,40 @@ class ClusterCache:
         self._rebuild_node(name)
         return new
 
+    def show_shared_gpus(
+        self, name: str, devices: tuple[GpuDevice, ...], free: Sequence[int]
+    ) -> None:
+        """Show a node's DRA shared GPUs (cache/dra/gpu_shares.py) as its devices, with
+        the free milli the DRA cache counts, so that every filter, chooser and score that
+        reads a node's GPUs (GpuFit, the packing scores, the whole-node reserve) judges
+        them as it judges device-plugin GPUs. Only on a node that advertises no
+        `nvidia.com/gpu` or `nvidia.com/vgpu` (its own GPUs stay what it shows); the
+        DRA cache stays the only account of what is taken (pods using them carry no
+        device shares here). No devices: nothing shown."""
+        shown = (devices, tuple(free))
+        before = self._shared_gpus.get(name)
+        if before == shown or (before is None and not devices):
+            return
+        if devices:
+            self._shared_gpus[name] = shown
+        else:
+            del self._shared_gpus[name]
+        node = self._nodes.get(name)
+        if node is None or _advertises_gpus(node):
+            return
+        if not devices and before is not None and node.devices is before[0]:
+            node.devices = ()  # what was shown goes; the node's own record had none
+        self._rebuild_node(name)
+
+    def note_claim_gpu(self, uid: str, gpu: GpuRequest) -> None:
+        """The GPUs the pod's DRA claim holds (PodInfo.claim_gpu), as its plan had them."""
+        pod = self._pods.get(uid)
+        if pod is not None and pod.claim_gpu != gpu:
+            pod.claim_gpu = gpu
+            node = self._nodes.get(pod.node_name) if pod.node_name else None
+            if node is not None:
+                self._touch(node)  # the snapshot's pods of the node hold the old record
+
     def _remove_node(self, name: str) -> None:
         if self._nodes.pop(name, None) is None:
             return
@@ -341,7 +378,12 @@ class ClusterCache:
             return
         node.requested = {}
         node.used_ports = {}
-        node.gpu_free = [MILLI_PER_GPU] * len(node.devices)
+        shown = self._shared_gpus.get(name)
+        if shown is not None and not _advertises_gpus(node):
+            node.devices = shown[0]
+            node.gpu_free = list(shown[1])
+        else:
+            node.gpu_free = [MILLI_PER_GPU] * len(node.devices)
         inferred = []
         reserved = []
         not_as_written = 0
@@ -409,6 +451,8 @@ class ClusterCache:
 
     def _store_pod(self, uid: str, old: PodInfo | None, pod: PodInfo) -> PodInfo:
         """Store a pod's new record (`old`: its previous one) and charge it."""
+        if old is not None and old.claim_gpu.count and old.resource_claims == pod.resource_claims:
+            pod.claim_gpu = old.claim_gpu  # what its claim holds, known when it was placed
         self._pods[uid] = pod
         self._gangs.put(pod, old)
         charged = self._charges.get(uid)
@@ -787,6 +831,12 @@ def _seen_differently(old: PodInfo, new: PodInfo) -> bool:
         or old.deleting != new.deleting
         or old.namespace != new.namespace
     )
+
+
+def _advertises_gpus(node: NodeInfo) -> bool:
+    """Whether the node offers GPUs of its own (a device plugin's), which DRA shared
+    GPUs are never shown over."""
+    return bool(node.allocatable.get(WHOLE_GPU) or node.allocatable.get(SHARED_GPU))
 
 
 def _same_offer(old: NodeInfo, new: NodeInfo) -> bool:

@@ -196,6 +196,17 @@ class PodInfo:
     # state cannot be followed (then `problems` says why). The gang's requirement
     # merges its members' with its PodGroup's (cache/gang_topology.py).
     topology: TopologyRequirement | None = None
+    # The GPUs this pod's one DRA claim holds when that claim is a GPU demand
+    # (cache/dra/gpu_shares.py), set by the core when it places the pod and kept
+    # across updates of the pod while its claims stay the same. Never charged to a
+    # node here (the DRA cache holds those devices): read where what pods hold is
+    # counted by model (policies/model_reserve.py).
+    claim_gpu: GpuRequest = NO_GPU
+
+    @property
+    def held_gpu(self) -> GpuRequest:
+        """The GPUs the pod holds on its node: its own request, else its claim's."""
+        return self.gpu if self.gpu.count else self.claim_gpu
 
     @property
     def key(self) -> str:

@@ -77,8 +77,9 @@ _LOSSES_KEPT = 1 << 16
 
 
 def pinned(pod: PodInfo) -> bool:
-    """A GPU pod that names the GPU models it may run on."""
-    return bool(pod.gpu.count) and allowed_models(pod) is not None
+    """A GPU pod that names the GPU models it may run on (its GPUs asked as a request
+    or through a DRA claim, PodInfo.held_gpu)."""
+    return bool(pod.held_gpu.count) and allowed_models(pod) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +147,7 @@ def node_totals(node: NodeInfo, pods: Iterable[PodInfo]) -> ModelTotals:
     pinned_gpu = pinned_cpu = 0
     for pod in pods:
         if pinned(pod):
-            pinned_gpu += pod.gpu.total_milli
+            pinned_gpu += pod.held_gpu.total_milli
             pinned_cpu += pod.requests.get(CPU, 0)
     return ModelTotals(
         sum(milli for milli in node.usable_free() if milli > 0),

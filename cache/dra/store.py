@@ -30,6 +30,7 @@ from typing import Any
 from cache.cluster import AssumeError, is_older
 from cache.dra.claims import Allocation, Claim, claim_from_api
 from cache.dra.classes import DeviceClass, class_from_api
+from cache.dra.gpu_shares import SharedGpus, shared_gpus
 from cache.dra.nodes import binding_reaches
 from cache.dra.pools import Pool, assemble
 from cache.dra.quota import claim_usage
@@ -269,6 +270,8 @@ class DraCache:
             self._node_changed.clear()  # node names churning: every kept answer goes
             self.reach_epoch += 1
         self._change_clock += 1
+        # Re-inserted, so that the dict is in stamp order (nodes_changed_since).
+        self._node_changed.pop(node, None)
         self._node_changed[node] = self._change_clock
 
     def _touch_devices(self, devices: Iterable[DeviceId]) -> None:
@@ -280,6 +283,33 @@ class DraCache:
         """Changes whenever what `node` reaches, or which of it is taken, may have
         changed (with the node's labels as the caller saw them: not tracked here)."""
         return self.reach_epoch, self._node_changed.get(node, 0)
+
+    @property
+    def change_clock(self) -> int:
+        """The stamp of the latest per-node change (nodes_changed_since)."""
+        return self._change_clock
+
+    def nodes_changed_since(self, clock: int) -> list[str]:
+        """The nodes whose devices, or what is taken of them, changed after `clock`
+        (a `change_clock` read earlier), latest first. Changes that may touch any node
+        move `reach_epoch` instead, which the caller checks too."""
+        changed: list[str] = []
+        for node, stamp in reversed(self._node_changed.items()):
+            if stamp <= clock:
+                break
+            changed.append(node)
+        return changed
+
+    def shared_gpus(self, node: str, labels: Mapping[str, str]) -> SharedGpus:
+        """The shared GPUs `node` reaches with what is free of each
+        (cache/dra/gpu_shares.py): the GPU view the packing scores read."""
+        candidates = self.node_devices(node, labels).candidates
+        uses = {
+            c.device_id: self.use(c.device_id)
+            for c in candidates
+            if c.device_id in self._allocated or c.device_id in self._held
+        }
+        return shared_gpus(((c.device_id, c.device) for c in candidates), uses)
 
     def reach_trackable(self) -> bool:
         """Whether node_stamp covers every change: no slice reaches nodes by selector,

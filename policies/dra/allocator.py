@@ -388,11 +388,20 @@ class PodSearch:
             self._subs[index].pop(slot.request, None)
 
     def _preferred(self, slot: _Slot, fitting: list[Candidate]) -> list[Candidate]:
-        """`fitting` with the free devices that join best (policies/dra/topology.py)
-        first: to each other, to the devices this pod took for its earlier requests,
-        and to those the gang's earlier members took on this node. Only the order
+        """`fitting` with the devices the member prefers first (GangMember.prefer: the
+        shared GPUs its node choice took), else with the free devices that join best
+        (policies/dra/topology.py) first: to each other, to the devices this pod took
+        for its earlier requests, and to those the gang's earlier members took on this
+        node. Only the order
         changes, so every allocation is still found; without topology facts the order
         is kube-scheduler's."""
+        if self.member.prefer:
+            order = {device: i for i, device in enumerate(self.member.prefer)}
+            first = sorted(
+                (c for c in fitting if c.device_id in order), key=lambda c: order[c.device_id]
+            )
+            if first:
+                return first + [c for c in fitting if c.device_id not in order]
         admin = bool(slot.exact.admin_access)
         free = [c for c in fitting if admin or not self._taken(c.device_id)]
         if len(free) <= slot.exact.count:

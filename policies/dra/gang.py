@@ -133,6 +133,9 @@ class GangMember:
     claims: tuple[str, ...]  # claim keys "ns/name", in the pod's order
     node: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Devices to try first, in this order (the shared GPUs the planner's device choice
+    # took: docs/dra.md, "Packing DRA shares"); only the order changes.
+    prefer: tuple[DeviceId, ...] = ()
 
 
 class AlternativesSource(Protocol):

@@ -178,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"bundled pod list: {', '.join(TRACES)} (default: default)",
     )
     simulate.add_argument(
+        "--dra",
+        action="store_true",
+        help="openb replay through DRA devices: each node's GPUs a ResourceSlice of shared "
+        "devices, each GPU pod's request a ResourceClaim (see docs/simulator.md)",
+    )
+    simulate.add_argument(
         "--workload",
         metavar="PATH",
         help="time-based replay of the learning tasks in this YAML workload file",

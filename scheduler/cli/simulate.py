@@ -141,7 +141,10 @@ def simulate(args: argparse.Namespace) -> int:
 
 def _run_simulation(args: argparse.Namespace) -> int:
     if args.workload is not None or args.generate is not None or args.teams is not None:
+        if getattr(args, "dra", False):
+            raise _UsageError("--dra is for the openb replay: drop --workload, --generate, --teams")
         return _run_timeline(args)
+    dra = bool(getattr(args, "dra", False))
     if args.cluster is not None:
         raise _UsageError("--cluster is for the time-based replay: give --workload or --generate")
     if args.quotas is not None:
@@ -207,14 +210,14 @@ def _run_simulation(args: argparse.Namespace) -> int:
             policy, seed = jobs[index]
             profile = job_profiles[index]
             if workers > 1:  # in a worker process: progress is counted per finished replay
-                return replay_openb(nodes, orders[seed], profile)
+                return replay_openb(nodes, orders[seed], profile, dra=dra)
             progress.update(task, description=f"{policy} seed {seed}")
             base = sum(len(orders[s]) for _, s in jobs[:index])
 
             def advance(done: int, _count: int) -> None:
                 progress.update(task, completed=base + done)
 
-            return replay_openb(nodes, orders[seed], profile, advance)
+            return replay_openb(nodes, orders[seed], profile, advance, dra=dra)
 
         def finished(index: int) -> None:
             if workers > 1:
@@ -229,13 +232,22 @@ def _run_simulation(args: argparse.Namespace) -> int:
     ]
 
     title = f"openb {trace or Path(args.pods).name}: GPU allocation vs arrived load"
+    if dra:
+        title += " (GPUs through DRA devices)"
     return _report(
         args,
         plot=lambda path: plot_allocation(runs, path, title),
         as_json=lambda: results_json(runs),
-        tables=lambda: [results_table(runs, trace), failures_table(runs)],
+        tables=lambda: [_through_dra(results_table(runs, trace), dra), failures_table(runs)],
         width=120,
     )
+
+
+def _through_dra(table: Table, dra: bool) -> Table:
+    """The results table, its title saying when the GPUs went through DRA devices."""
+    if dra:
+        table.title = f"{table.title} (GPUs through DRA devices)"
+    return table
 
 
 def _report(

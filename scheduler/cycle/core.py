@@ -186,6 +186,12 @@ class SchedulingCore:
         self.dra = DraCache(quota_ledger=self.cache.quotas.ledger)
         self._held_claims: dict[str, list[str]] = {}
         self._dra_gangs: set[str] = set()
+        # The DRA shared GPUs shown on the cache's nodes (show_shared_gpus) are caught
+        # up from the DraCache's per-node changes after this clock, and wholly when its
+        # reach epoch moves; nodes added since are shown too.
+        self._gpus_clock = 0
+        self._gpus_epoch = -1
+        self._gpus_nodes_added: set[str] = set()
         # Objects whose last event could not be applied (crash isolation), logged once.
         self.failures = FailureLog()
         # uid -> namespace/name of pods shown to gang assembly only as unreadable (the
@@ -214,9 +220,12 @@ class SchedulingCore:
     # --- events -----------------------------------------------------------------------
     @_isolated("Node")
     def apply_node(self, event: EventType | str, obj: Mapping[str, Any], now: float) -> None:
-        known = self.cache.node(str(metadata(obj).get("name") or ""))
+        name = str(metadata(obj).get("name") or "")
+        known = self.cache.node(name)
         generation = self.cache.generation
         self.cache.apply_node(event, obj)
+        if self.dra.slices and self.cache.node(name) is not None:
+            self._gpus_nodes_added.add(name)  # its labels may reach other devices too
         if event != EventType.DELETED and self.cache.generation != generation:
             hint = ClusterChange.NODE_UPDATED if known else ClusterChange.NODE_ADDED
             self.queue.cluster_changed(now, hint)
@@ -667,6 +676,29 @@ class SchedulingCore:
                 borrows = would_borrow(judged, self.cache.quotas, self.dra)
                 self.queue.set_borrowing(key, borrows, judged.namespace)
         self.borrower_order.update(self.queue, self.cache.quotas)
+        self._show_shared_gpus()
+
+    def _show_shared_gpus(self) -> None:
+        """Show each node's DRA shared GPUs, as the DraCache has them now, as the
+        node's devices in the cluster cache (cache/dra/gpu_shares.py), for the nodes
+        whose devices or their use changed since the last call: the packing scores and
+        the whole-node reserve then judge DRA shares as device-plugin shares."""
+        dra = self.dra
+        names: set[str] = self._gpus_nodes_added
+        self._gpus_nodes_added = set()
+        if dra.reach_epoch != self._gpus_epoch or not dra.reach_trackable():
+            if not dra.slices and self._gpus_epoch < 0:
+                return  # no DRA device was ever published: nothing to show
+            self._gpus_epoch = dra.reach_epoch
+            names = {node.name for node in self.cache.nodes()}
+        else:
+            names.update(dra.nodes_changed_since(self._gpus_clock))
+        self._gpus_clock = dra.change_clock
+        for name in names:
+            node = self.cache.node(name)
+            if node is not None:
+                gpus = dra.shared_gpus(name, node.labels)
+                self.cache.show_shared_gpus(name, gpus.devices, gpus.free)
 
     def _group_priority(self, key: str) -> int | None:
         """The priority gang `key`'s definition states (a native PodGroup's), if any."""
@@ -803,6 +835,8 @@ class SchedulingCore:
                 self.dra.forget(key)
             raise
         self._hold_volumes(plan)
+        for uid, gpu in plan.claim_gpus:
+            self.cache.note_claim_gpu(uid, gpu)
         held = [k for k in self._held_claims.pop(plan.gang_key, ()) if self.dra.is_assumed(k)]
         held += [key for key, _ in allocations]
         if held:

@@ -22,7 +22,10 @@ from collections.abc import Collection, Iterator, Mapping
 from functools import partial
 
 from cache.dra.claims import Allocation, Consumer
+from cache.dra.gpu_shares import shared_gpu_ids
+from cache.dra.slices import DeviceId
 from cache.dra.view import DeviceView
+from cache.gpu import DeviceShares
 from cache.group_claims import PODGROUP_CONSUMER_GROUP, PODGROUP_CONSUMER_RESOURCE, GroupClaims
 from cache.node import NodeInfo
 from cache.pod import PodInfo
@@ -48,6 +51,7 @@ class DraChoiceKind:
         "claims",
         "details",
         "extended",
+        "gpu_members",
         "group",
         "group_keys",
         "pods",
@@ -62,6 +66,7 @@ class DraChoiceKind:
         details: Mapping[str, str] | None = None,
         extended: Mapping[str, ExtendedDemand] | None = None,
         shared: tuple[GroupClaims, frozenset[str]] | None = None,
+        gpu_members: frozenset[str] = frozenset(),
     ) -> None:
         self.allocator = allocator
         # The gang's own claims (its native PodGroup's) and the keys members use them
@@ -72,6 +77,10 @@ class DraChoiceKind:
         # uid -> the member's DRA-backed extended resources (a virtual claim per node).
         self.extended: Mapping[str, ExtendedDemand] = extended or {}
         self.pods = pods
+        # Members judged by the GPU demand of their claim (dra_claims.py): the shares
+        # their node choice takes are shared GPUs of the node, which their allocation
+        # follows, and which the plan does not charge a second time.
+        self.gpu_members = gpu_members
         # uid -> the allocator's own words on why the member found nothing (last seen).
         self.details: dict[str, str] = dict(details or {})
         self.alternatives_left = MAX_REVISIT_ALTERNATIVES
@@ -120,15 +129,18 @@ class DraChoices:
         self.tentative = Tentative()
         self.members: dict[str, GangMember] = {}  # uid -> the member on its node, in order
 
-    def _member(self, pod: PodInfo, node: NodeInfo) -> GangMember:
+    def _member(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> GangMember:
         keys = self.kind.claims[pod.uid]
         demand = self.kind.extended.get(pod.uid)
         if demand is not None:
             keys = demand.keys_on(keys, node)
-        return GangMember(pod.uid, pod.namespace, keys, node.name, node.labels)
+        prefer: tuple[DeviceId, ...] = ()
+        if shares and pod.uid in self.kind.gpu_members:
+            prefer = shared_gpu_ids(node.devices, shares)
+        return GangMember(pod.uid, pod.namespace, keys, node.name, node.labels, prefer)
 
-    def offer(self, pod: PodInfo, node: NodeInfo) -> Take | None:
-        member = self._member(pod, node)
+    def offer(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
+        member = self._member(pod, node, shares)
         search = PodSearch(self.kind.allocator, member, self.tentative)
         choice = next(iter(search), None)
         if choice is None:
@@ -136,14 +148,14 @@ class DraChoices:
             return None
         return partial(self._take, ((member, choice),))
 
-    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+    def revisit(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         """`pod`'s devices on `node` found by moving the earlier members that could be
         in its way (on the same node, holding devices the node reaches, or having
         allocated a claim it shares) to other allocations on their own nodes."""
         kind = self.kind
         if kind.spent():
             return None
-        target = self._member(pod, node)
+        target = self._member(pod, node, shares)
         reached = {c.device_id for c in kind.cache.node_devices(node.name, node.labels).candidates}
         wanted = set(target.claims)
         held = self.tentative.by_pod()
@@ -260,4 +272,21 @@ class DraChoices:
                     group_members=members,
                 )
             )
-        return dataclasses.replace(plan, claims=tuple(claims))
+        placements = plan.placements
+        claim_gpus = tuple(
+            (p.pod_uid, self.kind.pods[p.pod_uid].gpu)
+            for p in placements
+            if p.pod_uid in self.kind.gpu_members and p.pod_uid in self.kind.pods
+        )
+        if self.kind.gpu_members:
+            # Their shares are the claims' devices, held by the DRA cache: the cluster
+            # cache charges no device for them (nor would a bind annotate one).
+            placements = tuple(
+                dataclasses.replace(p, shares=())
+                if p.pod_uid in self.kind.gpu_members and p.shares
+                else p
+                for p in placements
+            )
+        return dataclasses.replace(
+            plan, claims=tuple(claims), placements=placements, claim_gpus=claim_gpus
+        )

@@ -9,14 +9,19 @@ allocation"), as volume_claims.py resolves its PersistentVolumeClaims:
    with consumable capacity, a claim that cannot be read, an extended resource a
    DeviceClass provides through DRA) carries the reason as a problem: the planner sets
    it aside and its pods say why.
-2. Each member's `dra_reach`: the nodes where its claims can be allocated alone
+2. A member whose one claim to allocate is a GPU demand (cache/dra/gpu_shares.py)
+   gets that demand as its GPU request, so that GpuFit, the device chooser and the
+   packing scores judge it on the node's shared GPUs (shown as its devices by the
+   core) exactly as they judge an `nvidia.com/vgpu` or `nvidia.com/gpu` request; the
+   member-choice kind then allocates the devices the chosen shares name.
+3. Each member's `dra_reach`: the nodes where its claims can be allocated alone
    (against the devices others hold), which the DynamicResources filter reads, so that
    candidates, scores and kube-scheduler style counts see it as any other filter.
    A claim the pod lists exactly as its native PodGroup does (`spec.resourceClaims`,
    cache/group_claims.py) is the gang's: resolved through the PodGroup (a template's
    claim must be controlled by the PodGroup), allocated once for every member that
    uses it, and reserved for the PodGroup instead of the pods.
-3. The DRA member-choice kind (dra_choice.py) for the members with claims, which
+4. The DRA member-choice kind (dra_choice.py) for the members with claims, which
    allocates them across the gang.
 """
 
@@ -25,13 +30,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 
+from cache.dra.gpu_shares import gpu_demand, plain_shared_gpu, share_capacity
 from cache.dra.view import DeviceView
+from cache.gpu import NO_GPU, GpuRequest
 from cache.group_claims import GroupClaims
 from cache.pod import NodeScores, PodInfo
 from cache.pod_claims import PodResourceClaim
 from cache.snapshot import Snapshot
 from policies.dra.allocator import ClaimAllocator
 from policies.dra.gang import GangMember
+from policies.dra.selection import SelectorError
 from policies.dra.topology import allocation_score
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
 from scheduler.planner.dra_choice import DraChoiceKind
@@ -191,6 +199,7 @@ def resolve_dra(
     extended: dict[str, ExtendedDemand] = {}
     details: dict[str, str] = {}
     group_keys: set[str] = set()
+    gpu_members: set[str] = set()
     reaches: dict[Hashable, tuple[tuple[frozenset[str], str], str, NodeScores | None]] = {}
     for pod in pending:
         if pod.problems:
@@ -212,6 +221,7 @@ def resolve_dra(
         if demand is None and not keys:
             members.append(pod)
             continue
+        gpu = pod.gpu
         if demand is not None:
             pod = dataclasses.replace(pod, dra_extended=frozenset(demand.resources))
             demand.pod = pod
@@ -229,11 +239,19 @@ def resolve_dra(
             found = reaches[signature]
         else:
             signature = _demand(pod, keys, dra)
+            gpu = _gpu_request(pod, keys, dra)
             if signature not in reaches:
-                reaches[signature] = _reach(pod, keys, allocator, snapshot, memo, signature)
+                plain = (
+                    _plain_gpu_nodes(keys, allocator, snapshot, memo) if gpu != pod.gpu else None
+                )
+                reaches[signature] = _reach(
+                    pod, keys, allocator, snapshot, memo, signature, plain=plain
+                )
             found = reaches[signature]
         reach, detail, topology = found
-        members.append(dataclasses.replace(pod, dra_reach=reach, dra_topology=topology))
+        if gpu != pod.gpu:
+            gpu_members.add(pod.uid)
+        members.append(dataclasses.replace(pod, dra_reach=reach, dra_topology=topology, gpu=gpu))
         claims[pod.uid] = keys
         if detail:
             details[pod.uid] = detail
@@ -241,7 +259,23 @@ def resolve_dra(
         return members, None
     pods = {pod.uid: pod for pod in members if pod.uid in claims}
     shared = None if group is None else (group, frozenset(group_keys))
-    return members, DraChoiceKind(allocator, claims, pods, details, extended, shared)
+    kind = DraChoiceKind(allocator, claims, pods, details, extended, shared, frozenset(gpu_members))
+    return members, kind
+
+
+def _gpu_request(pod: PodInfo, keys: tuple[str, ...], dra: DeviceView) -> GpuRequest:
+    """The GPU request the planner judges the member by: its own (a device-plugin
+    request), else the GPU demand of its one claim when that claim is still to
+    allocate and is one (cache/dra/gpu_shares.py), else none."""
+    if pod.gpu != NO_GPU or len(keys) != 1 or dra.allocation_of(keys[0]) is not None:
+        return pod.gpu
+    if dra is not dra.reach_source:
+        # A what-if (preemption, reclaim, the starvation guard) frees the devices of
+        # the pods it takes away, which the GPUs shown on the nodes do not: the member
+        # is judged by the allocator alone there.
+        return pod.gpu
+    demand = gpu_demand(dra.claims[keys[0]])
+    return NO_GPU if demand is None else demand
 
 
 def _demand(pod: PodInfo, keys: tuple[str, ...], dra: DeviceView) -> Hashable:
@@ -258,6 +292,51 @@ def _demand(pod: PodInfo, keys: tuple[str, ...], dra: DeviceView) -> Hashable:
     return tuple(parts)
 
 
+def _plain_gpu_nodes(
+    keys: tuple[str, ...],
+    allocator: ClaimAllocator,
+    snapshot: Snapshot,
+    memo: ReachMemo | None,
+) -> frozenset[str] | None:
+    """For a member judged by the GPU demand of its one claim: the nodes where the
+    devices the claim's request can use are exactly the node's shown shared GPUs, all
+    plain (dra_reach.PlainGpuNodes); None when they cannot be kept."""
+    dra = allocator.cache
+    source = dra.reach_source  # which devices there are: a what-if only frees some
+    if memo is None or not source.reach_trackable():
+        return None
+    exact = dra.claims[keys[0]].requests[0].exactly
+    assert exact is not None  # a GPU demand (gpu_demand) has one `exactly` request
+    device_class = dra.classes.get(exact.device_class)
+    if device_class is None or device_class.problems:
+        return None
+    class_who = f"class {device_class.name}"
+    claim_who = f"claim {keys[0]} request {exact.name}"
+
+    def plain_on(name: str, labels: Mapping[str, str]) -> bool:
+        reached = source.node_devices(name, labels)
+        if reached.unusable or not reached.candidates:
+            return False
+        selectors = allocator.selectors
+        try:
+            for candidate in reached.candidates:
+                device, driver = candidate.device, candidate.device_id.driver
+                usable = (
+                    not device.refusal
+                    and selectors.match(device_class.selectors, class_who, driver, device)
+                    and selectors.match(exact.selectors, claim_who, driver, device)
+                )
+                shown = share_capacity(device) is not None
+                if shown != usable or (shown and not plain_shared_gpu(device)):
+                    return False
+        except SelectorError:
+            return False  # the allocator words it, node by node
+        return True
+
+    kind = (device_class, exact.selectors)
+    return memo.plain_gpus.nodes(source, snapshot, kind, plain_on)
+
+
 def _reach(
     pod: PodInfo,
     keys: tuple[str, ...],
@@ -266,12 +345,16 @@ def _reach(
     memo: ReachMemo | None = None,
     demand: Hashable = None,
     extended: ExtendedDemand | None = None,
+    plain: frozenset[str] | None = None,
 ) -> tuple[tuple[frozenset[str], str], str, NodeScores | None]:
     """The nodes where the claims can be allocated (or used) alone, the filter's
     words for the others, the allocator's words on the first node refused, and how
     tight the devices each of those nodes gives are (None: no node tells).
     `extended`: the pod's DRA-backed extended resources, a claim of their own on each
-    node that leaves some of them to DRA."""
+    node that leaves some of them to DRA. `plain`: nodes where GpuFit on the shown GPUs
+    decides for this member (PlainGpuNodes), counted in without an allocation: the
+    reach is then the same frozenset from one call to the next while no other node
+    fits, so the planner's kept rankings for the member's shape stay valid."""
     dra = allocator.cache
     allocating = extended is not None or any(dra.allocation_of(key) is None for key in keys)
     reusing = any(dra.allocation_of(key) is not None for key in keys)
@@ -304,6 +387,8 @@ def _reach(
         if allocating and not dra.may_reach_devices(name):
             skipped = skipped or name
             continue
+        if plain is not None and name in plain:
+            continue
         if answers is None:
             refusal, score = attempt(name, node.labels)
             if not refusal:
@@ -327,4 +412,7 @@ def _reach(
     detail = readable(detail)
     reason = CANNOT_ALLOCATE if allocating else NOT_AVAILABLE
     topology = NodeScores(scores) if scores else None
+    if plain is not None:
+        reached = plain.union(nodes) if nodes else plain
+        return (reached, reason), detail, topology
     return (frozenset(nodes), reason), detail, topology

@@ -27,6 +27,7 @@ from collections.abc import Callable, Hashable, Mapping
 
 from cache.dra.store import MAX_REMEMBERED_NODES, DraCache
 from cache.dra.view import DeviceView
+from cache.snapshot import Snapshot
 
 # Demands kept at once (each holds one answer per node it was asked about, at most
 # MAX_REMEMBERED_NODES); beyond this the least recently asked goes.
@@ -44,6 +45,46 @@ class _Answers:
         self.by_node: dict[str, tuple[tuple[int, int], Mapping[str, str], bool, float | None]] = {}
 
 
+class PlainGpuNodes:
+    """Per kind of GPU demand (its DeviceClass and selectors): the nodes on which the
+    devices it can use are exactly the shared GPUs the node shows, each plain
+    (cache/dra/gpu_shares.py, `plain_shared_gpu`). On those, GpuFit on the shown
+    GPUs decides whether the demand fits, so its reach needs no allocation per node
+    (scheduler/planner/dra_claims.py). Kept until a slice or class changes, or the
+    snapshot's nodes or labels do; only while every slice names its node."""
+
+    def __init__(self, max_kinds: int = MAX_REMEMBERED_DEMANDS) -> None:
+        self.max_kinds = max_kinds
+        self._kept: dict[Hashable, tuple[Hashable, frozenset[str]]] = {}
+
+    def nodes(
+        self,
+        dra: DraCache,
+        snapshot: Snapshot,
+        kind: Hashable,
+        plain_on: Callable[[str, Mapping[str, str]], bool],
+    ) -> frozenset[str]:
+        """The nodes of `snapshot` where `plain_on(node, labels)` holds, for `kind`,
+        kept while nothing they depend on changed (the same frozenset object then)."""
+        stamp = (
+            id(dra),
+            dra.slice_generation,
+            dra.reach_epoch,
+            id(snapshot),
+            snapshot.labels_generation,
+        )
+        kept = self._kept.get(kind)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        found = frozenset(
+            name for name, node in snapshot.nodes.items() if plain_on(name, node.labels)
+        )
+        if kind not in self._kept and len(self._kept) >= self.max_kinds:
+            del self._kept[next(iter(self._kept))]
+        self._kept[kind] = (stamp, found)
+        return found
+
+
 class ReachMemo:
     """Per demand, per node: whether the demand's claims can be allocated there alone,
     for one DraCache at a time."""
@@ -52,6 +93,7 @@ class ReachMemo:
         self.max_demands = max_demands
         self._cache: weakref.ref[DraCache] | None = None
         self._demands: dict[Hashable, _Answers] = {}
+        self.plain_gpus = PlainGpuNodes()
 
     def __len__(self) -> int:
         return len(self._demands)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Protocol
 
+from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from scheduler.planner.result import Plan
@@ -32,13 +33,15 @@ class MemberChoices(Protocol):
     """One attempt's choices of one kind: empty at the start of the attempt, filled
     member by member in the order the attempt places them."""
 
-    def offer(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+    def offer(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         """`pod`'s choice on `node`, given the choices recorded for the members before
         it, without recording it: calling the returned function records it. None when
-        `node` offers none (the search then tries another node)."""
+        `node` offers none (the search then tries another node). `shares`: the devices
+        of the node the pod's node choice took (a kind whose devices they are follows
+        them; docs/dra.md, "Packing DRA shares")."""
         ...
 
-    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+    def revisit(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         """`pod`'s choice on `node` found by changing the choices recorded for earlier
         members (each keeps its node), without recording anything: the returned
         function records the new choices of all of them. None when there is none, or

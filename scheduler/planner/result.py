@@ -9,6 +9,7 @@ from typing import Protocol
 
 from cache.cluster import Placement
 from cache.dra.claims import Allocation, Consumer
+from cache.gpu import GpuRequest
 from cache.pod import PodInfo
 from cache.topology_requirement import TopologyRequirement
 from policies.filters.volume_binding import ClaimChoice
@@ -56,6 +57,9 @@ class Plan:
     # The DRA claims of the placed members (docs/dra.md): each claim once, however many
     # members share it; written to the claim's status before the first Binding.
     claims: tuple[ClaimAllocation, ...] = ()
+    # pod uid -> the GPU demand of its claim, for the placed members the planner judged
+    # by it (scheduler/planner/dra_claims.py): what the cache records they hold.
+    claim_gpus: tuple[tuple[str, GpuRequest], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -218,7 +218,7 @@ class GangSearch:
             node = view.node(name)
             takes: list[Take] = []
             for made in concerned:
-                take = made.offer(turn.pod, node)
+                take = made.offer(turn.pod, node, found[1].shares)
                 if take is None:
                     break
                 takes.append(take)
@@ -246,7 +246,8 @@ class GangSearch:
             node = turn.view.node(found[0])
             takes: list[Take] = []
             for made in concerned:
-                take = made.offer(turn.pod, node) or made.revisit(turn.pod, node)
+                shares = found[1].shares
+                take = made.offer(turn.pod, node, shares) or made.revisit(turn.pod, node, shares)
                 if take is None:
                     break
                 takes.append(take)

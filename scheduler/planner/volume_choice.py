@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Collection
 from functools import partial
 
+from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from policies.filters.volume_binding import BIND_CONFLICT, GangVolumes, VolumeAssignment
@@ -49,11 +50,11 @@ class VolumeChoices:
     def __init__(self, assignment: VolumeAssignment) -> None:
         self.assignment = assignment
 
-    def offer(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+    def offer(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         offer = self.assignment.offer(pod, node)
         return None if offer is None else partial(self.assignment.take, offer)
 
-    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+    def revisit(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         return None  # a PV one member took is never worth moving: another PV is as good
 
     def into_plan(self, plan: Plan, left_out: Collection[str]) -> Plan:

@@ -17,6 +17,7 @@ running sum of the placed shares rather than summed over 1,213 nodes per pod.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,16 +25,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cache.cluster import EventType
+from cache.gpu import GpuRequest
+from cache.pod import PodInfo, pod_from_api
 from cache.resources import MILLI_PER_GPU
 from policies.profile import Profile
 from scheduler.cycle.core import SchedulingCore
 from scheduler.planner.result import Plan
+from scheduler.sim import dra as sim_dra
 from scheduler.sim.openb import (
     NAMESPACE,
     OpenbPod,
     PodRecords,
     Readings,
     deleted_pod_object,
+    per_gpu_milli,
     requested_gpu_milli,
 )
 from scheduler.sim.sizes import FailuresBySize, SizeFailures, size_class
@@ -104,6 +109,14 @@ def collector_tuned() -> Iterator[None]:
         gc.collect()
 
 
+def record_asking(record: PodInfo, pod: OpenbPod) -> PodInfo:
+    """The record with the GPUs the trace pod asks (a pod asking them through a
+    ResourceClaim has no GPU request of its own)."""
+    if record.gpu.count or not pod.num_gpu:
+        return record
+    return dataclasses.replace(record, gpu=GpuRequest(pod.num_gpu, per_gpu_milli(pod)))
+
+
 def cluster_gpu_milli(core: SchedulingCore) -> int:
     """GPU milli of every device of every node the core knows."""
     return sum(len(node.devices) for node in core.cache.nodes()) * MILLI_PER_GPU
@@ -114,13 +127,25 @@ def replay_openb(
     pods_in_order: Sequence[OpenbPod],
     profile: Profile,
     progress: Progress | None = None,
+    dra: bool = False,
+    finished: Callable[[SchedulingCore], None] | None = None,
 ) -> OpenbResult:
     """Replay `pods_in_order` on a fresh cluster of `nodes` (Node objects) under
-    `profile`; see the module doc for the protocol."""
+    `profile`; see the module doc for the protocol. `dra`: the GPUs as DRA devices and
+    the pods' GPUs as ResourceClaims (scheduler/sim/dra.py) instead of the annotation
+    model. `finished`: called with the core once the last pod is replayed (tests read
+    the cluster it ends with)."""
     started = time.perf_counter()
     core = SchedulingCore(profile, explain_failures=False)
+    if dra:
+        core.apply_dra_object("deviceclasses", EventType.ADDED, sim_dra.device_class(), 0.0)
     for node in nodes:
+        if dra:
+            node, resource_slice = sim_dra.dra_node(node)
+            if resource_slice is not None:
+                core.apply_dra_object("resourceslices", EventType.ADDED, resource_slice, 0.0)
         core.apply_node(EventType.ADDED, node, 0.0)
+    core.refresh(0.0)  # DRA GPUs are shown on their nodes from here on
     readings = Readings(cluster_gpu_milli(core))
     by_size = FailuresBySize(readings.total_gpu_milli)
     count = len(pods_in_order)
@@ -137,8 +162,18 @@ def replay_openb(
     with collector_tuned():
         for position, pod in enumerate(pods_in_order):
             now = float(position)
-            record = records.record(pod, position)
             arrived += requested_gpu_milli(pod)
+            claim = sim_dra.claim_object(pod, position) if dra else None
+            if dra:
+                record = pod_from_api(
+                    sim_dra.dra_pod_object(pod, position, core.scheduler_name),
+                    core.cache.share_milli,
+                    core.cache.gang_keys,
+                )
+                if claim is not None:
+                    core.apply_dra_object("resourceclaims", EventType.ADDED, claim, now)
+            else:
+                record = records.record(pod, position)
             core.add_parsed_pod(record, now)
             attempt = core.schedule_next(now)
             expected = f"{NAMESPACE}/pod:{pod.name}"
@@ -147,6 +182,9 @@ def replay_openb(
                 raise ReplayError(f"pod {position} ({pod.name}): the core scheduled {got}")
             placed = isinstance(attempt.result, Plan)
             if isinstance(attempt.result, Plan):
+                for key in sim_dra.claim_keys(attempt.result):
+                    core.dra.confirm(key)  # the status write, which never fails here
+                allocated += sim_dra.allocated_milli(attempt.result)
                 for placement in attempt.result.placements:
                     core.bound(placement)
                     allocated += sum(milli for _, milli in placement.shares)
@@ -158,14 +196,18 @@ def replay_openb(
                     and pod.gpu_milli >= MILLI_PER_GPU
                     and arrived <= readings.total_gpu_milli
                 ):
-                    whole.record(record, core.cache.nodes())
+                    whole.record(record_asking(record, pod), core.cache.nodes())
                 core.apply_pod(EventType.DELETED, deleted_pod_object(record), now)
+                if claim is not None:
+                    core.apply_dra_object("resourceclaims", EventType.DELETED, claim, now)
             by_size.record(pod, arrived, failed=not placed)
             readings.record(arrived, allocated)
             if progress is not None and (position + 1) % PROGRESS_EVERY == 0:
                 progress(position + 1, count)
     if progress is not None:
         progress(count, count)
+    if finished is not None:
+        finished(core)
     return OpenbResult(
         pods=count,
         failed_pods=failed,

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cache.cluster import ClusterCache, EventType
+from cache.gpu import DeviceShares
 from cache.node import NodeInfo
 from cache.pod import PodInfo
 from policies.filters.node_volume_limits import NodeVolumeUse
@@ -34,7 +35,7 @@ class _Widgets:
         self.taken: dict[str, str] = {}
         kind.attempts.append(self)
 
-    def offer(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+    def offer(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         self.kind.asked.append((pod.uid, node.name))
         used = sum(1 for name in self.taken.values() if name == node.name)
         if used >= self.kind.pool.get(node.name, 0):
@@ -45,7 +46,7 @@ class _Widgets:
 
         return take
 
-    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+    def revisit(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         return None
 
     def into_plan(self, plan: Plan, left_out: Collection[str]) -> Plan:
@@ -88,12 +89,12 @@ class _Refusing:
     def start(self) -> MemberChoices:
         return self
 
-    def offer(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+    def offer(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         if node.name in self.refused:
             return None
         return lambda: self.taken.append(node.name)
 
-    def revisit(self, pod: PodInfo, node: NodeInfo) -> Take | None:
+    def revisit(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         return None
 
     def into_plan(self, plan: Plan, left_out: Collection[str]) -> Plan:

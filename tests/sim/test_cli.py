@@ -282,3 +282,28 @@ def test_seed_lists_and_mean_curves() -> None:
     assert describe_seeds([42]) == "42" and describe_seeds([1, 5, 9]) == "1, 5, 9"
     runs = [fake_run("fgd", 1, 90.0, 95.0), fake_run("fgd", 2, 92.0, 97.0)]
     assert mean_curves(runs) == {"fgd": [(100, 91.0), (130, 96.0)]}
+
+
+def test_dra_replays_the_same_trace_through_dra_devices(
+    trace_files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--dra`: the same figures as the annotation model (real profiles: the shares go
+    through ResourceClaims on ResourceSlices), the table saying so."""
+    nodes, pods = trace_files
+    args = ["--nodes", str(nodes), "--pods", str(pods), "--policy", "fgd", "--seed", "3"]
+    code, annotation, _ = run([*args, "--json"], capsys)
+    assert code == 0
+    code, dra, _ = run([*args, "--json", "--dra"], capsys)
+    assert code == 0
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in json.loads(dra)["results"]]
+    assert strip == [
+        {k: v for k, v in r.items() if k != "seconds"} for r in json.loads(annotation)["results"]
+    ]
+    code, table, _ = run([*args, "--dra"], capsys)
+    assert code == 0 and "(GPUs through DRA devices)" in table
+
+
+def test_dra_is_refused_for_the_time_based_replay(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["--generate", "5", "--dra"], capsys)
+    assert code == 2 and not out
+    assert "--dra is for the openb replay" in err and err.count("\n") == 1
