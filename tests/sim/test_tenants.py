@@ -73,7 +73,8 @@ def test_a_quotas_file_reads_as_the_scheduler_reads_it() -> None:
         ),
         (
             QUOTA.replace('cpu: "64"', "pods: 10"),
-            "ElasticQuota team-a/team-a: spec.min: 'pods' not enforced (only GPU, cpu, memory)",
+            "ElasticQuota team-a/team-a: spec.min: 'pods' not enforced "
+            "(only GPU, cpu, memory and DRA devices per DeviceClass)",
         ),
         (
             QUOTA + QUOTA.replace("name: team-a,", "name: other,"),
