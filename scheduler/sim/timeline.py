@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cache.cluster import EventType, Placement, Reservation
+from cache.native_gang import native_podgroup_from_api
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from policies.profile import Profile, build_profile
 from scheduler.cycle.core import SchedulingCore
@@ -387,12 +388,21 @@ class _Replay:
             self.next_arrival += 1
             group = task_podgroup(task)
             if group is not None:  # created with the pods, before them, as a user would
-                self.core.apply_podgroup(EventType.ADDED, group, now)
+                self._apply_group(task, EventType.ADDED, group, now)
             pods = task_pods(task, self.core.scheduler_name)
             running = _Running(index, task, pods, [pod["metadata"]["uid"] for pod in pods])
             self.active[task.key] = running
             self.outcomes[index].queued_since = now
             self._queue(running, now)
+
+    def _apply_group(
+        self, task: Task, event: EventType, group: Mapping[str, Any], now: float
+    ) -> None:
+        """The task's PodGroup as the informer of its API hands it to the core."""
+        if task.podgroup == "native":
+            self.core.apply_gang_group(native_podgroup_from_api, event, group, now)
+        else:
+            self.core.apply_podgroup(event, group, now)
 
     def _queue(self, running: _Running, now: float) -> None:
         self.waiting.add(running.task.key)
@@ -411,7 +421,7 @@ class _Replay:
             group = task_podgroup(running.task)
             if group is not None:
                 gone = {**group, "metadata": {**group["metadata"], "resourceVersion": "2"}}
-                self.core.apply_podgroup(EventType.DELETED, gone, now)
+                self._apply_group(running.task, EventType.DELETED, gone, now)
             self.outcomes[index].finish = finish
             self.left += 1
 

@@ -66,11 +66,17 @@ _TASK_FIELDS = (
     "min_member",
     "namespace",
     "topology",
+    "podgroup",
     "roles",
 )
+# Which PodGroup API carries a task's topology: this project's CRD, or Kubernetes' own
+# (1.36 alpha, `scheduling.k8s.io/v1alpha2`: one required level, no preferred levels
+# or slices).
+PODGROUP_APIS = ("crd", "native")
 # The PodGroup a task with a topology comes with: this project's CRD
 # (deploy/crd-podgroup.yaml), as a user writes it.
 PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+NATIVE_PODGROUP_API_VERSION = "scheduling.k8s.io/v1alpha2"
 # A namespace is a DNS label (RFC 1123), as Kubernetes requires.
 _NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ROLE_FIELDS = ("name", "replicas", "cpu", "memory", "gpus", "gpu_milli", "gpu_type")
@@ -113,6 +119,8 @@ class Task:
     # Where the gang may run (the PodGroup's spec.topology, as read by the core's own
     # reader); None: anywhere.
     topology: TopologyRequirement | None = None
+    # The PodGroup API stating it (PODGROUP_APIS).
+    podgroup: str = "crd"
 
     @property
     def key(self) -> str:
@@ -209,7 +217,22 @@ def _parse_task(raw: object, where: str) -> Task:
             f"digits or '-'), got {namespace!r}"
         )
     topology = _parse_topology(raw.get("topology"), min_member or pods, where)
-    return Task(name, arrival, duration, tuple(roles), priority, min_member, namespace, topology)
+    api = raw.get("podgroup", "crd")
+    if api not in PODGROUP_APIS:
+        raise WorkloadError(
+            f"{where}: field 'podgroup' must be one of {', '.join(PODGROUP_APIS)}, got {api!r}"
+        )
+    if api == "native":
+        if topology is None:
+            raise WorkloadError(f"{where}: field 'podgroup' needs 'topology'")
+        if topology.preferred_keys or topology.slice_key is not None:
+            raise WorkloadError(
+                f"{where}: a native PodGroup states one required level only "
+                "(spec.schedulingConstraints.topology[0].key): no preferredKeys or slices"
+            )
+    return Task(
+        name, arrival, duration, tuple(roles), priority, min_member, namespace, topology, api
+    )
 
 
 def _parse_topology(value: object, gang_size: int, where: str) -> TopologyRequirement | None:
@@ -368,6 +391,8 @@ def task_pods(
     again = f"-r{restart}" if restart else ""
     # With a PodGroup (a task with a topology) the gang's size is the PodGroup's.
     annotations = {} if task.topology else {MIN_MEMBER_ANNOTATION: str(task.gang_min)}
+    native = task.topology is not None and task.podgroup == "native"
+    labels = {"sim/role": ""} if native else {GANG_LABEL: task.name, "sim/role": ""}
     pods: list[dict[str, Any]] = []
     for role in task.roles:
         requests: dict[str, str] = {"cpu": f"{role.cpu_milli}m", "memory": str(role.memory_bytes)}
@@ -382,6 +407,8 @@ def task_pods(
         }
         if role.gpu_types:
             spec["affinity"] = _product_affinity(role.gpu_types)
+        if native:  # Kubernetes' own gang field names the PodGroup
+            spec["schedulingGroup"] = {"podGroupName": task.name}
         for index in range(role.replicas):
             pods.append(
                 {
@@ -393,7 +420,7 @@ def task_pods(
                         "uid": pod_uid(task, role, index, restart),
                         "resourceVersion": "1",
                         "creationTimestamp": created,
-                        "labels": {GANG_LABEL: task.name, "sim/role": role.name},
+                        "labels": {**labels, "sim/role": role.name},
                         "annotations": annotations,
                     },
                     "spec": spec,
@@ -409,6 +436,8 @@ def task_podgroup(task: Task, namespace: str | None = None) -> dict[str, Any] | 
     `spec.topology` the requirement, created at the task's arrival."""
     if task.topology is None:
         return None
+    if task.podgroup == "native":
+        return _native_podgroup(task, task.topology, namespace)
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": "PodGroup",
@@ -420,6 +449,27 @@ def task_podgroup(task: Task, namespace: str | None = None) -> dict[str, Any] | 
             "creationTimestamp": creation_timestamp(task.arrival),
         },
         "spec": {"minMember": task.gang_min, "topology": topology_fields(task.topology)},
+    }
+
+
+def _native_podgroup(
+    task: Task, topology: TopologyRequirement, namespace: str | None
+) -> dict[str, Any]:
+    """Kubernetes' own PodGroup (1.36 alpha) stating the task's gang and required level."""
+    return {
+        "apiVersion": NATIVE_PODGROUP_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": task.name,
+            "namespace": namespace or task.namespace,
+            "uid": f"{task.namespace}-{task.name}-podgroup",
+            "resourceVersion": "1",
+            "creationTimestamp": creation_timestamp(task.arrival),
+        },
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": task.gang_min}},
+            "schedulingConstraints": {"topology": [{"key": topology.required_key}]},
+        },
     }
 
 
@@ -617,6 +667,7 @@ def require_topology(
                 task.min_member,
                 task.namespace,
                 requirement,
+                task.podgroup,
             )
         )
     return out
@@ -786,6 +837,8 @@ def workload_yaml(tasks: Sequence[Task]) -> str:
             entry["namespace"] = task.namespace
         if task.topology is not None:
             entry["topology"] = topology_fields(task.topology)
+        if task.podgroup != "crd":
+            entry["podgroup"] = task.podgroup
         roles = []
         for role in task.roles:
             item: dict[str, Any] = {

@@ -223,17 +223,21 @@ TINY_WORKLOAD = """
 """
 
 
-def _tiny(choice: str) -> TimelineResult:
+def _tiny(choice: str, api: str = "crd") -> TimelineResult:
+    workload = TINY_WORKLOAD
+    if api == "native":
+        workload = workload.replace("topology:", "podgroup: native, topology:")
     return replay_timeline(
         parse_cluster(TINY_CLUSTER),
-        parse_workload(TINY_WORKLOAD),
+        parse_workload(workload),
         build_profile("binpack"),
         domain_choice=choice,  # type: ignore[arg-type]
     )
 
 
-def test_the_figures_of_a_hand_checked_case_first_fit() -> None:
-    result = _tiny("first-fit")
+@pytest.mark.parametrize("api", ["crd", "native"])
+def test_the_figures_of_a_hand_checked_case_first_fit(api: str) -> None:
+    result = _tiny("first-fit", api)
     a, c, _ = result.outcomes
     assert (a.domain, a.start) == ("b-r0", 0.0)
     assert (c.domain, c.start) == ("b-r0", 100.0)
@@ -262,6 +266,25 @@ def test_the_figures_of_a_hand_checked_case_smallest() -> None:
     assert waits is not None and waits.p95 == 0.0
     # a 4 x 100 and c 8 x 10 again, only earlier.
     assert result.utilization_mean == pytest.approx(480 / 2400)
+
+
+def test_a_native_podgroup_carries_the_required_level_as_kubernetes_writes_it() -> None:
+    (task,) = parse_workload(
+        TASK.replace("sliceSize: 2,\n             sliceKey: nvidia.com/gpu.clique", "").replace(
+            "topology:", "podgroup: native\n  topology:"
+        )
+    )
+    group = task_podgroup(task)
+    assert group is not None and group["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert group["spec"] == {
+        "schedulingPolicy": {"gang": {"minCount": 4}},
+        "schedulingConstraints": {"topology": [{"key": RACK_LABEL}]},
+    }
+    pods = task_pods(task)
+    assert all(p["spec"]["schedulingGroup"] == {"podGroupName": "big"} for p in pods)
+    assert all("scheduling.x-k8s.io/pod-group" not in p["metadata"]["labels"] for p in pods)
+    with pytest.raises(WorkloadError, match="one required level only"):
+        parse_workload(TASK.replace("topology:", "podgroup: native\n  topology:"))
 
 
 def test_a_run_without_topology_reports_as_before() -> None:
