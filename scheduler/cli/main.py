@@ -267,6 +267,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="seconds a preempted gang takes to terminate (default: 30)",
     )
+    topology = simulate.add_argument_group(
+        "required topology (time-based replay; docs/simulator.md, 'Required topology')"
+    )
+    topology.add_argument(
+        "--require-topology",
+        metavar="FRACTION",
+        type=float,
+        help="with --generate: this fraction of the gangs of several pods require one "
+        "rack or one NVLink clique of the cluster file's rack_nodes/clique_nodes (default: 0)",
+    )
+    topology.add_argument(
+        "--domain-choice",
+        metavar="NAME",
+        action="append",
+        help="which domain of a required level a gang gets; repeatable, each run per "
+        "policy and seed: smallest (this scheduler's default), learnt, best-fit (least "
+        "free capacity, as Kueue's TAS), first-fit (by name)",
+    )
     simulate.set_defaults(handler=_simulate)
     agent = commands.add_parser(
         "node-agent",

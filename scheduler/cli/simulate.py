@@ -16,6 +16,7 @@ from rich.table import Table
 
 from cache.pod import pod_from_api
 from scheduler.cli.demo import run_demo
+from scheduler.planner.required_domain import DomainChoice
 from scheduler.sim import profiles as openb_policies
 from scheduler.sim import timeline as timeline_policies
 from scheduler.sim.cluster_spec import (
@@ -24,6 +25,7 @@ from scheduler.sim.cluster_spec import (
     default_cluster,
     gpu_pools,
     load_cluster,
+    topology_levels,
 )
 from scheduler.sim.defaults import (
     DEFAULT_LOAD,
@@ -72,6 +74,7 @@ from scheduler.sim.tenants import (
     run_mode,
 )
 from scheduler.sim.timeline import DEFAULT_PREEMPTION_GRACE, replay_timeline
+from scheduler.sim.topology_figures import DOMAIN_CHOICES
 from scheduler.sim.workload import (
     Task,
     WorkloadError,
@@ -147,6 +150,10 @@ def _run_simulation(args: argparse.Namespace) -> int:
     dra = bool(getattr(args, "dra", False))
     if args.cluster is not None:
         raise _UsageError("--cluster is for the time-based replay: give --workload or --generate")
+    for name in ("require_topology", "domain_choice"):
+        if getattr(args, name, None) is not None:
+            flag = f"--{name.replace('_', '-')}"
+            raise _UsageError(f"{flag} is for the time-based replay: give --workload or --generate")
     if args.quotas is not None:
         raise _UsageError(
             "--quotas is for the time-based replay: give --teams, --workload or --generate"
@@ -306,10 +313,19 @@ def _timeline_workloads(
         raise _UsageError(f"--generate needs a number of tasks >= 1, got {args.generate}")
     gpus = cluster_size(nodes).total_gpu_milli // 1000
     pools = gpu_pools(nodes)
+    share = getattr(args, "require_topology", None) or 0.0
+    levels = topology_levels(nodes)
+    if share and not levels:
+        raise _UsageError(
+            "--require-topology needs a cluster with racks or NVLink cliques "
+            "(pool fields rack_nodes, clique_nodes: docs/simulator.md)"
+        )
     seeds: list[int] = list(dict.fromkeys(args.seed or [DEFAULT_SEED]))
     workloads: list[tuple[int | None, list[Task]]] = []
     for seed in seeds:
-        tasks = generate_workload(seed, args.generate, gpus, args.load, pools=pools)
+        tasks = generate_workload(
+            seed, args.generate, gpus, args.load, pools=pools, required_share=share, levels=levels
+        )
         offered = offered_load(tasks, gpus)
         if offered is not None and offered < 0.9 * args.load:
             print(
@@ -364,6 +380,7 @@ def _run_timeline(args: argparse.Namespace) -> int:
         raise _UsageError(f"--load must be a number > 0, got {args.load}")
     if args.plot and not Path(args.plot).parent.is_dir():
         raise _UsageError(f"cannot write the plot {args.plot}: no such directory")
+    choices = _domain_choices(args)
     catalogue = timeline_policies
     policies: list[str] = list(dict.fromkeys(args.policy or catalogue.DEFAULT_TIMELINE_POLICIES))
     unknown = [name for name in policies if name not in catalogue.TIMELINE_POLICIES]
@@ -375,6 +392,8 @@ def _run_timeline(args: argparse.Namespace) -> int:
     nodes = _timeline_cluster(args)
     workloads = _timeline_workloads(args, nodes)
     if args.quotas is not None:
+        if choices != [None]:
+            raise _UsageError("--domain-choice is not compared with --quotas: run it without")
         return _run_tenants(args, nodes, workloads, policies if args.policy else None)
 
     runs: list[TimelineRun] = []
@@ -385,23 +404,27 @@ def _run_timeline(args: argparse.Namespace) -> int:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    total = len(policies) * sum(len(tasks) for _, tasks in workloads)
+    total = len(policies) * len(choices) * sum(len(tasks) for _, tasks in workloads)
     with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         bar = progress.add_task("simulating", total=total)
         done_before = 0
         for policy in policies:
-            for seed, tasks in workloads:
-                profile = catalogue.timeline_profile(policy)
-                label = policy if seed is None else f"{policy} seed {seed}"
-                progress.update(bar, description=label)
-                base = done_before
+            for choice in choices:
+                for seed, tasks in workloads:
+                    profile = catalogue.timeline_profile(policy)
+                    label = policy if choice is None else f"{policy}, {choice}"
+                    label = label if seed is None else f"{label} seed {seed}"
+                    progress.update(bar, description=label)
+                    base = done_before
 
-                def advance(done: int, _count: int, base: int = base) -> None:
-                    progress.update(bar, completed=base + done)
+                    def advance(done: int, _count: int, base: int = base) -> None:
+                        progress.update(bar, completed=base + done)
 
-                result = replay_timeline(nodes, tasks, profile, progress=advance)
-                done_before += len(tasks)
-                runs.append(TimelineRun(policy, seed, result))
+                    result = replay_timeline(
+                        nodes, tasks, profile, progress=advance, domain_choice=choice
+                    )
+                    done_before += len(tasks)
+                    runs.append(TimelineRun(policy, seed, result))
 
     title = _timeline_title(args)
     return _report(
@@ -413,6 +436,28 @@ def _run_timeline(args: argparse.Namespace) -> int:
     )
 
 
+def _domain_choices(args: argparse.Namespace) -> list[DomainChoice | None]:
+    """The domain choices to run (each per policy and seed); [None]: the planner's."""
+    names = getattr(args, "domain_choice", None)
+    share = getattr(args, "require_topology", None)
+    if share is not None:
+        if args.generate is None:
+            raise _UsageError(
+                "--require-topology is for --generate (a workload file says it per task)"
+            )
+        if not (0.0 <= share <= 1.0):
+            raise _UsageError(f"--require-topology must be a fraction in [0, 1], got {share}")
+    if not names:
+        return [None]
+    chosen: list[DomainChoice | None] = []
+    for name in dict.fromkeys(names):
+        choice = DOMAIN_CHOICES.get(name)
+        if choice is None:
+            raise _UsageError(f"unknown domain choice {name!r}; known: {', '.join(DOMAIN_CHOICES)}")
+        chosen.append(choice)
+    return chosen
+
+
 def _timeline_title(args: argparse.Namespace) -> str:
     if args.workload is not None:
         source = Path(args.workload).name
@@ -421,6 +466,9 @@ def _timeline_title(args: argparse.Namespace) -> str:
         source = f"teams of {name}"
     else:
         source = f"{args.generate} generated tasks, load {args.load:g}"
+        share = getattr(args, "require_topology", None)
+        if share:
+            source += f", {share:g} of the gangs requiring a rack or clique"
     cluster = Path(args.cluster).name if args.cluster else "bundled 64-node cluster"
     return f"{source} on {cluster}"
 

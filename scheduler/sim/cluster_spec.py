@@ -11,6 +11,8 @@ A YAML cluster is a list of node pools (docs/simulator.md documents every field)
         gpu_model: A100      # the nodes' nvidia.com/gpu.product label
         links: nvlink        # nvlink | pcie | none
         racks: 4             # nodes spread over topology.kubernetes.io/zone rack-0..rack-3
+        rack_nodes: 8        # racks of 8 nodes: label topology.kubernetes.io/rack dgx-r0, ...
+        clique_nodes: 2      # NVLink cliques of 2 nodes inside each rack: nvidia.com/gpu.clique
 
 Each node becomes a Node object as the API server would return it, with the
 `gang-scheduler.io/gpu-topology` annotation the node agent would publish (devices and
@@ -19,6 +21,11 @@ the `nvidia-smi topo -m` link matrix) unless `links: none`. Link kinds:
 - `pcie`: GPUs behind PCIe switches of `gpus_per_switch` (default 2): `PIX` within a
   switch, `SYS` across;
 - `none`: no topology annotation (devices are inferred from the GPU count; no links known).
+
+`rack_nodes` and `clique_nodes` give the levels a gang may require (issue 30): racks
+of consecutive nodes (label `topology.kubernetes.io/rack`, values `<pool>-r<i>`) and
+multi-node NVLink domains of consecutive nodes inside each rack (label
+`nvidia.com/gpu.clique`, values `<pool>-r<i>-c<j>`, or `<pool>-c<j>` without racks).
 
 A `.csv` file is read as the openb node list (`scheduler.sim.openb.load_nodes`).
 """
@@ -31,17 +38,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from cache.dra.topology import NVLINK_CLIQUE_LABEL
 from cache.gpu import PRODUCT_LABEL
 from cache.quantity import QuantityError, to_milli, to_units
 from cache.resources import WHOLE_GPU, parse_resource_list
 from scheduler.process.yamltext import YamlSyntaxError, load_yaml
 from scheduler.sim.objects import ZONE_LABEL, node_object, nvlink_links, pcie_links
 from scheduler.sim.openb import OpenbFormatError, load_nodes
-from scheduler.sim.workload import GpuPool
+from scheduler.sim.workload import GpuPool, TopologyLevel
 
 DEFAULT_CLUSTER = "cluster-mixed-64.yaml"
 EXAMPLE_WORKLOAD = "workload-example.yaml"
 LINK_KINDS = ("nvlink", "pcie", "none")
+# The rack level of `rack_nodes` (the label the issue and Kueue's examples use).
+RACK_LABEL = "topology.kubernetes.io/rack"
+CLIQUE_LABEL = NVLINK_CLIQUE_LABEL
 PODS_PER_NODE = 110
 _POOL_FIELDS = (
     "name",
@@ -55,6 +66,8 @@ _POOL_FIELDS = (
     "nvlinks",
     "gpus_per_switch",
     "racks",
+    "rack_nodes",
+    "clique_nodes",
     "labels",
 )
 _TOP_FIELDS = ("pools", "description")
@@ -77,6 +90,10 @@ class Pool:
     nvlinks: int = 12
     gpus_per_switch: int = 2
     racks: int = 0
+    # Nodes per rack (label RACK_LABEL) and per NVLink clique inside a rack
+    # (CLIQUE_LABEL); 0: no such label.
+    rack_nodes: int = 0
+    clique_nodes: int = 0
     labels: tuple[tuple[str, str], ...] = ()
 
 
@@ -167,6 +184,13 @@ def _parse_pool(raw: object, where: str, source: str) -> Pool:
     nvlinks = _whole(raw, "nvlinks", where, minimum=1, default=12)
     per_switch = _whole(raw, "gpus_per_switch", where, minimum=1, default=2)
     racks = _whole(raw, "racks", where, minimum=1, default=0)
+    rack_nodes = _whole(raw, "rack_nodes", where, minimum=1, default=0)
+    clique_nodes = _whole(raw, "clique_nodes", where, minimum=1, default=0)
+    if clique_nodes and rack_nodes and clique_nodes > rack_nodes:
+        raise ClusterSpecError(
+            f"{where}: field 'clique_nodes' ({clique_nodes}) must not exceed 'rack_nodes' "
+            f"({rack_nodes}): a clique lies inside one rack"
+        )
     labels = raw.get("labels") or {}
     if not isinstance(labels, dict) or not all(
         isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in labels.items()
@@ -184,6 +208,8 @@ def _parse_pool(raw: object, where: str, source: str) -> Pool:
         nvlinks=nvlinks,
         gpus_per_switch=per_switch,
         racks=racks,
+        rack_nodes=rack_nodes,
+        clique_nodes=clique_nodes,
         labels=tuple(sorted((k, str(v)) for k, v in labels.items())),
     )
 
@@ -239,7 +265,11 @@ def _links(pool: Pool) -> list[list[str]] | None:
 
 def nodes_of(pools: Iterable[Pool]) -> list[dict[str, Any]]:
     """Node objects for the pools, in pool order. Racks are contiguous blocks: with
-    `racks: 4` and 16 nodes, nodes 0-3 are in rack-0, 4-7 in rack-1, and so on."""
+    `racks: 4` and 16 nodes, nodes 0-3 are in rack-0, 4-7 in rack-1, and so on.
+    `rack_nodes` and `clique_nodes` cut the pool the same way, by size: with 10 nodes,
+    `rack_nodes: 4` and `clique_nodes: 2`, racks r0 (nodes 0-3), r1 (4-7), r2 (8-9),
+    cliques r0-c0 (0-1), r0-c1 (2-3), r1-c0 (4-5), ... (a last rack or clique may be
+    smaller)."""
     nodes: list[dict[str, Any]] = []
     for pool in pools:
         width = max(2, len(str(pool.count - 1)))
@@ -249,6 +279,7 @@ def nodes_of(pools: Iterable[Pool]) -> list[dict[str, Any]]:
             labels = dict(pool.labels)
             if pool.racks:
                 labels[ZONE_LABEL] = f"rack-{index * pool.racks // pool.count}"
+            labels.update(_level_labels(pool, index))
             nodes.append(
                 node_object(
                     name,
@@ -265,6 +296,20 @@ def nodes_of(pools: Iterable[Pool]) -> list[dict[str, Any]]:
     return nodes
 
 
+def _level_labels(pool: Pool, index: int) -> dict[str, str]:
+    """The rack and clique labels of the pool's `index`-th node (none when not asked)."""
+    labels: dict[str, str] = {}
+    prefix = pool.name
+    within = index
+    if pool.rack_nodes:
+        rack, within = divmod(index, pool.rack_nodes)
+        prefix = f"{pool.name}-r{rack}"
+        labels[RACK_LABEL] = prefix
+    if pool.clique_nodes:
+        labels[CLIQUE_LABEL] = f"{prefix}-c{within // pool.clique_nodes}"
+    return labels
+
+
 def gpu_pools(nodes: Iterable[Mapping[str, Any]]) -> list[GpuPool]:
     """GPUs per model (the product label; "" when a node has none), for the generator."""
     totals: dict[str, list[int]] = {}
@@ -278,3 +323,21 @@ def gpu_pools(nodes: Iterable[Mapping[str, Any]]) -> list[GpuPool]:
         entry[0] += gpus
         entry[1] = max(entry[1], gpus)
     return [GpuPool(model, total, most) for model, (total, most) in sorted(totals.items())]
+
+
+def topology_levels(nodes: Iterable[Mapping[str, Any]]) -> list[TopologyLevel]:
+    """The clique and rack levels the nodes carry, narrowest first, each with the GPUs of
+    its largest domain (for the generator's required gangs); absent levels left out."""
+    levels: list[TopologyLevel] = []
+    for key in (CLIQUE_LABEL, RACK_LABEL):
+        gpus: dict[str, int] = {}
+        for node in nodes:
+            labels = (node.get("metadata") or {}).get("labels") or {}
+            value = labels.get(key)
+            if value is None:
+                continue
+            allocatable = parse_resource_list((node.get("status") or {}).get("allocatable"))
+            gpus[str(value)] = gpus.get(str(value), 0) + allocatable.get(WHOLE_GPU, 0)
+        if gpus:
+            levels.append(TopologyLevel(key, max(gpus.values())))
+    return levels

@@ -19,6 +19,7 @@ from typing import Any
 
 from rich.table import Table
 
+from scheduler.sim.cluster_spec import RACK_LABEL
 from scheduler.sim.replay import REPORTED_PERCENTS, OpenbResult
 from scheduler.sim.sizes import SizeFailures, size_order
 from scheduler.sim.steady import utilization_mean_steady, warmup_end
@@ -382,7 +383,7 @@ def timeline_entry(run: TimelineRun) -> dict[str, Any]:
     result = run.result
     delays = result.queueing_delay()
     jct = result.completion_times()
-    return {
+    entry: dict[str, Any] = {
         "policy": run.policy,
         "seed": run.seed,
         "utilization_mean": round(result.utilization_mean, 4),
@@ -410,6 +411,32 @@ def timeline_entry(run: TimelineRun) -> dict[str, Any]:
         "utilization_mean_steady": round(utilization_mean_steady(result), 4),
         "warmup_end_s": _seconds(warmup_end(result)),
     }
+    # Added by issue 30, only for runs that ask it (other runs print as before).
+    if result.domain_choice is not None:
+        entry["domain_choice"] = result.domain_choice
+    if result.required_topology:
+        entry["topology"] = topology_entry(result)
+    return entry
+
+
+def topology_entry(result: TimelineResult) -> dict[str, Any]:
+    """The required-topology figures of a run (docs/simulator.md, "Required topology")."""
+    waits = result.required_waits()
+    counts: dict[str, int] = {}
+    for outcome in result.outcomes:
+        topology = outcome.task.topology
+        if topology is not None and topology.required_key is not None:
+            counts[topology.required_key] = counts.get(topology.required_key, 0) + 1
+    return {
+        "stranded_mean": round(result.stranded_mean, 4),
+        "required_tasks": dict(sorted(counts.items())),
+        "required_wait_s": {
+            key: None
+            if p is None
+            else {"p50": _seconds(p.p50), "p95": _seconds(p.p95), "p99": _seconds(p.p99)}
+            for key, p in waits.items()
+        },
+    }
 
 
 def timeline_json(runs: Sequence[TimelineRun]) -> dict[str, Any]:
@@ -432,8 +459,14 @@ def _duration(value: float | None) -> str:
     return f"{value / 86400:.1f}d"
 
 
+def _policy_label(run: TimelineRun) -> str:
+    choice = run.result.domain_choice
+    return run.policy if choice is None else f"{run.policy}, {choice}"
+
+
 def _run_label(run: TimelineRun) -> str:
-    return run.policy if run.seed is None else f"{run.policy} (seed {run.seed})"
+    label = _policy_label(run)
+    return label if run.seed is None else f"{label} (seed {run.seed})"
 
 
 def timeline_tables(runs: Sequence[TimelineRun], title: str) -> list[Table]:
@@ -459,7 +492,7 @@ def timeline_tables(runs: Sequence[TimelineRun], title: str) -> list[Table]:
         jct = result.completion_times()
         link = result.mean_link_score
         summary.add_row(
-            run.policy,
+            _policy_label(run),
             "-" if run.seed is None else str(run.seed),
             f"{100 * result.utilization_mean:.1f}",
             f"{100 * utilization_mean_steady(result):.1f}",
@@ -493,7 +526,41 @@ def timeline_tables(runs: Sequence[TimelineRun], title: str) -> list[Table]:
                     )
                 )
         delays.add_row(*cells)
-    return [summary, delays]
+    tables = [summary, delays]
+    if any(run.result.required_topology for run in runs):
+        tables.append(topology_table(runs))
+    return tables
+
+
+def topology_table(runs: Sequence[TimelineRun]) -> Table:
+    """Per run: stranded gangs, the waits of gangs per required level, GPU util."""
+    keys = sorted(
+        {key for run in runs for key in run.result.required_waits()},
+        key=lambda k: (k != RACK_LABEL, k),
+    )
+    table = Table(title="required topology (issue 30)")
+    table.add_column("policy")
+    table.add_column("seed", justify="right")
+    table.add_column("stranded (mean gangs)", justify="right")
+    for key in keys:
+        table.add_column(f"wait p50 / p95, {key.rpartition('/')[2]}-required", justify="right")
+    table.add_column("GPU util %", justify="right")
+    for run in runs:
+        result = run.result
+        waits = result.required_waits()
+        cells = [_policy_label(run), "-" if run.seed is None else str(run.seed)]
+        cells.append(f"{result.stranded_mean:.3f}")
+        for key in keys:
+            p = waits.get(key)
+            cells.append("-" if p is None else f"{_duration(p.p50)} / {_duration(p.p95)}")
+        cells.append(f"{100 * result.utilization_mean:.1f}")
+        table.add_row(*cells)
+    table.caption = (
+        "stranded: time-weighted mean, over the arrival window, of the gangs waiting for one "
+        "domain of their required level while the free GPUs of the whole cluster could hold "
+        "them but those of no such domain could"
+    )
+    return table
 
 
 def arrival_window(result: TimelineResult) -> tuple[float, float]:

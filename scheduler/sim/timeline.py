@@ -46,12 +46,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cache.cluster import EventType, Placement, Reservation
+from cache.native_gang import native_podgroup_from_api
 from cache.resources import CPU, MEMORY, MILLI_PER_GPU
 from policies.profile import Profile, build_profile
 from scheduler.cycle.core import SchedulingCore
+from scheduler.planner.required_domain import DomainChoice
 from scheduler.planner.result import Plan
 from scheduler.sharing.preemption import Preemption
-from scheduler.sim.workload import Task, creation_timestamp, task_pods
+from scheduler.sim.topology_figures import domain_of, stranded_gangs
+from scheduler.sim.workload import Task, creation_timestamp, task_podgroup, task_pods
 
 TIMELINE_POLICIES = ("binpack", "spread", "fgd", "fgd-complete", "fgd-complete-reserve")
 DEFAULT_TIMELINE_POLICIES = ("binpack", "spread")
@@ -110,6 +113,8 @@ class TaskOutcome:
     preemptions: int = 0
     # GPU milli-seconds of runs cut short by preemption (restarted from scratch).
     lost_gpu_milli_seconds: float = 0.0
+    # For a task requiring a topology level: the domain its last run started in.
+    domain: str | None = None
 
     @property
     def queueing_delay(self) -> float | None:
@@ -154,6 +159,11 @@ class TimelineResult:
     evicted_gangs: int = 0
     # Every decision carried out: (time, preemptor, victims), gang keys.
     preemption_log: list[tuple[float, str, tuple[str, ...]]] = field(default_factory=list)
+    # Per sample, the waiting gangs with a required level that the free GPUs in total
+    # could hold but no domain of that level could (topology_figures.stranded_gangs).
+    stranded: list[int] = field(default_factory=list)
+    # The planner's domain choice for required levels (None: the default).
+    domain_choice: str | None = None
 
     @property
     def lost_gpu_hours(self) -> float:
@@ -177,13 +187,18 @@ class TimelineResult:
         """Time-weighted mean of the utilization over the arrival window (first to last
         arrival), where the offered load is what the workload says; over the whole run
         when every task arrives at once."""
+        return self.window_mean(self.utilization)
+
+    def window_mean(self, samples: Sequence[float]) -> float:
+        """Time-weighted mean of per-sample `samples` over the arrival window (first to
+        last arrival); over the whole run when every task arrives at once."""
         arrivals = [o.task.arrival for o in self.outcomes]
         if not arrivals or max(arrivals) <= min(arrivals):
-            return self.utilization_mean_run
+            return time_weighted_mean(self.times, samples)
         first, last = min(arrivals), max(arrivals)
         times: list[float] = []
         values: list[float] = []
-        for moment, value in zip(self.times, self.utilization, strict=True):
+        for moment, value in zip(self.times, samples, strict=True):
             if moment > last:
                 break
             if moment >= first:
@@ -221,6 +236,32 @@ class TimelineResult:
         """p50 and p95 of arrival-to-finish over finished tasks."""
         values = [t for o in self.outcomes if (t := o.completion_time) is not None]
         return (percentile(values, 50), percentile(values, 95)) if values else None
+
+    @property
+    def required_topology(self) -> bool:
+        """Whether any task requires a topology level (the topology figures apply)."""
+        return any(o.task.topology and o.task.topology.required_key for o in self.outcomes)
+
+    @property
+    def stranded_mean(self) -> float:
+        """Time-weighted mean of `stranded` over the arrival window."""
+        return self.window_mean(self.stranded) if self.stranded else 0.0
+
+    def required_waits(self) -> dict[str, Percentiles | None]:
+        """Per required level (label key), p50/p95/p99 of the queueing delay of the
+        started tasks requiring it."""
+        waits: dict[str, list[float]] = {}
+        for outcome in self.outcomes:
+            topology = outcome.task.topology
+            if topology is None or topology.required_key is None:
+                continue
+            values = waits.setdefault(topology.required_key, [])
+            if outcome.queueing_delay is not None:
+                values.append(outcome.queueing_delay)
+        return {
+            key: Percentiles(percentile(v, 50), percentile(v, 95), percentile(v, 99)) if v else None
+            for key, v in sorted(waits.items())
+        }
 
     @property
     def largest_gang(self) -> int:
@@ -289,12 +330,15 @@ class _Replay:
         tasks: Sequence[Task],
         profile: Profile | SchedulingCore,
         preemption_grace: float = DEFAULT_PREEMPTION_GRACE,
+        domain_choice: DomainChoice | None = None,
     ) -> None:
         self.core = (
             profile
             if isinstance(profile, SchedulingCore)
             else SchedulingCore(profile, explain_failures=False)
         )
+        if domain_choice is not None:
+            self.core.planner.domain_choice = domain_choice
         self.grace = preemption_grace
         for node in nodes:
             self.core.apply_node(EventType.ADDED, node, 0.0)
@@ -330,6 +374,9 @@ class _Replay:
         self.times: list[float] = []
         self.allocated_samples: list[int] = []
         self.queue_samples: list[int] = []
+        self.stranded_samples: list[int] = []
+        # Whether any task requires a level (else the stranded count is 0, not sampled).
+        self.required = any(t.topology and t.topology.required_key for t in tasks)
 
     # --- events ---------------------------------------------------------------------
     def arrive(self, now: float) -> None:
@@ -339,11 +386,23 @@ class _Replay:
             if task.arrival > now:
                 return
             self.next_arrival += 1
+            group = task_podgroup(task)
+            if group is not None:  # created with the pods, before them, as a user would
+                self._apply_group(task, EventType.ADDED, group, now)
             pods = task_pods(task, self.core.scheduler_name)
             running = _Running(index, task, pods, [pod["metadata"]["uid"] for pod in pods])
             self.active[task.key] = running
             self.outcomes[index].queued_since = now
             self._queue(running, now)
+
+    def _apply_group(
+        self, task: Task, event: EventType, group: Mapping[str, Any], now: float
+    ) -> None:
+        """The task's PodGroup as the informer of its API hands it to the core."""
+        if task.podgroup == "native":
+            self.core.apply_gang_group(native_podgroup_from_api, event, group, now)
+        else:
+            self.core.apply_podgroup(event, group, now)
 
     def _queue(self, running: _Running, now: float) -> None:
         self.waiting.add(running.task.key)
@@ -359,6 +418,10 @@ class _Replay:
                 continue  # that run was preempted
             del self.active[running.task.key]
             self._remove_pods(running, now)
+            group = task_podgroup(running.task)
+            if group is not None:
+                gone = {**group, "metadata": {**group["metadata"], "resourceVersion": "2"}}
+                self._apply_group(running.task, EventType.DELETED, gone, now)
             self.outcomes[index].finish = finish
             self.left += 1
 
@@ -465,15 +528,39 @@ class _Replay:
                 self._score_links(placement)
             self._check_devices(now)
             self._check_gangs()
+            domain = self._required_domain(running, now)
             outcome = self.outcomes[running.index]
             if outcome.start is None and self._bound(running) >= running.task.gang_min:
                 outcome.start = now
+                outcome.domain = domain
                 if outcome.queued_since is not None:
                     outcome.waited += now - outcome.queued_since
                     outcome.queued_since = None
                 self.waiting.discard(key)
                 finish = now + running.task.duration
                 heapq.heappush(self.completions, (finish, running.index, running.run))
+
+    def _required_domain(self, running: _Running, now: float) -> str | None:
+        """The one domain of its required level the task's members run in; a
+        TimelineError if they span several (the core broke the requirement)."""
+        topology = running.task.topology
+        if topology is None or topology.required_key is None:
+            return None
+        cache = self.core.cache
+        labels = {
+            name: node.labels
+            for name in {p.node for p in running.held.values()}
+            if (node := cache.node(name)) is not None
+        }
+        domain, problem = domain_of(
+            topology.required_key, (p.node for p in running.held.values()), labels
+        )
+        if problem is not None:
+            raise TimelineError(
+                f"internal error at t={now:g}s: gang {running.task.key} requires one "
+                f"{topology.required_key}, but {problem}"
+            )
+        return domain
 
     def _bound(self, running: _Running) -> int:
         """Members of the task holding resources, as the cache has them (bound, or
@@ -592,14 +679,23 @@ class _Replay:
         self.link_count += 1
 
     # --- the clock ------------------------------------------------------------------
+    def _stranded(self) -> int:
+        if not self.required or not self.waiting:
+            return 0
+        waiting = [self.active[key].task for key in self.waiting]
+        return stranded_gangs(waiting, self.core.cache.nodes())
+
     def sample(self, now: float) -> None:
+        stranded = self._stranded()
         if self.times and self.times[-1] == now:
+            self.stranded_samples[-1] = stranded
             self.allocated_samples[-1] = self.allocated
             self.queue_samples[-1] = len(self.waiting)
             self.namespace_samples[-1] = dict(self.by_namespace)
             self.namespace_waiting[-1] = self._waiting_by_namespace()
             return
         self.times.append(now)
+        self.stranded_samples.append(stranded)
         self.allocated_samples.append(self.allocated)
         self.queue_samples.append(len(self.waiting))
         self.namespace_samples.append(dict(self.by_namespace))
@@ -659,13 +755,15 @@ def replay_timeline(
     progress: Progress | None = None,
     max_time: float | None = None,
     preemption_grace: float = DEFAULT_PREEMPTION_GRACE,
+    domain_choice: DomainChoice | None = None,
 ) -> TimelineResult:
     """Replay `tasks` on a fresh cluster of `nodes` (Node objects) under `profile`, or
     on a core made for the run (ElasticQuotas applied, preemption enabled: see
     scheduler/sim/tenants.py); see the module doc. `max_time` stops the clock early
-    (tasks not finished by then are unfinished)."""
+    (tasks not finished by then are unfinished). `domain_choice` sets the planner's
+    choice among the domains of a required level (None: its default)."""
     started = time.perf_counter()
-    replay = _Replay(nodes, tasks, profile, preemption_grace)
+    replay = _Replay(nodes, tasks, profile, preemption_grace, domain_choice)
     now: float | None = tasks[replay.arrivals[0]].arrival if tasks else None
     end = 0.0 if now is None else now
     reported = 0
@@ -701,4 +799,6 @@ def replay_timeline(
         preemptions=replay.preemptions,
         evicted_gangs=replay.evicted,
         preemption_log=replay.preemption_log,
+        stranded=replay.stranded_samples,
+        domain_choice=domain_choice,
     )

@@ -14,6 +14,11 @@ and then leaves. The file format (YAML) is documented in docs/simulator.md:
         - {name: ps, replicas: 1, cpu: 8, memory: 32Gi}
         - {name: worker, replicas: 4, cpu: 8, memory: 32Gi, gpus: 1, gpu_type: A100|V100}
 
+A task may require a topology (issue 30) with `topology`, the very object a user
+writes in this project's PodGroup `spec.topology` (requiredKey, preferredKeys,
+sliceSize, sliceKey); such a task's gang size and requirement then travel in a PodGroup
+(`task_podgroup`) that the core reads as it reads one from the API.
+
 `task_pods` turns a task into the Pod objects the scheduler reads (gang label, min-member
 annotation, requests, GPU type as a required node affinity). `generate_workload` draws
 synthetic tasks whose shape follows figures published for production ML clusters; each
@@ -37,8 +42,10 @@ import yaml
 
 from cache.gpu import PRODUCT_LABEL
 from cache.pod import GANG_LABEL, MIN_MEMBER_ANNOTATION
+from cache.podgroup_topology import read_topology
 from cache.quantity import QuantityError, to_milli, to_units
 from cache.resources import MILLI_PER_GPU
+from cache.topology_requirement import TopologyRequirement
 from scheduler.cycle.core import DEFAULT_SCHEDULER_NAME
 from scheduler.process.yamltext import YamlSyntaxError, load_yaml
 
@@ -51,7 +58,25 @@ _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 # Task names become the gang label (a label value) and part of pod names.
 _TASK_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _ROLE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$")
-_TASK_FIELDS = ("name", "arrival", "duration", "priority", "min_member", "namespace", "roles")
+_TASK_FIELDS = (
+    "name",
+    "arrival",
+    "duration",
+    "priority",
+    "min_member",
+    "namespace",
+    "topology",
+    "podgroup",
+    "roles",
+)
+# Which PodGroup API carries a task's topology: this project's CRD, or Kubernetes' own
+# (1.36 alpha, `scheduling.k8s.io/v1alpha2`: one required level, no preferred levels
+# or slices).
+PODGROUP_APIS = ("crd", "native")
+# The PodGroup a task with a topology comes with: this project's CRD
+# (deploy/crd-podgroup.yaml), as a user writes it.
+PODGROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+NATIVE_PODGROUP_API_VERSION = "scheduling.k8s.io/v1alpha2"
 # A namespace is a DNS label (RFC 1123), as Kubernetes requires.
 _NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ROLE_FIELDS = ("name", "replicas", "cpu", "memory", "gpus", "gpu_milli", "gpu_type")
@@ -91,6 +116,11 @@ class Task:
     min_member: int | None = None
     # The namespace its pods are created in: the team, whose ElasticQuota governs it.
     namespace: str = NAMESPACE
+    # Where the gang may run (the PodGroup's spec.topology, as read by the core's own
+    # reader); None: anywhere.
+    topology: TopologyRequirement | None = None
+    # The PodGroup API stating it (PODGROUP_APIS).
+    podgroup: str = "crd"
 
     @property
     def key(self) -> str:
@@ -186,7 +216,50 @@ def _parse_task(raw: object, where: str) -> Task:
             f"{where}: field 'namespace' must be a DNS label (1-63 lower-case letters, "
             f"digits or '-'), got {namespace!r}"
         )
-    return Task(name, arrival, duration, tuple(roles), priority, min_member, namespace)
+    topology = _parse_topology(raw.get("topology"), min_member or pods, where)
+    api = raw.get("podgroup", "crd")
+    if api not in PODGROUP_APIS:
+        raise WorkloadError(
+            f"{where}: field 'podgroup' must be one of {', '.join(PODGROUP_APIS)}, got {api!r}"
+        )
+    if api == "native":
+        if topology is None:
+            raise WorkloadError(f"{where}: field 'podgroup' needs 'topology'")
+        if topology.preferred_keys or topology.slice_key is not None:
+            raise WorkloadError(
+                f"{where}: a native PodGroup states one required level only "
+                "(spec.schedulingConstraints.topology[0].key): no preferredKeys or slices"
+            )
+    return Task(
+        name, arrival, duration, tuple(roles), priority, min_member, namespace, topology, api
+    )
+
+
+def _parse_topology(value: object, gang_size: int, where: str) -> TopologyRequirement | None:
+    """The task's `topology`, read by the reader the core reads PodGroups with
+    (cache/podgroup_topology.py): what it would refuse on a PodGroup is refused here,
+    naming the task, rather than replayed as a gang that can never start."""
+    if value is None:
+        return None
+    requirement, refusals = read_topology({"topology": value}, gang_size, "task")
+    if refusals:
+        text = "; ".join(refusals).replace("spec.topology", "topology")
+        raise WorkloadError(f"{where}: {text}")
+    return requirement
+
+
+def topology_fields(requirement: TopologyRequirement) -> dict[str, Any]:
+    """The PodGroup `spec.topology` object stating `requirement`."""
+    fields: dict[str, Any] = {}
+    if requirement.required_key is not None:
+        fields["requiredKey"] = requirement.required_key
+    if requirement.preferred_keys:
+        fields["preferredKeys"] = list(requirement.preferred_keys)
+    if requirement.slice_size is not None:
+        fields["sliceSize"] = requirement.slice_size
+    if requirement.slice_key is not None:
+        fields["sliceKey"] = requirement.slice_key
+    return fields
 
 
 def _parse_role(raw: object, task_where: str) -> Role:
@@ -316,6 +389,10 @@ def task_pods(
     namespace = namespace or task.namespace
     created = creation_timestamp(task.arrival if created_at is None else created_at)
     again = f"-r{restart}" if restart else ""
+    # With a PodGroup (a task with a topology) the gang's size is the PodGroup's.
+    annotations = {} if task.topology else {MIN_MEMBER_ANNOTATION: str(task.gang_min)}
+    native = task.topology is not None and task.podgroup == "native"
+    labels = {"sim/role": ""} if native else {GANG_LABEL: task.name, "sim/role": ""}
     pods: list[dict[str, Any]] = []
     for role in task.roles:
         requests: dict[str, str] = {"cpu": f"{role.cpu_milli}m", "memory": str(role.memory_bytes)}
@@ -330,6 +407,8 @@ def task_pods(
         }
         if role.gpu_types:
             spec["affinity"] = _product_affinity(role.gpu_types)
+        if native:  # Kubernetes' own gang field names the PodGroup
+            spec["schedulingGroup"] = {"podGroupName": task.name}
         for index in range(role.replicas):
             pods.append(
                 {
@@ -341,14 +420,57 @@ def task_pods(
                         "uid": pod_uid(task, role, index, restart),
                         "resourceVersion": "1",
                         "creationTimestamp": created,
-                        "labels": {GANG_LABEL: task.name, "sim/role": role.name},
-                        "annotations": {MIN_MEMBER_ANNOTATION: str(task.gang_min)},
+                        "labels": {**labels, "sim/role": role.name},
+                        "annotations": annotations,
                     },
                     "spec": spec,
                     "status": {"phase": "Pending"},
                 }
             )
     return pods
+
+
+def task_podgroup(task: Task, namespace: str | None = None) -> dict[str, Any] | None:
+    """The PodGroup a user would create beside the task's pods when the task requires a
+    topology (None otherwise): this project's CRD, `spec.minMember` the gang's size and
+    `spec.topology` the requirement, created at the task's arrival."""
+    if task.topology is None:
+        return None
+    if task.podgroup == "native":
+        return _native_podgroup(task, task.topology, namespace)
+    return {
+        "apiVersion": PODGROUP_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": task.name,
+            "namespace": namespace or task.namespace,
+            "uid": f"{task.namespace}-{task.name}-podgroup",
+            "resourceVersion": "1",
+            "creationTimestamp": creation_timestamp(task.arrival),
+        },
+        "spec": {"minMember": task.gang_min, "topology": topology_fields(task.topology)},
+    }
+
+
+def _native_podgroup(
+    task: Task, topology: TopologyRequirement, namespace: str | None
+) -> dict[str, Any]:
+    """Kubernetes' own PodGroup (1.36 alpha) stating the task's gang and required level."""
+    return {
+        "apiVersion": NATIVE_PODGROUP_API_VERSION,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": task.name,
+            "namespace": namespace or task.namespace,
+            "uid": f"{task.namespace}-{task.name}-podgroup",
+            "resourceVersion": "1",
+            "creationTimestamp": creation_timestamp(task.arrival),
+        },
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": task.gang_min}},
+            "schedulingConstraints": {"topology": [{"key": topology.required_key}]},
+        },
+    }
 
 
 def _product_affinity(models: Sequence[str]) -> dict[str, Any]:
@@ -446,6 +568,15 @@ class GpuPool:
     per_node: int  # on the largest node of this model
 
 
+@dataclass(frozen=True, slots=True)
+class TopologyLevel:
+    """A level a generated gang may require: its node label and the GPUs of its largest
+    domain (a gang larger than that is never made to require it: it could never run)."""
+
+    key: str
+    largest_gpus: int
+
+
 def duration_sigma() -> float:
     """The log-normal sigma whose mean / median ratio is Helios' (mean = median x
     exp(sigma^2 / 2))."""
@@ -461,6 +592,8 @@ def generate_workload(
     pools: Sequence[GpuPool] = (),
     gpu_type_share: float = GPU_TYPE_SHARE,
     max_pods: int = MAX_PODS_PER_TASK,
+    required_share: float = 0.0,
+    levels: Sequence[TopologyLevel] = (),
 ) -> list[Task]:
     """`tasks` synthetic learning tasks drawn with `random.Random(seed)`.
 
@@ -470,6 +603,10 @@ def generate_workload(
     arrival, are `load` x `cluster_gpus` x span: the offered load while tasks arrive.
     `pools` (GPU models of the cluster) bound the GPUs per pod and give the models a
     task may be pinned to; without them a pod takes at most 8 GPUs and no task is pinned.
+
+    `required_share` of the gangs of several pods with GPUs require one domain of one
+    of `levels` (`require_topology`), drawn from a stream of their own: the tasks are
+    the same whatever the share.
     """
     if tasks < 1:
         raise ValueError(f"tasks must be >= 1, got {tasks}")
@@ -494,10 +631,46 @@ def generate_workload(
     span = arrival_span(positions, gpus, durations, load * cluster_gpus)
     arrivals = [position * span for position in positions]
     width = len(str(tasks - 1))
-    return [
+    drawn = [
         Task(f"task-{i:0{width}d}", round(arrival, 3), duration, roles)
         for i, (arrival, (roles, duration)) in enumerate(zip(arrivals, shapes, strict=True))
     ]
+    if not required_share or not levels:
+        return drawn
+    return require_topology(drawn, random.Random(f"topology-{seed}"), required_share, levels)
+
+
+def require_topology(
+    tasks: Sequence[Task], rng: random.Random, share: float, levels: Sequence[TopologyLevel]
+) -> list[Task]:
+    """Each gang of several pods with GPUs, with probability `share`, requires one
+    domain of a level drawn uniformly among `levels` whose largest domain holds its
+    GPUs. Two draws per task whatever happens, so that the choices for one task do not
+    depend on another's. A one-pod task is in one domain anyway: it never requires one."""
+    out: list[Task] = []
+    for task in tasks:
+        chosen, pick = rng.random(), rng.random()
+        gpus = -(-task.gpu_milli // MILLI_PER_GPU)
+        fitting = [level for level in levels if gpus <= level.largest_gpus]
+        if task.pods < 2 or not gpus or chosen >= share or not fitting:
+            out.append(task)
+            continue
+        level = fitting[min(int(pick * len(fitting)), len(fitting) - 1)]
+        requirement = TopologyRequirement(required_key=level.key, source="task spec.topology")
+        out.append(
+            Task(
+                task.name,
+                task.arrival,
+                task.duration,
+                task.roles,
+                task.priority,
+                task.min_member,
+                task.namespace,
+                requirement,
+                task.podgroup,
+            )
+        )
+    return out
 
 
 def arrival_span(
@@ -662,6 +835,10 @@ def workload_yaml(tasks: Sequence[Task]) -> str:
             entry["min_member"] = task.min_member
         if task.namespace != NAMESPACE:
             entry["namespace"] = task.namespace
+        if task.topology is not None:
+            entry["topology"] = topology_fields(task.topology)
+        if task.podgroup != "crd":
+            entry["podgroup"] = task.podgroup
         roles = []
         for role in task.roles:
             item: dict[str, Any] = {
