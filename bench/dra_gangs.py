@@ -19,6 +19,7 @@ resolves DRA for every gang once a DeviceClass exists).
 
 from __future__ import annotations
 
+import hashlib
 import random
 import statistics
 import time
@@ -211,6 +212,28 @@ def check_devices(result: Plan, dra: DraCache) -> None:
     del dra
 
 
+def plan_text(result: Plan | Unschedulable) -> str:
+    """Every decision of a planning call, as text: each member's node and GPU shares,
+    each claim's devices and users; or that the gang waits and why. The benchmark
+    hashes these so that two versions of the planner run on the same seed can be told
+    apart by their decisions as well as their speed."""
+    if isinstance(result, Unschedulable):
+        return f"{result.gang_key} waits: {result.message}"
+    lines = [f"{result.gang_key} by {result.attempt}"]
+    for p in result.placements:
+        shares = ",".join(f"{index}:{milli}" for index, milli in p.shares)
+        lines.append(f" {p.pod_uid} on {p.node} gpus {shares}")
+    for claim in result.claims:
+        devices = (
+            ",".join(f"{r.request}={r.pool}/{r.device}" for r in claim.allocation.results)
+            if claim.allocation is not None
+            else "kept"
+        )
+        users = ",".join(c.uid for c in claim.reserved_for)
+        lines.append(f" claim {claim.key} {devices} for {users}")
+    return "\n".join(lines)
+
+
 def run_dra(nodes: int, gangs: int, seed: int) -> dict[str, Any]:
     """`gangs` gangs of each kind, alternating, against one filling cluster."""
     rng = random.Random(seed)
@@ -221,11 +244,13 @@ def run_dra(nodes: int, gangs: int, seed: int) -> dict[str, Any]:
     cache.update_snapshot(snapshot)
     timings: dict[str, list[float]] = {"annotation": [], "dra": []}
     placed = dict.fromkeys(timings, 0)
+    decisions = hashlib.sha256()
     for number in range(2 * gangs):
         kind = "dra" if number % 2 else "annotation"
         objs = dra_gang(number, rng, dra) if kind == "dra" else annotation_gang(number, rng)
         seconds, result = plan_and_hold(cache, snapshot, planner, dra, objs)
         timings[kind].append(seconds)
+        decisions.update(plan_text(result).encode() + b"\n")
         if isinstance(result, Plan):
             placed[kind] += 1
             if kind == "dra":
@@ -234,6 +259,8 @@ def run_dra(nodes: int, gangs: int, seed: int) -> dict[str, Any]:
         "nodes": nodes,
         "gang_size": GANG_SIZE,
         "dra_devices_per_node": DEVICES_PER_NODE,
+        # sha256 of every plan in order (plan_text): equal digests, equal decisions.
+        "plans_sha256": decisions.hexdigest(),
         **{
             kind: {
                 "p50_ms": round(statistics.median(values) * 1000, 3),
@@ -255,3 +282,4 @@ def print_dra(result: dict[str, Any]) -> None:
             f"| {result['nodes']} | {kind} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} "
             f"| {row['placed']}/{row['attempted']} |"
         )
+    print(f"\nplans (sha256 of every decision, in order): {result['plans_sha256']}")
