@@ -13,12 +13,17 @@ other allocations (other devices, later firstAvailable sub-requests), depth firs
 placement order, until the member fits too (kubernetes#138765, which pod-by-pod
 allocation fails). Bounded per planning call by MAX_REVISIT_ALTERNATIVES allocations
 and MAX_REVISIT_STEPS devices over every revisit; beyond that the member waits.
+
+Most revisits find nothing, and a search that finds nothing has tried every
+combination first: the devices are counted before (policies/dra/shortage.py), and when
+the members on a node need more than are free there, the search is not run (it would
+fail). Only searches run count against the bound.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from functools import partial
 
 from cache.dra.claims import Allocation, Consumer
@@ -31,10 +36,14 @@ from cache.node import NodeInfo
 from cache.pod import PodInfo
 from policies.dra.allocator import ClaimAllocator, PodSearch, StepMeter
 from policies.dra.gang import GangMember, PodAllocation, Tentative
+from policies.dra.shortage import too_few_devices
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
 from scheduler.planner.extended_claims import ExtendedDemand, readable
 from scheduler.planner.member_choice import Take
 from scheduler.planner.result import ClaimAllocation, Plan
+
+# Words on why a member found no devices, or what words them when first asked.
+Words = str | Callable[[], str]
 
 # Pod allocations and devices all revisits of one planning call may try together.
 MAX_REVISIT_ALTERNATIVES = 1_000
@@ -63,7 +72,7 @@ class DraChoiceKind:
         allocator: ClaimAllocator,
         claims: Mapping[str, tuple[str, ...]],
         pods: Mapping[str, PodInfo],
-        details: Mapping[str, str] | None = None,
+        details: Mapping[str, Words] | None = None,
         extended: Mapping[str, ExtendedDemand] | None = None,
         shared: tuple[GroupClaims, frozenset[str]] | None = None,
         gpu_members: frozenset[str] = frozenset(),
@@ -81,8 +90,9 @@ class DraChoiceKind:
         # their node choice takes are shared GPUs of the node, which their allocation
         # follows, and which the plan does not charge a second time.
         self.gpu_members = gpu_members
-        # uid -> the allocator's own words on why the member found nothing (last seen).
-        self.details: dict[str, str] = dict(details or {})
+        # uid -> the allocator's own words on why the member found nothing (last seen),
+        # or what words them when asked.
+        self.details: dict[str, Words] = dict(details or {})
         self.alternatives_left = MAX_REVISIT_ALTERNATIVES
         # Revisits search through their own allocator, whose meter they all share.
         self.revising = ClaimAllocator(
@@ -112,7 +122,10 @@ class DraChoiceKind:
     def detail(self, uid: str, reasons: Collection[str]) -> str:
         if reasons and CANNOT_ALLOCATE not in reasons and NOT_AVAILABLE not in reasons:
             return ""
-        return self.details.get(uid, "")
+        words = self.details.get(uid, "")
+        if not isinstance(words, str):
+            words = self.details[uid] = words()
+        return words
 
     def spent(self) -> bool:
         meter = self.revising.meter
@@ -174,8 +187,14 @@ class DraChoices:
         saved = [(member.uid, held[member.uid]) for member in relevant]
         for member in relevant:
             self.tentative.release(member.uid)
+        sequence = [*relevant, target]
         try:
-            found = self._search([*relevant, target])
+            # Most searches that follow a refusal fail: too few devices left for the
+            # members on the node (policies/dra/shortage.py) is told without one.
+            if too_few_devices(kind.allocator, sequence, self.tentative):
+                found = None
+            else:
+                found = self._search(sequence)
         finally:
             for uid, choice in saved:  # in placement order: a shared claim's first taker first
                 self.tentative.take(uid, choice)
@@ -193,7 +212,8 @@ class DraChoices:
         index = 0
         while 0 <= index < len(sequence):
             if len(streams) <= index:
-                streams.append(iter(PodSearch(kind.revising, sequence[index], self.tentative)))
+                search = PodSearch(kind.revising, sequence[index], self.tentative, explain=False)
+                streams.append(iter(search))
             choice = next(streams[index], None)
             if choice is None:
                 streams.pop()
