@@ -29,7 +29,7 @@ may ask for at most MAX_DEVICES_PER_POD new devices, a claim for at most 32
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cache.dra.claims import (
@@ -377,6 +377,23 @@ class PodSearch:
             return
         if not self._found and self.explain:
             self.reason = PREFIX + self._explain()
+
+    def reason_later(self) -> Callable[[], str]:
+        """After an iteration (with `explain` False) that found nothing: what words
+        the reason when asked, as the iteration would have then (against a copy of the
+        devices the gang's members held at its end). Most refusals are never read."""
+        if self.reason or self._found:
+            said = self.reason
+            return lambda: said
+        self.tentative = self.tentative.copy()
+        worded: list[str] = []
+
+        def word() -> str:
+            if not worded:
+                worded.append(PREFIX + self._explain())
+            return worded[0]
+
+        return word
 
     # --- the least any allocation takes --------------------------------------------------
     def demand(self, allocated: Collection[str] = ()) -> DeviceDemand | None:

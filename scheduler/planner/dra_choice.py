@@ -154,10 +154,12 @@ class DraChoices:
 
     def offer(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         member = self._member(pod, node, shares)
-        search = PodSearch(self.kind.allocator, member, self.tentative)
+        search = PodSearch(self.kind.allocator, member, self.tentative, explain=False)
         choice = next(iter(search), None)
         if choice is None:
-            self.kind.details[pod.uid] = f"on node {node.name}: {readable(search.reason)}"
+            # Worded only if the member ends up with no node (most are placed after all).
+            reason = search.reason_later()
+            self.kind.details[pod.uid] = lambda: f"on node {node.name}: {readable(reason())}"
             return None
         return partial(self._take, ((member, choice),))
 
