@@ -242,6 +242,14 @@ class PodInfo:
         """Equal for pods that every node filter and node score treats alike: what
         answers kept per node (filter memo, rankings) may be shared by. Inter-pod
         terms are judged apart, on top of those answers, so they are left out."""
+        return (*self.choice_signature(), self.dra_reach)
+
+    def choice_signature(self) -> tuple[Hashable, ...]:
+        """`node_signature` without the DRA reach, which only the DynamicResources
+        filter reads: equal for pods whose device choice and node scores on a node are
+        alike (scheduler/planner/node_choice.KeptChoices keeps choices by it, so that
+        DRA gangs of one shape share them although each sees the reach of its time, as
+        long as the devices' topology scores, `dra_topology`, are alike)."""
         return (
             tuple(sorted(self.requests.items())),
             self.host_ports,
@@ -252,7 +260,8 @@ class PodInfo:
             self.tolerations,
             self.volume_needs,
             self.volume_limited,
-            self.dra_reach,
+            # The gpu-topology score reads it (one score per node the pod's devices
+            # fit): choices scored with other scores are other choices.
             self.dra_topology,
             self.dra_extended,
         )

@@ -1,7 +1,9 @@
 """The DRA reach kept between planning calls (scheduler/planner/dra_reach.py) decides
 nothing a fresh one would not: over random histories of slices, classes, allocated
-claims, holds and node labels, each gang is planned with the long-lived memo and
-without one, and the members' reaches, the allocator's words and the plans agree."""
+claims, holds, node labels and nodes coming and going, each gang is planned by a
+long-lived planner (its memo of reaches caught up with a long-lived snapshot, its node
+choices kept per shape whatever the reach) and by a fresh one, and the members'
+reaches, the allocator's words and the plans agree."""
 
 from __future__ import annotations
 
@@ -85,6 +87,8 @@ class _World:
         self.dra = DraCache()
         self.dra.apply_class("ADDED", class_obj())
         self.memo = ReachMemo(max_demands=2)  # small: demands come and go
+        self.planner = Planner(build_profile())
+        self.planner.dra_reach = self.memo
         self.snapshot = Snapshot()
         self.version = 10
         self.running = 0
@@ -206,8 +210,9 @@ class _World:
         ]
         assert _words(kept_kind) == _words(fresh_kind)
 
-        with_memo = Planner(build_profile())
-        with_memo.dra_reach = self.memo
+        # The long-lived planner, as the core keeps it: its memo of reaches, and the
+        # node choices it keeps per shape, shared by gangs that see other reaches.
+        with_memo = self.planner
         volumes = VolumeCache()
         plan = plan_with_claims(with_memo, gang, snapshot, volumes, self.cache, dra=self.dra)
         fresh_plan = plan_with_claims(
