@@ -14,7 +14,8 @@ scheduling core calls (`plan_with_claims`: claims resolved, each member's reach 
 every node, the gang's devices chosen with its nodes); its allocations are then held in
 the DraCache as the core's assume holds them, so the devices fill as the nodes do.
 Both kinds of gang are planned through the same call with the same DraCache (the core
-resolves DRA for every gang once a DeviceClass exists).
+resolves DRA for every gang once a DeviceClass exists). The garbage collector is set as
+the scheduler process sets it (scheduler/kube/runner.py, collector_tuned_for).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from scheduler.gangs.gang import assemble_gangs
 from scheduler.planner.planner import Planner
 from scheduler.planner.result import Plan, Unschedulable
 from scheduler.planner.volume_claims import plan_with_claims
+from scheduler.sim.replay import collector_tuned
 
 DRIVER = "gpu.example.com"
 DEVICES_PER_NODE = 8
@@ -245,16 +247,20 @@ def run_dra(nodes: int, gangs: int, seed: int) -> dict[str, Any]:
     timings: dict[str, list[float]] = {"annotation": [], "dra": []}
     placed = dict.fromkeys(timings, 0)
     decisions = hashlib.sha256()
-    for number in range(2 * gangs):
-        kind = "dra" if number % 2 else "annotation"
-        objs = dra_gang(number, rng, dra) if kind == "dra" else annotation_gang(number, rng)
-        seconds, result = plan_and_hold(cache, snapshot, planner, dra, objs)
-        timings[kind].append(seconds)
-        decisions.update(plan_text(result).encode() + b"\n")
-        if isinstance(result, Plan):
-            placed[kind] += 1
-            if kind == "dra":
-                check_devices(result, dra)
+    # The collector as the scheduler process sets it once its caches have synced
+    # (scheduler/kube/runner.py): the cluster built above frozen out of full
+    # collections, young collections every 10,000 allocations.
+    with collector_tuned():
+        for number in range(2 * gangs):
+            kind = "dra" if number % 2 else "annotation"
+            objs = dra_gang(number, rng, dra) if kind == "dra" else annotation_gang(number, rng)
+            seconds, result = plan_and_hold(cache, snapshot, planner, dra, objs)
+            timings[kind].append(seconds)
+            decisions.update(plan_text(result).encode() + b"\n")
+            if isinstance(result, Plan):
+                placed[kind] += 1
+                if kind == "dra":
+                    check_devices(result, dra)
     return {
         "nodes": nodes,
         "gang_size": GANG_SIZE,
