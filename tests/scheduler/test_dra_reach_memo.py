@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from cache.cluster import ClusterCache, EventType
 from cache.dra.store import DELETED, DraCache
+from cache.dra.topology import PCIE_ROOT
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.profile import build_profile
@@ -102,8 +103,11 @@ class _World:
         kind = step[0]
         if kind == "slice":
             _, node, memories = step
+            # The standard PCIe root too: each node's devices get topology scores
+            # (policies/dra/topology.py), which the kept reach keeps beside it.
             devices = [
-                device(f"gpu-{i}", memory=m, root=f"r{i // 2}") for i, m in enumerate(memories)
+                device(f"gpu-{i}", memory=m, root=f"r{i // 2}", **{PCIE_ROOT: f"pci{i // 2}"})
+                for i, m in enumerate(memories)
             ]
             self.dra.apply_slice(
                 "MODIFIED", slice_obj(f"s-{NODES[node]}", devices, NODES[node], rv=self.rv())
