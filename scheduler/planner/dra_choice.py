@@ -23,7 +23,7 @@ fail). Only searches run count against the bound.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from functools import partial
 
 from cache.dra.claims import Allocation, Consumer
@@ -64,6 +64,8 @@ class DraChoiceKind:
         "group",
         "group_keys",
         "pods",
+        "reached",
+        "refused",
         "revising",
     )
 
@@ -94,6 +96,12 @@ class DraChoiceKind:
         # or what words them when asked.
         self.details: dict[str, Words] = dict(details or {})
         self.alternatives_left = MAX_REVISIT_ALTERNATIVES
+        # Offers refused, by what decides them (`refusal_key`): members of one template
+        # are refused alike on a node whose devices earlier members took, in this
+        # attempt and the next, so one search answers for all of them.
+        self.refused: set[Hashable] = set()
+        # node -> the devices it reaches (None: one of them may be shared by claims).
+        self.reached: dict[str, frozenset[DeviceId] | None] = {}
         # Revisits search through their own allocator, whose meter they all share.
         self.revising = ClaimAllocator(
             allocator.cache,
@@ -154,12 +162,25 @@ class DraChoices:
 
     def offer(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         member = self._member(pod, node, shares)
-        search = PodSearch(self.kind.allocator, member, self.tentative, explain=False)
+        kind = self.kind
+        key = refusal_key(kind, member, self.tentative)
+        if key is not None and key in kind.refused:
+            # Refused as a member asking alike was, on this node as it stands: the words
+            # (which name this member's claims) are worded from a copy, if read.
+            frozen = self.tentative.copy()
+            kind.details[pod.uid] = lambda: (
+                f"on node {node.name}: "
+                f"{readable(_refusal(PodSearch(kind.allocator, member, frozen)))}"
+            )
+            return None
+        search = PodSearch(kind.allocator, member, self.tentative, explain=False)
         choice = next(iter(search), None)
         if choice is None:
+            if key is not None:
+                kind.refused.add(key)
             # Worded only if the member ends up with no node (most are placed after all).
             reason = search.reason_later()
-            self.kind.details[pod.uid] = lambda: f"on node {node.name}: {readable(reason())}"
+            kind.details[pod.uid] = lambda: f"on node {node.name}: {readable(reason())}"
             return None
         return partial(self._take, ((member, choice),))
 
@@ -312,3 +333,41 @@ class DraChoices:
         return dataclasses.replace(
             plan, claims=tuple(claims), placements=placements, claim_gpus=claim_gpus
         )
+
+
+def refusal_key(kind: DraChoiceKind, member: GangMember, tentative: Tentative) -> Hashable | None:
+    """What decides whether `member` has an allocation on its node: the node (its labels
+    do not change within a planning call), the specs of its claims (each to allocate:
+    none allocated already, by anyone or by an earlier member), and which of the devices
+    the node reaches earlier members hold. None when more decides it (a claim allocated
+    already or shared within the gang, a device several claims may share): such an
+    offer is always searched."""
+    cache = kind.cache
+    parts: list[Hashable] = [member.node, member.prefer]
+    for key in member.claims:
+        claim = cache.claims.get(key)
+        if claim is None or tentative.claim(key) is not None or cache.allocation_of(key):
+            return None
+        parts.append(
+            (claim.namespace, claim.requests, claim.constraints, claim.deleting, claim.problems)
+        )
+    if len(set(member.claims)) != len(member.claims):
+        return None
+    reached = kind.reached.get(member.node)
+    if reached is None:
+        candidates = cache.node_devices(member.node, member.labels).candidates
+        shared = any(c.device.allow_multiple_allocations for c in candidates)
+        reached = kind.reached[member.node] = (
+            None if shared else frozenset(c.device_id for c in candidates)
+        )
+    if reached is None:
+        return None
+    parts.append(frozenset(device for device in tentative.held() if device in reached))
+    return tuple(parts)
+
+
+def _refusal(search: PodSearch) -> str:
+    """The search's words, searching first."""
+    for _ in search:
+        return ""
+    return search.reason

@@ -1,5 +1,6 @@
 """The revisit's count of devices (scheduler/planner/dra_choice.py, policies/dra/
-shortage.py) only skips searches that would fail: over random nodes, devices others
+shortage.py), and the offers refused for a member asking alike (dra_choice.refusal_key),
+only skip searches that would fail: over random nodes, devices others
 hold and gangs (1-2 devices per member, on one root or not, a claim shared or not),
 each gang is planned with the count and with every search run, and the plans agree.
 (Within the revisit's bound, which these small gangs never reach: the count leaves
@@ -92,3 +93,9 @@ def test_plans_with_the_count_are_the_plans_of_every_search_run(
     event(f"searches skipped: {min(sum(told), 3)}{'+' if sum(told) >= 3 else ''}")
     event(f"placed: {isinstance(counted, Plan)}")
     assert counted == searched
+    # Offers refused for a member asking alike on the node as it stands are not
+    # searched again (dra_choice.refusal_key): the plans, and the words of a gang that
+    # waits, are those of every offer searched.
+    with mock.patch.object(dra_choice, "refusal_key", lambda *args: None):
+        every_offer = _plan(cache, dra, pods)
+    assert counted == every_offer
