@@ -14,11 +14,13 @@ scheduling core calls (`plan_with_claims`: claims resolved, each member's reach 
 every node, the gang's devices chosen with its nodes); its allocations are then held in
 the DraCache as the core's assume holds them, so the devices fill as the nodes do.
 Both kinds of gang are planned through the same call with the same DraCache (the core
-resolves DRA for every gang once a DeviceClass exists).
+resolves DRA for every gang once a DeviceClass exists). The garbage collector is set as
+the scheduler process sets it (scheduler/kube/runner.py, collector_tuned_for).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import statistics
 import time
@@ -35,6 +37,7 @@ from scheduler.gangs.gang import assemble_gangs
 from scheduler.planner.planner import Planner
 from scheduler.planner.result import Plan, Unschedulable
 from scheduler.planner.volume_claims import plan_with_claims
+from scheduler.sim.replay import collector_tuned
 
 DRIVER = "gpu.example.com"
 DEVICES_PER_NODE = 8
@@ -172,24 +175,26 @@ def plan_and_hold(
     planner: Planner,
     dra: DraCache,
     objs: list[dict[str, Any]],
-) -> tuple[float, Plan | Unschedulable]:
+) -> tuple[float, Plan | Unschedulable, float]:
     """Add the gang's pods, plan it as the core does (timed: snapshot update and
-    planning), then hold its devices and bind its members."""
+    planning, in wall-clock and in this thread's CPU seconds), then hold its devices
+    and bind its members."""
     for obj in objs:
         cache.apply_pod(EventType.ADDED, obj)
     pods = [cache.pod(obj["metadata"]["uid"]) for obj in objs]
     gang = next(iter(assemble_gangs([p for p in pods if p], {}, "gang-scheduler").gangs.values()))
     volumes = VolumeCache()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     cache.update_snapshot(snapshot)
     result = plan_with_claims(planner, gang, snapshot, volumes, cache, dra=dra)
     seconds = time.perf_counter() - start
+    cpu = time.thread_time() - cpu_start
     if isinstance(result, Plan):
         dra.assume([(c.key, c.allocation) for c in result.claims if c.allocation is not None])
         cache.assume(result.placements, now=0)
         for placement in result.placements:
             cache.confirm(placement.pod_uid, placement.node, placement.shares)
-    return seconds, result
+    return seconds, result, cpu
 
 
 def check_devices(result: Plan, dra: DraCache) -> None:
@@ -211,6 +216,28 @@ def check_devices(result: Plan, dra: DraCache) -> None:
     del dra
 
 
+def plan_text(result: Plan | Unschedulable) -> str:
+    """Every decision of a planning call, as text: each member's node and GPU shares,
+    each claim's devices and users; or that the gang waits and why. The benchmark
+    hashes these so that two versions of the planner run on the same seed can be told
+    apart by their decisions as well as their speed."""
+    if isinstance(result, Unschedulable):
+        return f"{result.gang_key} waits: {result.message}"
+    lines = [f"{result.gang_key} by {result.attempt}"]
+    for p in result.placements:
+        shares = ",".join(f"{index}:{milli}" for index, milli in p.shares)
+        lines.append(f" {p.pod_uid} on {p.node} gpus {shares}")
+    for claim in result.claims:
+        devices = (
+            ",".join(f"{r.request}={r.pool}/{r.device}" for r in claim.allocation.results)
+            if claim.allocation is not None
+            else "kept"
+        )
+        users = ",".join(c.uid for c in claim.reserved_for)
+        lines.append(f" claim {claim.key} {devices} for {users}")
+    return "\n".join(lines)
+
+
 def run_dra(nodes: int, gangs: int, seed: int) -> dict[str, Any]:
     """`gangs` gangs of each kind, alternating, against one filling cluster."""
     rng = random.Random(seed)
@@ -220,24 +247,38 @@ def run_dra(nodes: int, gangs: int, seed: int) -> dict[str, Any]:
     snapshot = Snapshot()
     cache.update_snapshot(snapshot)
     timings: dict[str, list[float]] = {"annotation": [], "dra": []}
+    # CPU seconds of the same spans: on a shared machine, wall-clock time also counts
+    # the time other processes held the core.
+    cpu_times: dict[str, list[float]] = {"annotation": [], "dra": []}
     placed = dict.fromkeys(timings, 0)
-    for number in range(2 * gangs):
-        kind = "dra" if number % 2 else "annotation"
-        objs = dra_gang(number, rng, dra) if kind == "dra" else annotation_gang(number, rng)
-        seconds, result = plan_and_hold(cache, snapshot, planner, dra, objs)
-        timings[kind].append(seconds)
-        if isinstance(result, Plan):
-            placed[kind] += 1
-            if kind == "dra":
-                check_devices(result, dra)
+    decisions = hashlib.sha256()
+    # The collector as the scheduler process sets it once its caches have synced
+    # (scheduler/kube/runner.py): the cluster built above frozen out of full
+    # collections, young collections every 10,000 allocations.
+    with collector_tuned():
+        for number in range(2 * gangs):
+            kind = "dra" if number % 2 else "annotation"
+            objs = dra_gang(number, rng, dra) if kind == "dra" else annotation_gang(number, rng)
+            seconds, result, cpu = plan_and_hold(cache, snapshot, planner, dra, objs)
+            timings[kind].append(seconds)
+            cpu_times[kind].append(cpu)
+            decisions.update(plan_text(result).encode() + b"\n")
+            if isinstance(result, Plan):
+                placed[kind] += 1
+                if kind == "dra":
+                    check_devices(result, dra)
     return {
         "nodes": nodes,
         "gang_size": GANG_SIZE,
         "dra_devices_per_node": DEVICES_PER_NODE,
+        # sha256 of every plan in order (plan_text): equal digests, equal decisions.
+        "plans_sha256": decisions.hexdigest(),
         **{
             kind: {
                 "p50_ms": round(statistics.median(values) * 1000, 3),
                 "p99_ms": round(_percentile(values, 0.99) * 1000, 3),
+                "cpu_p50_ms": round(statistics.median(cpu_times[kind]) * 1000, 3),
+                "cpu_p99_ms": round(_percentile(cpu_times[kind], 0.99) * 1000, 3),
                 "placed": placed[kind],
                 "attempted": len(values),
             }
@@ -247,11 +288,15 @@ def run_dra(nodes: int, gangs: int, seed: int) -> dict[str, Any]:
 
 
 def print_dra(result: dict[str, Any]) -> None:
-    print("| nodes | gangs of 8, 1-2 GPUs each | p50 ms | p99 ms | placed |")
-    print("|---|---|---|---|---|")
+    print(
+        "| nodes | gangs of 8, 1-2 GPUs each | p50 ms | p99 ms | CPU p50 ms | CPU p99 ms | placed |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for kind in ("annotation", "dra"):
         row = result[kind]
         print(
             f"| {result['nodes']} | {kind} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} "
+            f"| {row['cpu_p50_ms']:.2f} | {row['cpu_p99_ms']:.2f} "
             f"| {row['placed']}/{row['attempted']} |"
         )
+    print(f"\nplans (sha256 of every decision, in order): {result['plans_sha256']}")

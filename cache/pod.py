@@ -61,15 +61,30 @@ _GROUP_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _OBJECT_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
+# The hash of NodeScores: the sum of its entries' hashes, modulo 2^64, so that a caller
+# keeping scores across calls (scheduler/planner/dra_reach.py) adds and removes entries
+# instead of hashing thousands of them again.
+SCORES_HASH_MODULUS = 1 << 64
+
+
+def score_hash(node: str, score: float) -> int:
+    """One entry's part of the NodeScores hash."""
+    return hash((node, score))
+
+
 class NodeScores:
     """node name -> a score, hashable by value (a pod's shape includes it) with the
-    hash computed once: members of one template share equal ones."""
+    hash computed once: members of one template share equal ones. `digest`: the hash
+    when the caller kept it (the sum of `score_hash` over the entries, modulo
+    SCORES_HASH_MODULUS)."""
 
     __slots__ = ("_hash", "by_node")
 
-    def __init__(self, by_node: Mapping[str, float]) -> None:
+    def __init__(self, by_node: Mapping[str, float], digest: int | None = None) -> None:
         self.by_node: Mapping[str, float] = dict(by_node)
-        self._hash = hash(frozenset(self.by_node.items()))
+        if digest is None:
+            digest = sum(score_hash(n, s) for n, s in self.by_node.items())
+        self._hash = digest % SCORES_HASH_MODULUS
 
     def get(self, node: str, default: float) -> float:
         return self.by_node.get(node, default)
@@ -242,6 +257,14 @@ class PodInfo:
         """Equal for pods that every node filter and node score treats alike: what
         answers kept per node (filter memo, rankings) may be shared by. Inter-pod
         terms are judged apart, on top of those answers, so they are left out."""
+        return (*self.choice_signature(), self.dra_reach)
+
+    def choice_signature(self) -> tuple[Hashable, ...]:
+        """`node_signature` without the DRA reach, which only the DynamicResources
+        filter reads: equal for pods whose device choice and node scores on a node are
+        alike (scheduler/planner/node_choice.KeptChoices keeps choices by it, so that
+        DRA gangs of one shape share them although each sees the reach of its time, as
+        long as the devices' topology scores, `dra_topology`, are alike)."""
         return (
             tuple(sorted(self.requests.items())),
             self.host_ports,
@@ -252,7 +275,8 @@ class PodInfo:
             self.tolerations,
             self.volume_needs,
             self.volume_limited,
-            self.dra_reach,
+            # The gpu-topology score reads it (one score per node the pod's devices
+            # fit): choices scored with other scores are other choices.
             self.dra_topology,
             self.dra_extended,
         )

@@ -28,7 +28,8 @@ may ask for at most MAX_DEVICES_PER_POD new devices, a claim for at most 32
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cache.dra.claims import (
@@ -149,14 +150,35 @@ class ClaimAllocator:
         return search.reason
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceDemand:
+    """The least one pod's claims take on its node, whatever the allocation:
+    `least` new devices for each claim it allocates (claim key -> count), among the
+    `usable` ones (free devices that fit one of its requests). `counted`: False when
+    the counts say nothing (a request with admin access, or a device several claims
+    may share)."""
+
+    least: tuple[tuple[str, int], ...]
+    usable: frozenset[DeviceId]
+    counted: bool = True
+
+
 class PodSearch:
     """The allocations of one pod's claims on one node, lazily, in kube-scheduler's
-    order. `reason` says why there is none once the iteration found none."""
+    order. `reason` says why there is none once the iteration found none (`explain`
+    False: left empty, for a search whose words nobody reads)."""
 
-    def __init__(self, allocator: ClaimAllocator, member: GangMember, tentative: Tentative) -> None:
+    def __init__(
+        self,
+        allocator: ClaimAllocator,
+        member: GangMember,
+        tentative: Tentative,
+        explain: bool = True,
+    ) -> None:
         self.allocator = allocator
         self.member = member
         self.tentative = tentative
+        self.explain = explain
         self.reason = ""
         self.steps = 0
         self._node: NodeDevices = allocator.cache.node_devices(member.node, member.labels)
@@ -353,8 +375,73 @@ class PodSearch:
         except SelectorError as error:
             self.reason = PREFIX + str(error)
             return
-        if not self._found:
+        if not self._found and self.explain:
             self.reason = PREFIX + self._explain()
+
+    def reason_later(self) -> Callable[[], str]:
+        """After an iteration (with `explain` False) that found nothing: what words
+        the reason when asked, as the iteration would have then (against a copy of the
+        devices the gang's members held at its end). Most refusals are never read."""
+        if self.reason or self._found:
+            said = self.reason
+            return lambda: said
+        self.tentative = self.tentative.copy()
+        worded: list[str] = []
+
+        def word() -> str:
+            if not worded:
+                worded.append(PREFIX + self._explain())
+            return worded[0]
+
+        return word
+
+    # --- the least any allocation takes --------------------------------------------------
+    def demand(self, allocated: Collection[str] = ()) -> DeviceDemand | None:
+        """What every allocation of the pod's claims must take, read from the claims
+        and the free devices without searching (None: the claims cannot be allocated
+        here at all). `allocated`: claim keys another pod allocates first, left out as
+        the search would reuse them."""
+        self._todo.clear()
+        self._reused.clear()
+        member = self.member
+        kept = dataclasses.replace(
+            member, claims=tuple(k for k in member.claims if k not in allocated)
+        )
+        self.member = kept
+        try:
+            self._prepare()
+        except (_Refused, SelectorError):
+            return None
+        finally:
+            self.member = member
+        least: list[tuple[str, int]] = []
+        usable: set[DeviceId] = set()
+        counted = True
+        try:
+            for todo in self._todo:
+                fewest = 0
+                for slots in todo.requests:
+                    options = []
+                    for slot in slots:
+                        fitting = self._fitting(todo, slot)
+                        if slot.exact.admin_access:
+                            counted = False  # takes devices in use, shares them
+                        for candidate in fitting:
+                            if candidate.device.allow_multiple_allocations:
+                                counted = False
+                            if not self._taken(candidate.device_id):
+                                usable.add(candidate.device_id)
+                        options.append(len(fitting) if slot.exact.mode == ALL else slot.exact.count)
+                    fewest += min(options, default=0)
+                least.append((todo.claim.key, fewest))
+        except SelectorError:
+            # The search fails on it only once it gets there (a firstAvailable
+            # sub-request after one that fits may never be read): no count holds.
+            counted = False
+        finally:
+            self._todo.clear()
+            self._reused.clear()
+        return DeviceDemand(tuple(least), frozenset(usable), counted)
 
     def _claims(self, index: int) -> Iterator[None]:
         if index == len(self._todo):

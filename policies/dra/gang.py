@@ -92,6 +92,14 @@ class Tentative:
     def by_pod(self) -> Mapping[str, PodAllocation]:
         return self._by_pod
 
+    def copy(self) -> Tentative:
+        """The same holdings, apart from this one's later changes."""
+        copied = Tentative()
+        copied._taken = {device: set(keys) for device, keys in self._taken.items()}
+        copied._claims = {k: _Shared(s.allocation, set(s.owners)) for k, s in self._claims.items()}
+        copied._by_pod = dict(self._by_pod)
+        return copied
+
     def take(self, uid: str, choice: PodAllocation) -> None:
         self.release(uid)
         for claim in choice.claims:

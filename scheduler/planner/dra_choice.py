@@ -13,12 +13,17 @@ other allocations (other devices, later firstAvailable sub-requests), depth firs
 placement order, until the member fits too (kubernetes#138765, which pod-by-pod
 allocation fails). Bounded per planning call by MAX_REVISIT_ALTERNATIVES allocations
 and MAX_REVISIT_STEPS devices over every revisit; beyond that the member waits.
+
+Most revisits find nothing, and a search that finds nothing has tried every
+combination first: the devices are counted before (policies/dra/shortage.py), and when
+the members on a node need more than are free there, the search is not run (it would
+fail). Only searches run count against the bound.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from functools import partial
 
 from cache.dra.claims import Allocation, Consumer
@@ -31,10 +36,14 @@ from cache.node import NodeInfo
 from cache.pod import PodInfo
 from policies.dra.allocator import ClaimAllocator, PodSearch, StepMeter
 from policies.dra.gang import GangMember, PodAllocation, Tentative
+from policies.dra.shortage import too_few_devices
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
 from scheduler.planner.extended_claims import ExtendedDemand, readable
 from scheduler.planner.member_choice import Take
 from scheduler.planner.result import ClaimAllocation, Plan
+
+# Words on why a member found no devices, or what words them when first asked.
+Words = str | Callable[[], str]
 
 # Pod allocations and devices all revisits of one planning call may try together.
 MAX_REVISIT_ALTERNATIVES = 1_000
@@ -55,6 +64,8 @@ class DraChoiceKind:
         "group",
         "group_keys",
         "pods",
+        "reached",
+        "refused",
         "revising",
     )
 
@@ -63,7 +74,7 @@ class DraChoiceKind:
         allocator: ClaimAllocator,
         claims: Mapping[str, tuple[str, ...]],
         pods: Mapping[str, PodInfo],
-        details: Mapping[str, str] | None = None,
+        details: Mapping[str, Words] | None = None,
         extended: Mapping[str, ExtendedDemand] | None = None,
         shared: tuple[GroupClaims, frozenset[str]] | None = None,
         gpu_members: frozenset[str] = frozenset(),
@@ -81,9 +92,16 @@ class DraChoiceKind:
         # their node choice takes are shared GPUs of the node, which their allocation
         # follows, and which the plan does not charge a second time.
         self.gpu_members = gpu_members
-        # uid -> the allocator's own words on why the member found nothing (last seen).
-        self.details: dict[str, str] = dict(details or {})
+        # uid -> the allocator's own words on why the member found nothing (last seen),
+        # or what words them when asked.
+        self.details: dict[str, Words] = dict(details or {})
         self.alternatives_left = MAX_REVISIT_ALTERNATIVES
+        # Offers refused, by what decides them (`refusal_key`): members of one template
+        # are refused alike on a node whose devices earlier members took, in this
+        # attempt and the next, so one search answers for all of them.
+        self.refused: set[Hashable] = set()
+        # node -> the devices it reaches (None: one of them may be shared by claims).
+        self.reached: dict[str, frozenset[DeviceId] | None] = {}
         # Revisits search through their own allocator, whose meter they all share.
         self.revising = ClaimAllocator(
             allocator.cache,
@@ -112,7 +130,10 @@ class DraChoiceKind:
     def detail(self, uid: str, reasons: Collection[str]) -> str:
         if reasons and CANNOT_ALLOCATE not in reasons and NOT_AVAILABLE not in reasons:
             return ""
-        return self.details.get(uid, "")
+        words = self.details.get(uid, "")
+        if not isinstance(words, str):
+            words = self.details[uid] = words()
+        return words
 
     def spent(self) -> bool:
         meter = self.revising.meter
@@ -141,10 +162,25 @@ class DraChoices:
 
     def offer(self, pod: PodInfo, node: NodeInfo, shares: DeviceShares = ()) -> Take | None:
         member = self._member(pod, node, shares)
-        search = PodSearch(self.kind.allocator, member, self.tentative)
+        kind = self.kind
+        key = refusal_key(kind, member, self.tentative)
+        if key is not None and key in kind.refused:
+            # Refused as a member asking alike was, on this node as it stands: the words
+            # (which name this member's claims) are worded from a copy, if read.
+            frozen = self.tentative.copy()
+            kind.details[pod.uid] = lambda: (
+                f"on node {node.name}: "
+                f"{readable(_refusal(PodSearch(kind.allocator, member, frozen)))}"
+            )
+            return None
+        search = PodSearch(kind.allocator, member, self.tentative, explain=False)
         choice = next(iter(search), None)
         if choice is None:
-            self.kind.details[pod.uid] = f"on node {node.name}: {readable(search.reason)}"
+            if key is not None:
+                kind.refused.add(key)
+            # Worded only if the member ends up with no node (most are placed after all).
+            reason = search.reason_later()
+            kind.details[pod.uid] = lambda: f"on node {node.name}: {readable(reason())}"
             return None
         return partial(self._take, ((member, choice),))
 
@@ -174,8 +210,14 @@ class DraChoices:
         saved = [(member.uid, held[member.uid]) for member in relevant]
         for member in relevant:
             self.tentative.release(member.uid)
+        sequence = [*relevant, target]
         try:
-            found = self._search([*relevant, target])
+            # Most searches that follow a refusal fail: too few devices left for the
+            # members on the node (policies/dra/shortage.py) is told without one.
+            if too_few_devices(kind.allocator, sequence, self.tentative):
+                found = None
+            else:
+                found = self._search(sequence)
         finally:
             for uid, choice in saved:  # in placement order: a shared claim's first taker first
                 self.tentative.take(uid, choice)
@@ -193,7 +235,8 @@ class DraChoices:
         index = 0
         while 0 <= index < len(sequence):
             if len(streams) <= index:
-                streams.append(iter(PodSearch(kind.revising, sequence[index], self.tentative)))
+                search = PodSearch(kind.revising, sequence[index], self.tentative, explain=False)
+                streams.append(iter(search))
             choice = next(streams[index], None)
             if choice is None:
                 streams.pop()
@@ -290,3 +333,41 @@ class DraChoices:
         return dataclasses.replace(
             plan, claims=tuple(claims), placements=placements, claim_gpus=claim_gpus
         )
+
+
+def refusal_key(kind: DraChoiceKind, member: GangMember, tentative: Tentative) -> Hashable | None:
+    """What decides whether `member` has an allocation on its node: the node (its labels
+    do not change within a planning call), the specs of its claims (each to allocate:
+    none allocated already, by anyone or by an earlier member), and which of the devices
+    the node reaches earlier members hold. None when more decides it (a claim allocated
+    already or shared within the gang, a device several claims may share): such an
+    offer is always searched."""
+    cache = kind.cache
+    parts: list[Hashable] = [member.node, member.prefer]
+    for key in member.claims:
+        claim = cache.claims.get(key)
+        if claim is None or tentative.claim(key) is not None or cache.allocation_of(key):
+            return None
+        parts.append(
+            (claim.namespace, claim.requests, claim.constraints, claim.deleting, claim.problems)
+        )
+    if len(set(member.claims)) != len(member.claims):
+        return None
+    reached = kind.reached.get(member.node)
+    if reached is None:
+        candidates = cache.node_devices(member.node, member.labels).candidates
+        shared = any(c.device.allow_multiple_allocations for c in candidates)
+        reached = kind.reached[member.node] = (
+            None if shared else frozenset(c.device_id for c in candidates)
+        )
+    if reached is None:
+        return None
+    parts.append(frozenset(device for device in tentative.held() if device in reached))
+    return tuple(parts)
+
+
+def _refusal(search: PodSearch) -> str:
+    """The search's words, searching first."""
+    for _ in search:
+        return ""
+    return search.reason

@@ -28,9 +28,10 @@ allocation"), as volume_claims.py resolves its PersistentVolumeClaims:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from cache.dra.gpu_shares import gpu_demand, plain_shared_gpu, share_capacity
+from cache.dra.store import DraCache
 from cache.dra.view import DeviceView
 from cache.gpu import NO_GPU, GpuRequest
 from cache.group_claims import GroupClaims
@@ -43,7 +44,7 @@ from policies.dra.selection import SelectorError
 from policies.dra.topology import allocation_score
 from policies.filters.dynamic_resources import CANNOT_ALLOCATE, NOT_AVAILABLE
 from scheduler.planner.dra_choice import DraChoiceKind
-from scheduler.planner.dra_reach import ReachMemo, judge
+from scheduler.planner.dra_reach import ReachMemo, caught_up, judge
 from scheduler.planner.extended_claims import ExtendedDemand, non_integer, readable
 
 # Virtual claims (extended resources) kept between planning calls before they are made
@@ -197,10 +198,12 @@ def resolve_dra(
     members: list[PodInfo] = []
     claims: dict[str, tuple[str, ...]] = {}
     extended: dict[str, ExtendedDemand] = {}
-    details: dict[str, str] = {}
+    details: dict[str, Callable[[], str]] = {}
     group_keys: set[str] = set()
     gpu_members: set[str] = set()
-    reaches: dict[Hashable, tuple[tuple[frozenset[str], str], str, NodeScores | None]] = {}
+    reaches: dict[
+        Hashable, tuple[tuple[frozenset[str], str], Callable[[], str], NodeScores | None]
+    ] = {}
     for pod in pending:
         if pod.problems:
             members.append(pod)
@@ -253,8 +256,7 @@ def resolve_dra(
             gpu_members.add(pod.uid)
         members.append(dataclasses.replace(pod, dra_reach=reach, dra_topology=topology, gpu=gpu))
         claims[pod.uid] = keys
-        if detail:
-            details[pod.uid] = detail
+        details[pod.uid] = detail
     if not claims:
         return members, None
     pods = {pod.uid: pod for pod in members if pod.uid in claims}
@@ -346,10 +348,11 @@ def _reach(
     demand: Hashable = None,
     extended: ExtendedDemand | None = None,
     plain: frozenset[str] | None = None,
-) -> tuple[tuple[frozenset[str], str], str, NodeScores | None]:
+) -> tuple[tuple[frozenset[str], str], Callable[[], str], NodeScores | None]:
     """The nodes where the claims can be allocated (or used) alone, the filter's
-    words for the others, the allocator's words on the first node refused, and how
-    tight the devices each of those nodes gives are (None: no node tells).
+    words for the others, the allocator's words on the first node refused (worded when
+    asked: only a member that finds no node reads them), and how tight the devices each
+    of those nodes gives are (None: no node tells).
     `extended`: the pod's DRA-backed extended resources, a claim of their own on each
     node that leaves some of them to DRA. `plain`: nodes where GpuFit on the shown GPUs
     decides for this member (PlainGpuNodes), counted in without an allocation: the
@@ -376,43 +379,66 @@ def _reach(
         reached = dra.node_devices(name, labels)
         return "", allocation_score(reached, labels, found.taken(), dra.holder)
 
-    nodes: list[str] = []
+    def first_refused() -> str:
+        """The first refused node's words (a node that reaches no device only if no
+        other was refused)."""
+        skipped = ""
+        for name, node in snapshot.nodes.items():
+            if name in nodes:
+                continue
+            if allocating and not dra.may_reach_devices(name):
+                skipped = skipped or name
+                continue
+            if plain is not None and name in plain:
+                continue
+            return readable(f"on node {name}: {attempt(name, node.labels)[0]}")
+        found = attempt(skipped, snapshot.nodes[skipped].labels)[0] if skipped else ""
+        return readable(f"on node {skipped}: {found}" if found else "")
+
+    reason = CANNOT_ALLOCATE if allocating else NOT_AVAILABLE
+    if answers is not None and plain is None and isinstance(dra, DraCache):
+        # The core's DraCache: the kept set, caught up with what changed since.
+        nodes, topology = caught_up(answers, dra, snapshot, attempt)
+        return (nodes, reason), _once(first_refused), topology
+    fitting: list[str] = []
     scores: dict[str, float] = {}
-    detail = ""
-    skipped = ""  # a node that reaches no device, asked only if no other was refused
     for name, node in snapshot.nodes.items():
         if extended is not None and not extended.keys_on(keys, node):
-            nodes.append(name)  # the device plugin serves it here, and no claim is left
+            fitting.append(name)  # the device plugin serves it here, and no claim is left
             continue
         if allocating and not dra.may_reach_devices(name):
-            skipped = skipped or name
             continue
         if plain is not None and name in plain:
             continue
         if answers is None:
             refusal, score = attempt(name, node.labels)
-            if not refusal:
-                nodes.append(name)
-            elif not detail:
-                detail = f"on node {name}: {refusal}"
+            fit = not refusal
         else:
             fit, score = judge(answers, dra, name, node.labels, attempt)
-            if fit:
-                nodes.append(name)
-            elif not detail:
-                # Kept answers hold no words (they name the claims): the first refused
-                # node's are asked afresh, for this member's claims.
-                detail = f"on node {name}: {attempt(name, node.labels)[0]}"
+        if fit:
+            fitting.append(name)
         if score is not None:
             scores[name] = score
-    if not detail and skipped:
-        found = attempt(skipped, snapshot.nodes[skipped].labels)[0]
-        if found:
-            detail = f"on node {skipped}: {found}"
-    detail = readable(detail)
-    reason = CANNOT_ALLOCATE if allocating else NOT_AVAILABLE
+    nodes = frozenset(fitting)
     topology = NodeScores(scores) if scores else None
+    if extended is not None:
+        # Virtual claims are made up per call: worded now, as they stand.
+        words = first_refused()
+        detail: Callable[[], str] = lambda: words  # noqa: E731
+    else:
+        detail = _once(first_refused)
     if plain is not None:
-        reached = plain.union(nodes) if nodes else plain
-        return (reached, reason), detail, topology
-    return (frozenset(nodes), reason), detail, topology
+        return (plain.union(nodes) if nodes else plain, reason), detail, topology
+    return (nodes, reason), detail, topology
+
+
+def _once(word: Callable[[], str]) -> Callable[[], str]:
+    """`word`, asked at most once."""
+    said: list[str] = []
+
+    def words() -> str:
+        if not said:
+            said.append(word())
+        return said[0]
+
+    return words

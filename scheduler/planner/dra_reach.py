@@ -8,6 +8,13 @@ and which of them are taken, the DeviceClasses, the node's labels and the namesp
 labels; DraCache.node_stamp changes whenever the first three may have, so an answer is
 reused on a node until its stamp or labels change, and recomputed there only.
 
+The set of nodes that fit (and their topology scores) is kept too, and caught up
+(`caught_up`) from the nodes changed since the last call: those the snapshot's change
+log names (labels, binds, nodes coming and going) and those whose stamp moved
+(DraCache.nodes_changed_since), so that a call on the core's long-lived snapshot reads
+the few nodes the last plans touched, not 5,000. Another snapshot, a what-if view, or
+a change of reach_epoch asks every node again (each from its kept answer).
+
 Only the yes/no is kept: the allocator's words for a refused node name the member's
 claims, so the caller words them afresh. Demands with a claim allocated already are
 not kept (their answer follows that allocation, which the stamps do not track), nor
@@ -23,10 +30,11 @@ reused, so a what-if can neither poison the answers nor be served stale ones.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 
 from cache.dra.store import MAX_REMEMBERED_NODES, DraCache
 from cache.dra.view import DeviceView
+from cache.pod import NodeScores, score_hash
 from cache.snapshot import Snapshot
 
 # Demands kept at once (each holds one answer per node it was asked about, at most
@@ -35,7 +43,7 @@ MAX_REMEMBERED_DEMANDS = 32
 
 
 class _Answers:
-    __slots__ = ("by_node",)
+    __slots__ = ("by_node", "digest", "fitting", "reach", "scores", "synced", "topology")
 
     def __init__(self) -> None:
         # node -> (DraCache.node_stamp, the node's labels, whether the demand fits, the
@@ -43,6 +51,18 @@ class _Answers:
         # labels are the snapshot's own mapping (never changed in place: a node's update
         # brings a new one), shared, not copied.
         self.by_node: dict[str, tuple[tuple[int, int], Mapping[str, str], bool, float | None]] = {}
+        # The snapshot's nodes where the demand fits, each with its topology score (None:
+        # neutral), as of `synced`: the snapshot, its generation, the DraCache's
+        # reach_epoch and change_clock when last caught up.
+        self.fitting: dict[str, float | None] = {}
+        self.synced: tuple[weakref.ref[Snapshot], int, int, int] | None = None
+        # `fitting` as the pods carry it, until it changes.
+        self.reach: frozenset[str] | None = None
+        self.topology: NodeScores | None = None
+        # The fitting nodes with a score, and their NodeScores hash (cache/pod.py),
+        # kept as nodes come and go.
+        self.scores: dict[str, float] = {}
+        self.digest = 0
 
 
 class PlainGpuNodes:
@@ -151,3 +171,57 @@ def judge(
         answers.by_node.clear()  # node names churning: the demand's answers start over
     answers.by_node[node] = (stamp, labels, found, score)
     return found, score
+
+
+def caught_up(
+    answers: _Answers,
+    dra: DraCache,
+    snapshot: Snapshot,
+    attempt: Callable[[str, Mapping[str, str]], tuple[str, float | None]],
+) -> tuple[frozenset[str], NodeScores | None]:
+    """The snapshot's nodes where the demand fits (those that may reach a device and
+    `judge` admits) and their topology scores, asking only the nodes changed since the
+    last call on the same snapshot: those the snapshot put or removed since (labels,
+    binds, nodes coming and going) and those whose DraCache stamp moved. Anything else
+    (another snapshot, one too far behind, a new reach_epoch) asks every node, each
+    from its kept answer. For a DraCache only: a what-if view has nodes without a
+    stamp, which nothing here may keep."""
+    synced = answers.synced
+    if (
+        synced is None
+        or synced[0]() is not snapshot
+        or not snapshot.remembers(synced[1])
+        or synced[2] != dra.reach_epoch
+    ):
+        names: Iterable[str] = snapshot.nodes
+        answers.fitting, answers.scores, answers.digest = {}, {}, 0
+        answers.reach = None
+    else:
+        names = set(snapshot.changed_since(synced[1]))
+        names.update(dra.nodes_changed_since(synced[3]))
+    fitting, scores = answers.fitting, answers.scores
+    for name in names:
+        node = snapshot.nodes.get(name)
+        fit, score = (
+            judge(answers, dra, name, node.labels, attempt)
+            if node is not None and dra.may_reach_devices(name)
+            else (False, None)
+        )
+        if fit == (name in fitting) and (not fit or fitting[name] == score):
+            continue
+        answers.reach = None
+        old = scores.pop(name, None)
+        if old is not None:
+            answers.digest -= score_hash(name, old)
+        if fit:
+            fitting[name] = score
+            if score is not None:
+                scores[name] = score
+                answers.digest += score_hash(name, score)
+        else:
+            del fitting[name]
+    answers.synced = (weakref.ref(snapshot), snapshot.generation, dra.reach_epoch, dra.change_clock)
+    if answers.reach is None:
+        answers.reach = frozenset(fitting)
+        answers.topology = NodeScores(scores, answers.digest) if scores else None
+    return answers.reach, answers.topology

@@ -128,6 +128,7 @@ def _by_walk(search: GangSearch, shape: Shape) -> Found | None:
     models = allowed_models(pod)
     nodes = snapshot.nodes
     memo = search.memo.for_shape(pod.node_signature(), pod, nodes.keys())
+    reach = pod.dra_reach
     candidates = shape.candidates
     ranks = profile.node_rank
     best_name = ""
@@ -141,9 +142,11 @@ def _by_walk(search: GangSearch, shape: Shape) -> Found | None:
             continue
         generation = node.generation
         entry = kept.get(name)
-        if entry is not None and generation and entry[0] == generation:
+        if entry is not None and generation and entry[0] == generation and reach is None:
             # Kept choices are only ever stored for nodes that passed the filters at
-            # that generation (candidates): no need to ask the memo again.
+            # that generation (candidates): no need to ask the memo again. Not for a
+            # pod with a DRA reach: choices are shared by pods of other reaches
+            # (node_choice.KeptChoices).
             choice = entry[1]
         else:
             if memo.first_failure(node) is not None:

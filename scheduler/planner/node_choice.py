@@ -100,7 +100,9 @@ class KeptChoices:
         if snapshot is not self._snapshot:
             self._by_shape.clear()
             self._snapshot = snapshot
-        signature = pod.node_signature()
+        # Choices are scored, not filtered (candidates passed the filters): pods that
+        # differ only in their DRA reach share them.
+        signature = pod.choice_signature()
         kept = self._by_shape.get(signature)
         if kept is None:
             kept = self._by_shape[signature] = {}

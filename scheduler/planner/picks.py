@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cache.pod import PodInfo
 from cache.snapshot import PlanningView, Snapshot
@@ -40,6 +40,10 @@ class Turn:
     admit: Callable[[str], bool] | None = None
     # The whole-node reserve's test of node and choice (None: no such restriction).
     keep: NodeTest | None = None
+    # Node -> its weighted score with the gang scores, as `best_scored` added it up:
+    # the view and the context stay put during a turn, so a pick again after a node
+    # was refused (search.MEMBER_CHOICE_TRIES) reads them instead of scoring anew.
+    totals: dict[str, float] = field(default_factory=dict)
 
 
 # A pick: the member's node and choice, or None when no node will do.
@@ -118,11 +122,17 @@ class Picks:
         rank = self.rank
         admit = turn.admit
         prefer = self.preference(pod)
+        totals = turn.totals
         for name, choice in self.feasible(turn):
-            total = choice.score
-            if gang_scores:
-                node = view.node(name)
-                total += sum(w * s.score(pod, node, choice.shares, context) for s, w in gang_scores)
+            total = totals.get(name)
+            if total is None:
+                total = choice.score
+                if gang_scores:
+                    node = view.node(name)
+                    total += sum(
+                        w * s.score(pod, node, choice.shares, context) for s, w in gang_scores
+                    )
+                totals[name] = total
             key = (0 if prefer is None or prefer(name) else 1, -total, rank(name))
             if key < best_key and (admit is None or admit(name)):
                 best, best_key = (name, choice), key

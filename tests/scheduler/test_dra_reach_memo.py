@@ -1,7 +1,9 @@
 """The DRA reach kept between planning calls (scheduler/planner/dra_reach.py) decides
 nothing a fresh one would not: over random histories of slices, classes, allocated
-claims, holds and node labels, each gang is planned with the long-lived memo and
-without one, and the members' reaches, the allocator's words and the plans agree."""
+claims, holds, node labels and nodes coming and going, each gang is planned by a
+long-lived planner (its memo of reaches caught up with a long-lived snapshot, its node
+choices kept per shape whatever the reach) and by a fresh one, and the members'
+reaches, the allocator's words and the plans agree."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from hypothesis import strategies as st
 
 from cache.cluster import ClusterCache, EventType
 from cache.dra.store import DELETED, DraCache
+from cache.dra.topology import PCIE_ROOT
 from cache.snapshot import Snapshot
 from cache.volumes import VolumeCache
 from policies.profile import build_profile
 from scheduler.gangs.gang import assemble_gangs
 from scheduler.planner import dra_reach
+from scheduler.planner.dra_choice import DraChoiceKind
 from scheduler.planner.dra_claims import resolve_dra
 from scheduler.planner.dra_reach import ReachMemo
 from scheduler.planner.planner import Planner
@@ -55,6 +59,7 @@ changes = st.one_of(
     # a shared device, and claims of others drawing its counters or taking shares.
     st.tuples(st.just("partitions"), node_index, st.booleans()),
     st.tuples(st.just("running share"), node_index, st.integers(0, 3)),
+    st.tuples(st.just("node"), node_index, st.booleans()),  # the node goes, or comes back
 )
 gangs = st.tuples(
     st.just("gang"),
@@ -62,9 +67,17 @@ gangs = st.tuples(
     st.integers(0, len(SELECTORS) - 1),
     st.booleans(),  # the claims' devices share a root
     st.sampled_from(("hold", "forget", "confirm")),
+    st.booleans(),  # planned on a fresh snapshot (else the long-lived one)
 )
 # Each change of the cluster is followed by a gang, so every change is asked about.
 steps = st.tuples(changes, gangs)
+
+
+def _words(kind: DraChoiceKind | None) -> dict[str, str] | None:
+    """The kind's words per member, as explain would read them."""
+    if kind is None:
+        return None
+    return {uid: kind.detail(uid, ()) for uid in kind.claims}
 
 
 class _World:
@@ -75,6 +88,9 @@ class _World:
         self.dra = DraCache()
         self.dra.apply_class("ADDED", class_obj())
         self.memo = ReachMemo(max_demands=2)  # small: demands come and go
+        self.planner = Planner(build_profile())
+        self.planner.dra_reach = self.memo
+        self.snapshot = Snapshot()
         self.version = 10
         self.running = 0
         self.gangs = 0
@@ -87,8 +103,11 @@ class _World:
         kind = step[0]
         if kind == "slice":
             _, node, memories = step
+            # The standard PCIe root too: each node's devices get topology scores
+            # (policies/dra/topology.py), which the kept reach keeps beside it.
             devices = [
-                device(f"gpu-{i}", memory=m, root=f"r{i // 2}") for i, m in enumerate(memories)
+                device(f"gpu-{i}", memory=m, root=f"r{i // 2}", **{PCIE_ROOT: f"pci{i // 2}"})
+                for i, m in enumerate(memories)
             ]
             self.dra.apply_slice(
                 "MODIFIED", slice_obj(f"s-{NODES[node]}", devices, NODES[node], rv=self.rv())
@@ -146,6 +165,10 @@ class _World:
             status = {"devices": {"results": [result]}}
             obj = claim_obj(f"run-{self.running}", [exactly()], allocation=status, rv=self.rv())
             self.dra.apply_claim("ADDED", obj)
+        elif kind == "node":
+            _, node, present = step
+            event = EventType.ADDED if present else EventType.DELETED
+            self.cache.apply_node(event, node_obj(NODES[node]))
         elif kind == "labels":
             _, node, value = step
             obj = node_obj(NODES[node], labels={"zone": value})
@@ -153,7 +176,14 @@ class _World:
         else:
             self.plan_gang(*step[1:])
 
-    def plan_gang(self, counts: list[int], selector: int, same_root: bool, after: str) -> None:
+    def plan_gang(
+        self,
+        counts: list[int],
+        selector: int,
+        same_root: bool,
+        after: str,
+        fresh_snapshot: bool = False,
+    ) -> None:
         self.gangs += 1
         gang_name = f"g{self.gangs}"
         pods = []
@@ -169,19 +199,24 @@ class _World:
         infos = [self.cache.pod(pod["metadata"]["uid"]) for pod in pods]
         assembled = assemble_gangs([p for p in infos if p], {}, "gang-scheduler")
         gang = next(iter(assembled.gangs.values()))
-        snapshot = Snapshot()
+        # The core's snapshot lives on (the memo catches up with its changes); a
+        # fresh one is what the memo must answer alike from scratch.
+        if fresh_snapshot:
+            self.snapshot = Snapshot()
+        snapshot = self.snapshot
         self.cache.update_snapshot(snapshot)
         labels = self.cache.namespace_labels()
 
         kept, kept_kind = resolve_dra(gang.pending, self.dra, snapshot, labels, self.memo)
         fresh, fresh_kind = resolve_dra(gang.pending, self.dra, snapshot, labels)
-        assert [(p.dra_reach, p.problems) for p in kept] == [
-            (p.dra_reach, p.problems) for p in fresh
+        assert [(p.dra_reach, p.dra_topology, p.problems) for p in kept] == [
+            (p.dra_reach, p.dra_topology, p.problems) for p in fresh
         ]
-        assert (kept_kind and kept_kind.details) == (fresh_kind and fresh_kind.details)
+        assert _words(kept_kind) == _words(fresh_kind)
 
-        with_memo = Planner(build_profile())
-        with_memo.dra_reach = self.memo
+        # The long-lived planner, as the core keeps it: its memo of reaches, and the
+        # node choices it keeps per shape, shared by gangs that see other reaches.
+        with_memo = self.planner
         volumes = VolumeCache()
         plan = plan_with_claims(with_memo, gang, snapshot, volumes, self.cache, dra=self.dra)
         fresh_plan = plan_with_claims(
@@ -200,7 +235,7 @@ class _World:
                     self.dra.confirm(key)
 
 
-ONE_GPU = ("gang", [1], 0, False, "hold")
+ONE_GPU = ("gang", [1], 0, False, "hold", False)
 
 
 @settings(max_examples=80, deadline=None)
@@ -217,9 +252,18 @@ ONE_GPU = ("gang", [1], 0, False, "hold")
         (("running share", 0, 3), ONE_GPU),
     ]
 )
+# A node leaving, then coming back, on the long-lived snapshot: the kept reach
+# catches up with the snapshot's changes as well as the DraCache's.
 @example(
     history=[
-        (("slice", 0, [80]), ("gang", [1], 0, False, "forget")),
+        (("slice", 0, [80]), ("slice", 1, [80])),
+        (("node", 1, False), ("gang", [1], 0, False, "forget", False)),
+        (("node", 1, True), ("gang", [1], 0, False, "forget", False)),
+    ]
+)
+@example(
+    history=[
+        (("slice", 0, [80]), ("gang", [1], 0, False, "forget", False)),
         (("running claim", 0, 0), ONE_GPU),
         (("claim ends", 1), ONE_GPU),
     ]
@@ -227,8 +271,8 @@ ONE_GPU = ("gang", [1], 0, False, "hold")
 @example(
     history=[
         (("slice", 0, [16, 80]), ("class", 2)),
-        (("class", 2), ("gang", [2], 0, False, "forget")),
-        (("class", 0), ("gang", [2], 0, False, "forget")),
+        (("class", 2), ("gang", [2], 0, False, "forget", False)),
+        (("class", 0), ("gang", [2], 0, False, "forget", False)),
     ]
 )
 def test_kept_reach_plans_as_a_fresh_one(
@@ -244,9 +288,9 @@ def test_a_gang_of_a_kept_demand_is_answered_from_the_memo() -> None:
     """The memo is used: a second gang asking alike finds its demand kept."""
     world = _World()
     world.step(("slice", 0, [80, 80]))
-    world.step(("gang", [1, 1], 0, False, "forget"))
+    world.step(("gang", [1, 1], 0, False, "forget", False))
     assert len(world.memo) == 1
-    world.step(("gang", [1, 1], 0, False, "forget"))
+    world.step(("gang", [1, 1], 0, False, "forget", False))
     assert len(world.memo) == 1
 
 

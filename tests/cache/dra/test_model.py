@@ -190,3 +190,22 @@ def test_claim_fields() -> None:
     assert request is not None and request.count == 2 and request.admin_access
     assert request.tolerations[0].key == "k"
     assert claim.constraints[0].attribute == f"{DRIVER}/pcieRoot"
+
+
+def test_nodes_changed_since_a_clock_are_named_latest_first_each_once() -> None:
+    """The change log the planner's DRA reach catches up from: a node changed twice
+    is named once, at its latest change; nodes changed before the clock read are not."""
+    cache = DraCache()
+    for node in ("a", "b", "c"):
+        cache.apply_slice("ADDED", slice_obj(f"s-{node}", [device("gpu-0")], node=node))
+    clock = cache.change_clock
+    assert list(cache.nodes_changed_since(clock)) == []
+    cache.apply_claim(
+        "ADDED", claim_obj("x", [exactly()], allocation=allocated((DRIVER, "a", "gpu-0")))
+    )
+    cache.apply_claim(
+        "ADDED", claim_obj("y", [exactly()], allocation=allocated((DRIVER, "b", "gpu-0")))
+    )
+    cache.apply_claim("DELETED", claim_obj("x", [exactly()], rv="2"))
+    assert list(cache.nodes_changed_since(clock)) == ["a", "b"]
+    assert cache.node_stamp("c")[1] <= clock < cache.node_stamp("a")[1]
