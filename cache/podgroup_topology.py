@@ -91,8 +91,16 @@ def _keys(value: object, refusals: list[str]) -> tuple[str, ...]:
     if len(value) > MAX_PREFERRED_KEYS:
         refusals.append(f"{field} names {len(value)} levels; at most {MAX_PREFERRED_KEYS}")
         return ()
-    keys = [_key(item, f"{field}[{i}]", refusals) for i, item in enumerate(value)]
-    return tuple(key for key in keys if key is not None)
+    keys: list[str] = []
+    for i, item in enumerate(value):
+        # A null entry is refused like any other non-key, never dropped: the level list
+        # is read whole or not at all.
+        problem = label_key_problem(item, f"{field}[{i}]")
+        if problem is not None:
+            refusals.append(problem)
+        else:
+            keys.append(item)
+    return tuple(keys)
 
 
 def _size(value: object, refusals: list[str]) -> int | None:

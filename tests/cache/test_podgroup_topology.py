@@ -71,6 +71,7 @@ def test_no_topology_is_no_requirement() -> None:
         ({"requiredKey": "Bad.Prefix/rack"}, "invalid prefix"),
         ({"preferredKeys": "rack"}, "spec.topology.preferredKeys must be a list"),
         ({"preferredKeys": ["rack", 3]}, "spec.topology.preferredKeys[1]"),
+        ({"preferredKeys": [None]}, "spec.topology.preferredKeys[0]"),
         ({"preferredKeys": ["r"] * 9}, "at most 8"),
         ({"preferredKeys": [CLIQUE, CLIQUE]}, "names nvidia.com/gpu.clique twice"),
         ({"requiredKey": RACK, "preferredKeys": [RACK]}, "not narrower than the required"),
