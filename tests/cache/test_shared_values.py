@@ -60,7 +60,7 @@ def test_quota_usage_of_replicas_is_held_once() -> None:
         cache.apply_node(EventType.ADDED, node_obj(name))
     for index in (1, 2, 3):
         cache.apply_pod(EventType.ADDED, _replica(index))
-    kept = cache.quotas.ledger._pods  # noqa: SLF001: what the ledger holds per pod
+    kept = cache.quotas.ledger._pods  # what the ledger holds per pod
     assert len({id(usage) for _, usage in kept.values()}) == 1
 
 
