@@ -94,13 +94,20 @@ class _Charge:
     # The devices to charge as written (an assumed plan, or a trusted assignment; ()
     # for a pod without GPUs); None when they must be inferred.
     written: DeviceShares | None
-    order: tuple[float, str]  # canonical order among inferred charges: (created, uid)
+    # The pod's creation time: inferred charges are made in (created, uid) order
+    # (`_canonical_order`); kept as the float, not as a tuple per pod (memory).
+    created: float
     shares: DeviceShares = ()  # what is charged on the node now
     ports: tuple[HostPort, ...] = ()  # host ports the pod holds on the node
     uid: str = ""
     # Its assignment carries a signature no key of this process verifies: charged on
     # every GPU of the node (_worst_case_shares) instead of inferred.
     unverified: bool = False
+
+
+def _canonical_order(charge: _Charge) -> tuple[float, str]:
+    """The order inferred charges are made in: oldest pod first, then by uid."""
+    return (charge.created, charge.uid)
 
 
 def _kubelet_shares(
@@ -409,7 +416,7 @@ class ClusterCache:
                 node.charge(charge.requests, charge.shares, charge.ports)
             else:
                 inferred.append(charge)
-        for charge in sorted(inferred, key=lambda c: c.order):
+        for charge in sorted(inferred, key=_canonical_order):
             charge.shares = inferred_shares(node, charge.gpu.count, charge.gpu.milli)
             node.charge(charge.requests, charge.shares, charge.ports)
         for charge in reserved:
@@ -502,7 +509,8 @@ class ClusterCache:
             and current.requests == pod.requests
             and current.written == written
             and current.unverified == unverified
-            and current.order == (pod.created, pod.uid)
+            and current.created == pod.created
+            and current.uid == pod.uid
             and current.ports == pod.host_ports
         ):
             return current
@@ -511,7 +519,7 @@ class ClusterCache:
             requests=pod.requests,
             gpu=pod.gpu,
             written=written,
-            order=(pod.created, pod.uid),
+            created=pod.created,
             ports=pod.host_ports,
             uid=pod.uid,
             unverified=unverified,
@@ -696,7 +704,7 @@ class ClusterCache:
                     requests=pod.requests,
                     gpu=pod.gpu,
                     written=placement.shares,
-                    order=(pod.created, pod.uid),
+                    created=pod.created,
                     ports=pod.host_ports,
                     uid=pod.uid,
                 ),

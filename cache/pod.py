@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +27,7 @@ from cache.limits import MAX_INT32, MIN_INT32, shown
 from cache.pod_claims import PodResourceClaim, claim_statuses, pod_resource_claims
 from cache.ports import HostPort, parse_host_ports
 from cache.preferences import PreferredTerm, parse_preferred_affinity
+from cache.shared_values import shared_mapping, shared_tuple
 from cache.terms import (
     PodAffinity,
     SelectorTerm,
@@ -143,7 +145,7 @@ class PodInfo:
     created: float = 0.0
     deleting: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
-    requests: res.Resources = field(default_factory=dict)
+    requests: Mapping[str, int] = field(default_factory=dict)
     gpu: GpuRequest = NO_GPU
     node_selector: Mapping[str, str] = field(default_factory=dict)
     required_affinity: tuple[SelectorTerm, ...] | None = None
@@ -406,9 +408,13 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
     spec = mapping(obj.get("spec"))
     status = mapping(obj.get("status"))
     # Label keys and values are strings in the API; read them as such whatever came.
-    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    # Pods of one workload hold one label dict, and all pods one string per key
+    # (cache/shared_values.py: memory at 150,000 pods).
+    labels = shared_mapping(
+        {sys.intern(str(k)): str(v) for k, v in (meta.get("labels") or {}).items()}
+    )
     annotations = meta.get("annotations") or {}
-    node_name = str(spec.get("nodeName") or "")
+    node_name = sys.intern(str(spec.get("nodeName") or ""))
     problems: list[str] = []
     if not meta.get("name"):
         problems.append("the pod has no metadata.name; it cannot be bound")
@@ -416,7 +422,7 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
     requests: res.Resources = {}
     gpu = NO_GPU
     try:
-        requests = res.shares_in_milli(pod_requests(spec), share_milli)
+        requests = shared_mapping(res.shares_in_milli(pod_requests(spec), share_milli))
         gpu = gpu_request(requests, share_milli)
     except ValueError as error:
         problems.append(str(error))
@@ -445,10 +451,10 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
     if raw_affinity or raw_tolerations:
         try:
             affinity = parse_required_affinity(raw_affinity)
-            tolerations = parse_tolerations(raw_tolerations)
+            tolerations = shared_tuple(parse_tolerations(raw_tolerations))
         except ValueError as error:
             problems.append(str(error))
-    namespace = str(meta.get("namespace") or "default")
+    namespace = sys.intern(str(meta.get("namespace") or "default"))
     pod_affinity = None
     spread: tuple[SpreadConstraint, ...] = ()
     raw_spread = spec.get("topologySpreadConstraints")
@@ -524,19 +530,21 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
     gates = spec.get("schedulingGates")
     return PodInfo(
         uid=object_uid(obj),
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=namespace,
         name=str(meta.get("name") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
-        scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
+        scheduler_name=sys.intern(str(spec.get("schedulerName") or DEFAULT_SCHEDULER)),
         node_name=node_name,
-        phase=str(status.get("phase") or "Pending"),
+        phase=sys.intern(str(status.get("phase") or "Pending")),
         priority=priority,
         created=parse_time(meta.get("creationTimestamp")),
         deleting=bool(meta.get("deletionTimestamp")),
         labels=labels,
         requests=requests,
         gpu=gpu,
-        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        node_selector=shared_mapping(
+            {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+        ),
         required_affinity=affinity,
         tolerations=tolerations,
         host_ports=host_ports,
@@ -556,9 +564,9 @@ def _parse_pod(obj: Mapping[str, Any], share_milli: int, keys: GangKeys) -> PodI
             if annotations.get(keys.min_role_members_annotation) is not None
             else None
         ),
-        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
+        preemption_policy=sys.intern(str(spec.get("preemptionPolicy") or "PreemptLowerPriority")),
         resource_claims=resource_claims,
-        claim_statuses=statuses,
+        claim_statuses=shared_mapping(statuses),
         topology=topology,
         extended_containers=container_extended(spec) if _may_ask_extended(requests) else (),
     )

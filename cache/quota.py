@@ -34,6 +34,7 @@ from cache.jsonobj import MALFORMED, mapping, metadata
 from cache.limits import shown
 from cache.pod import parse_time
 from cache.quantity import to_milli
+from cache.shared_values import shared_mapping
 
 QUOTA_GROUP = "scheduling.x-k8s.io"
 QUOTA_VERSION = "v1alpha1"
@@ -306,7 +307,7 @@ class QuotaLedger:
     very same numbers)."""
 
     def __init__(self) -> None:
-        self._pods: dict[str, tuple[str, dict[str, int]]] = {}
+        self._pods: dict[str, tuple[str, Mapping[str, int]]] = {}
         self._used: dict[str, dict[str, int]] = {}
         # Namespaces whose usage changed since `take_changed` was last called: what the
         # queue re-orders borrowers by is recomputed for those only.
@@ -314,7 +315,8 @@ class QuotaLedger:
 
     def charge(self, uid: str, namespace: str, usage: Amounts) -> None:
         self.discharge(uid)
-        kept = dict(usage)
+        # Pods of one workload hold one usage (cache/shared_values.py: memory).
+        kept = shared_mapping(dict(usage))
         self._pods[uid] = (namespace, kept)
         if kept:
             res.add(self._used.setdefault(namespace, {}), kept)
