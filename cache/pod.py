@@ -261,12 +261,29 @@ class PodInfo:
         terms are judged apart, on top of those answers, so they are left out."""
         return (*self.choice_signature(), self.dra_reach)
 
+    def filter_signature(self) -> tuple[Hashable, ...]:
+        """`choice_signature` without the devices' topology scores, which no filter
+        reads: what the filter memo (policies/diagnosis.FilterMemo) keeps answers by.
+        The DRA reach, which changes with every gang that takes devices, is judged on
+        top of the kept answers (DynamicResources.kept_by_signature), so that DRA
+        gangs of one shape share them."""
+        return (*self._filtered_fields(), self.dra_extended)
+
     def choice_signature(self) -> tuple[Hashable, ...]:
         """`node_signature` without the DRA reach, which only the DynamicResources
         filter reads: equal for pods whose device choice and node scores on a node are
         alike (scheduler/planner/node_choice.KeptChoices keeps choices by it, so that
         DRA gangs of one shape share them although each sees the reach of its time, as
         long as the devices' topology scores, `dra_topology`, are alike)."""
+        return (
+            *self._filtered_fields(),
+            # The gpu-topology score reads it (one score per node the pod's devices
+            # fit): choices scored with other scores are other choices.
+            self.dra_topology,
+            self.dra_extended,
+        )
+
+    def _filtered_fields(self) -> tuple[Hashable, ...]:
         return (
             tuple(sorted(self.requests.items())),
             self.host_ports,
@@ -277,10 +294,6 @@ class PodInfo:
             self.tolerations,
             self.volume_needs,
             self.volume_limited,
-            # The gpu-topology score reads it (one score per node the pod's devices
-            # fit): choices scored with other scores are other choices.
-            self.dra_topology,
-            self.dra_extended,
         )
 
     @property

@@ -70,17 +70,31 @@ class FilterMemo:
     it did last time, so a diagnosis over 5,000 nodes becomes 5,000 look-ups once the
     shape has been seen. Only nodes as the cache has them may be asked: a node
     changed by a tentative placement keeps its generation, and is filtered directly.
+
+    A filter whose answer rests on what the pod's signature leaves out
+    (`kept_by_signature = False`: DynamicResources reads the pod's DRA reach, new
+    with every gang that takes devices, `PodInfo.filter_signature`) is asked afresh
+    each time, in its place in the order: the table keeps, per node, which of the
+    other filters fails first, so the answer is the one all the filters give in order.
     """
 
     def __init__(self, filters: Sequence[Filter], max_shapes: int = 32) -> None:
         self.filters = filters
         self.max_shapes = max_shapes
-        self._tables: OrderedDict[Hashable, dict[str, tuple[int, str | None]]] = OrderedDict()
+        self._kept = tuple(f for f in filters if getattr(f, "kept_by_signature", True))
+        # Each filter asked afresh, with how many kept filters come before it.
+        self._fresh = tuple(
+            (sum(1 for f in filters[:at] if getattr(f, "kept_by_signature", True)), check)
+            for at, check in enumerate(filters)
+            if not getattr(check, "kept_by_signature", True)
+        )
+        self._tables: OrderedDict[Hashable, dict[str, tuple[int, int, str | None]]] = OrderedDict()
 
     def for_shape(
         self, signature: Hashable, pod: PodInfo, nodes: Collection[str] | None = None
     ) -> ShapeMemo:
-        """The answers for one shape (`pod` stands for every pod of that signature).
+        """The answers for one shape (`pod` stands for every pod of that signature,
+        `PodInfo.filter_signature`, but for what the fresh filters read).
         `nodes`, the names present now, lets the answers about nodes that are gone be
         forgotten once they outnumber the present ones (nodes with unique names come
         and go all day)."""
@@ -94,23 +108,44 @@ class FilterMemo:
             if nodes is not None and len(table) > 2 * len(nodes) + _GONE_KEPT:
                 for name in [name for name in table if name not in nodes]:
                     del table[name]
-        return ShapeMemo(self.filters, pod, table)
+        return ShapeMemo(self._kept, self._fresh, pod, table)
 
 
 class ShapeMemo:
-    __slots__ = ("_table", "filters", "pod")
+    __slots__ = ("_table", "filters", "fresh", "pod")
 
     def __init__(
-        self, filters: Sequence[Filter], pod: PodInfo, table: dict[str, tuple[int, str | None]]
+        self,
+        filters: Sequence[Filter],
+        fresh: Sequence[tuple[int, Filter]],
+        pod: PodInfo,
+        table: dict[str, tuple[int, int, str | None]],
     ) -> None:
         self.filters = filters
+        self.fresh = fresh
         self.pod = pod
         self._table = table
 
     def first_failure(self, node: NodeInfo) -> str | None:
         known = self._table.get(node.name)
         if known is not None and known[0] == node.generation:
-            return known[1]
-        reason = first_failure(self.filters, self.pod, node)
-        self._table[node.name] = (node.generation, reason)
+            _, failed_at, reason = known
+        else:
+            failed_at, reason = self._first_kept_failure(node)
+            self._table[node.name] = (node.generation, failed_at, reason)
+        for before, check in self.fresh:
+            if before > failed_at:
+                break  # after the kept filter that fails: never reached
+            fresh_reason = check.filter(self.pod, node)
+            if fresh_reason is not None:
+                return fresh_reason
         return reason
+
+    def _first_kept_failure(self, node: NodeInfo) -> tuple[int, str | None]:
+        """Which kept filter fails first (its index, or their number when none does)
+        and its reason."""
+        for at, check in enumerate(self.filters):
+            reason = check.filter(self.pod, node)
+            if reason is not None:
+                return at, reason
+        return len(self.filters), None

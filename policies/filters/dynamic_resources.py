@@ -16,6 +16,9 @@ NOT_AVAILABLE = "resourceclaim not available on the node"
 
 class DynamicResources:
     name: str = "dynamic-resources"
+    # Its answer rests on the pod's DRA reach, which PodInfo.filter_signature leaves
+    # out: the filter memo asks it afresh (policies/diagnosis.FilterMemo).
+    kept_by_signature: bool = False
 
     def filter(self, pod: PodInfo, node: NodeInfo) -> str | None:
         reach = pod.dra_reach

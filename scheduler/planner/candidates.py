@@ -28,7 +28,7 @@ def collect_candidates(search: GangSearch, shape: Shape) -> None:
     models = allowed_models(pod)
     snapshot = search.snapshot
     nodes = snapshot.nodes
-    memo = search.memo.for_shape(pod.node_signature(), pod, nodes.keys())
+    memo = search.memo.for_shape(pod.filter_signature(), pod, nodes.keys())
     names = snapshot.candidates(
         *gpu_index_request(pod), pod.requests.get(CPU, 0), profile.prefers_tight
     )

@@ -17,7 +17,7 @@ def explain(search: GangSearch, uid: str, attempt: Attempt) -> str:
     attempt's view has the nodes its members changed."""
     pod = search.shape_of[uid].pod
     snapshot = search.snapshot
-    memo = search.memo.for_shape(pod.node_signature(), pod, snapshot.nodes.keys())
+    memo = search.memo.for_shape(pod.filter_signature(), pod, snapshot.nodes.keys())
     view = attempt.view
     filters = search.profile.filters
     reasons: Counter[str] = Counter()

@@ -127,7 +127,7 @@ def _by_walk(search: GangSearch, shape: Shape) -> Found | None:
     limit = max(profile.candidate_limit, 2)
     models = allowed_models(pod)
     nodes = snapshot.nodes
-    memo = search.memo.for_shape(pod.node_signature(), pod, nodes.keys())
+    memo = search.memo.for_shape(pod.filter_signature(), pod, nodes.keys())
     reach = pod.dra_reach
     candidates = shape.candidates
     ranks = profile.node_rank
@@ -171,7 +171,7 @@ def _from_window(search: GangSearch, shape: Shape) -> Found | None:
     profile, snapshot = search.profile, search.snapshot
     window = search.planner.window(pod, snapshot)
     models = allowed_models(pod)
-    memo = search.memo.for_shape(pod.node_signature(), pod, snapshot.nodes.keys())
+    memo = search.memo.for_shape(pod.filter_signature(), pod, snapshot.nodes.keys())
 
     def choose(node: NodeInfo) -> NodeChoice | None:
         if models is not None and node.labels.get(PRODUCT_LABEL) not in models:

@@ -141,7 +141,7 @@ class Rankings:
         if self.profile.node_state is not None:
             updates = self._state_choices_of(signature, pod, snapshot, names)
         else:
-            updates = self._node_choices_of(signature, pod, snapshot, names)
+            updates = self._node_choices_of(pod, snapshot, names)
         rank = self.rank
         push = heapq.heappush
         for name, choice in updates:
@@ -171,11 +171,11 @@ class Rankings:
         return ranking
 
     def _node_choices_of(
-        self, signature: Hashable, pod: PodInfo, snapshot: Snapshot, names: Iterable[str]
+        self, pod: PodInfo, snapshot: Snapshot, names: Iterable[str]
     ) -> Iterator[tuple[str, NodeChoice | None]]:
         """The shape's choice on each named node (None: the node is gone), evaluated
         per node with the filter memo."""
-        memo = self.memo.for_shape(signature, pod, snapshot.nodes.keys())
+        memo = self.memo.for_shape(pod.filter_signature(), pod, snapshot.nodes.keys())
         for name in names:
             node = snapshot.nodes.get(name)
             if node is None:

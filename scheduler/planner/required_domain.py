@@ -125,7 +125,7 @@ def required_domains(
     shapes = list(search.shapes.items())
     per_shape: list[LevelRoom] = []
     for signature, shape in shapes:
-        memo = search.memo.for_shape(shape.pod.node_signature(), shape.pod, snapshot.nodes.keys())
+        memo = search.memo.for_shape(shape.pod.filter_signature(), shape.pod, snapshot.nodes.keys())
         per_shape.append(rooms.room(key, slice_key, signature, snapshot, shape.pod, memo))
     domains: dict[str, Domain] = {}
     for position, room in enumerate(per_shape):

@@ -55,7 +55,7 @@ def test_caught_up_room_equals_a_fresh_count(changes: list[tuple[str, int, int]]
     memo = FilterMemo(PROFILE.filters)
 
     def shape_memo() -> ShapeMemo:
-        return memo.for_shape(member.node_signature(), member, snapshot.nodes.keys())
+        return memo.for_shape(member.filter_signature(), member, snapshot.nodes.keys())
 
     kept = LevelRoom(RACK, CLIQUE)
     kept.catch_up(snapshot, member, shape_memo())
