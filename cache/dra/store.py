@@ -640,22 +640,24 @@ class DraCache:
                     nodes.add(node)
         return frozenset(nodes)
 
-    def taken_by_driver(self) -> dict[str, tuple[int, int]]:
+    def taken_by_driver(self) -> dict[str, tuple[int, int, int]]:
         """Driver -> (devices a claim's status.allocation takes, devices only a claim
-        this scheduler is allocating holds), for the metrics. Drivers that publish no
-        slice are summed under OTHER_DRIVERS: allocation results are read from claims,
-        so their driver names are not bounded by what the cluster runs."""
+        this scheduler is allocating holds, devices only kept for a gang whose victims
+        are leaving), for the metrics: each device in the first of those it is in.
+        Drivers that publish no slice are summed under OTHER_DRIVERS: allocation
+        results are read from claims, so their driver names are not bounded by what the
+        cluster runs."""
         known = {s.driver for s in self.slices.values()}
         counts: dict[str, list[int]] = {}
-        for device in self._allocated:
-            driver = device.driver if device.driver in known else OTHER_DRIVERS
-            counts.setdefault(driver, [0, 0])[0] += 1
-        for device in self._held:
-            if device in self._allocated:
-                continue
-            driver = device.driver if device.driver in known else OTHER_DRIVERS
-            counts.setdefault(driver, [0, 0])[1] += 1
-        return {driver: (row[0], row[1]) for driver, row in counts.items()}
+        seen: set[DeviceId] = set()
+        for state, devices in enumerate((self._allocated, self._held, self._kept_for)):
+            for device in devices:
+                if device in seen:
+                    continue
+                seen.add(device)
+                driver = device.driver if device.driver in known else OTHER_DRIVERS
+                counts.setdefault(driver, [0, 0, 0])[state] += 1
+        return {driver: (row[0], row[1], row[2]) for driver, row in counts.items()}
 
     def allocation_of(self, key: str) -> Allocation | None:
         """The claim's allocation: its status's, else the one this scheduler holds."""

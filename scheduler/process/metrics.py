@@ -309,8 +309,9 @@ class SchedulerMetrics:
         self.dra_devices = Gauge(
             "gang_scheduler_dra_devices",
             "DRA devices taken, by driver and state: allocated (a ResourceClaim's "
-            "status.allocation names it) or held (a claim this scheduler is allocating, "
-            "its write not yet seen). Drivers that publish no ResourceSlice: _other.",
+            "status.allocation names it), held (a claim this scheduler is allocating, "
+            "its write not yet seen) or kept (for a gang that evicted their claims' "
+            "consumers, until it is planned). Drivers that publish no ResourceSlice: _other.",
             ["driver", "state"],
             registry=reg,
         )
@@ -522,12 +523,13 @@ class SchedulerMetrics:
 
     def _observe_dra(self, core: SchedulingCore) -> None:
         taken = core.dra.taken_by_driver()
-        for driver, (allocated, held) in taken.items():
+        for driver, (allocated, held, kept) in taken.items():
             self.dra_devices.labels(driver, "allocated").set(allocated)
             self.dra_devices.labels(driver, "held").set(held)
+            self.dra_devices.labels(driver, "kept").set(kept)
         # A driver whose last device was released must not keep its old numbers.
         for driver in self._dra_drivers - taken.keys():
-            for state in ("allocated", "held"):
+            for state in ("allocated", "held", "kept"):
                 self.dra_devices.remove(driver, state)
         self._dra_drivers = set(taken)
 

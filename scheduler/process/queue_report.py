@@ -93,8 +93,8 @@ def queue_report(
         "quotasLeftOut": len(governed) - len(quotas),
         "starvationGuard": reserved is not None,
         "draDevices": {
-            driver: {"allocated": allocated, "held": held}
-            for driver, (allocated, held) in sorted(core.dra.taken_by_driver().items())
+            driver: {"allocated": allocated, "held": held, "kept": kept}
+            for driver, (allocated, held, kept) in sorted(core.dra.taken_by_driver().items())
         },
     }
 

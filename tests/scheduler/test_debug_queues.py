@@ -223,4 +223,4 @@ async def test_dra_gangs_and_devices_are_shown() -> None:
         gangs = {gang["key"]: gang for gang in report["gangs"]}
         assert gangs["team-a/devices"]["deviceClaims"] == 1
         assert gangs["team-b/more"]["deviceClaims"] == 0
-        assert report["draDevices"] == {DRIVER: {"allocated": 1, "held": 0}}
+        assert report["draDevices"] == {DRIVER: {"allocated": 1, "held": 0, "kept": 0}}
