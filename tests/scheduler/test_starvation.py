@@ -37,18 +37,17 @@ def gang(name: str, size: int, gpus: int, priority: int = 0, ns: str = "default"
     return gang_pods(name, size, namespace=ns, gpus=gpus, priority=priority, created=created)
 
 
-def stream(guard: float, until: float) -> tuple[float | None, list[tuple[str, frozenset[str]]]]:
-    """8 nodes of 8 GPUs. From t=0 four 1-GPU gangs arrive every second, each running
-    20 s (80 GPUs asked for at once, 64 exist); at t=5 a gang of 8 x 8 GPUs arrives.
-    Returns when the large gang was placed (None: not by `until`) and the reservations
-    announced."""
-    core = core_with(8, guard)
+def stream_into(
+    core: SchedulingCore, large_size: int, large_at: float, until: float
+) -> tuple[float | None, Plan | None, list[tuple[str, frozenset[str]]]]:
+    """From t=0 four 1-GPU gangs arrive every second, each running 20 s; at `large_at` a
+    gang "large" of `large_size` x 8 GPUs arrives. Returns when the large gang was placed
+    (None: not by `until`), its plan, and the reservations announced."""
     finishing: list[tuple[float, dict[str, Any]]] = []
     announced: list[tuple[str, frozenset[str]]] = []
-    placed_at = None
     small = 0
     now = 0.0
-    while now <= until and placed_at is None:
+    while now <= until:
         for _, pod in [f for f in finishing if f[0] <= now]:
             core.apply_pod(EventType.DELETED, pod, now)
         finishing = [f for f in finishing if f[0] > now]
@@ -57,20 +56,28 @@ def stream(guard: float, until: float) -> tuple[float | None, list[tuple[str, fr
                 pod["metadata"]["creationTimestamp"] = f"2026-01-01T01:{small // 240:02d}:00Z"
                 core.apply_pod(ADDED, pod, now)
             small += 1
-        if now == 5.0:
-            for pod in gang("large", 8, 8):
+        if now == large_at:
+            for pod in gang("large", large_size, 8):
                 core.apply_pod(ADDED, pod, now)
+        large: Plan | None = None
         for attempt in run(core, now):
             if not isinstance(attempt.result, Plan):
                 continue
             if attempt.gang.key == "default/large":
-                placed_at = now
+                large = attempt.result
             for placement in attempt.result.placements:
-                pod = core.cache.pod(placement.pod_uid)
-                assert pod is not None
-                finishing.append((now + 20.0, {"metadata": {"uid": pod.uid}}))
-        now += 1.0
+                finishing.append((now + 20.0, {"metadata": {"uid": placement.pod_uid}}))
         announced.extend(core.starvation.announcements())
+        if large is not None:
+            return now, large, announced
+        now += 1.0
+    return None, None, announced
+
+
+def stream(guard: float, until: float) -> tuple[float | None, list[tuple[str, frozenset[str]]]]:
+    """8 nodes of 8 GPUs, the stream above (80 GPUs asked for at once, 64 exist) and at
+    t=5 a gang of 8 x 8 GPUs."""
+    placed_at, _, announced = stream_into(core_with(8, guard), 8, 5.0, until)
     return placed_at, announced
 
 
@@ -202,31 +209,9 @@ def test_a_starving_rack_required_gang_reserves_inside_one_rack() -> None:
     }
     core.apply_podgroup(ADDED, group, 0.0)
     rack_of = {f"n{i}": f"r{i // 4}" for i in range(8)}
-    finishing: list[tuple[float, dict[str, Any]]] = []
-    announced: list[frozenset[str]] = []
-    placed: set[str] = set()
-    small, now = 0, 0.0
-    while now <= 400.0 and not placed:
-        for _, pod in [f for f in finishing if f[0] <= now]:
-            core.apply_pod(EventType.DELETED, pod, now)
-        finishing = [f for f in finishing if f[0] > now]
-        for _ in range(4):
-            for pod in gang(f"s{small}", 1, 1):
-                pod["metadata"]["creationTimestamp"] = f"2026-01-01T01:{small // 240:02d}:00Z"
-                core.apply_pod(ADDED, pod, now)
-            small += 1
-        if now == 20.0:
-            for pod in gang("large", 4, 8):
-                core.apply_pod(ADDED, pod, now)
-        for attempt in run(core, now):
-            if not isinstance(attempt.result, Plan):
-                continue
-            if attempt.gang.key == "default/large":
-                placed = {rack_of[p.node] for p in attempt.result.placements}
-            for placement in attempt.result.placements:
-                finishing.append((now + 20.0, {"metadata": {"uid": placement.pod_uid}}))
-        now += 1.0
-        announced.extend(nodes for key, nodes in core.starvation.announcements() if "large" in key)
+    _, plan, told = stream_into(core, 4, 20.0, 400.0)
+    placed = {rack_of[p.node] for p in plan.placements} if plan is not None else set()
+    announced = [nodes for key, nodes in told if "large" in key]
     assert announced, "the large gang starved and reserved"
     assert all(len({rack_of[n] for n in nodes}) == 1 for nodes in announced), announced
     assert len(placed) == 1, placed
