@@ -225,6 +225,9 @@ class Informer:
         # Set once the server refused the watch-list stream: pages from then on.
         self.watch_list_refused = False
         self.streamed = 0  # initial states read as a watch-list stream (tests read it)
+        # True while a relist is being reconciled (its first page or read is in, its
+        # end is not): the scheduler goes on scheduling meanwhile (tests read it).
+        self.reconciling = False
 
     # --- the loop -----------------------------------------------------------------------
     async def run(self) -> None:
@@ -312,6 +315,7 @@ class Informer:
             async for page in pages:
                 if page.first:
                     reconciliation = self._begin_relist()
+                    self.reconciling = True
                     self._found_again()
                 assert reconciliation is not None
                 reconciliation.add(page.items, self._clock())
@@ -321,6 +325,8 @@ class Informer:
                 self._absent()
                 return False
             raise
+        finally:
+            self.reconciling = False
         assert reconciliation is not None  # list_pages yields at least one page or raises
         reconciliation.finish(self._clock())
         self.resource_version = version
@@ -391,6 +397,7 @@ class Informer:
             async with watch as stream:
                 opened = True
                 reconciliation = self._begin_relist()
+                self.reconciling = True
                 self._found_again()
                 async for batch in stream.batches():
                     if reconciliation is None:
@@ -409,6 +416,7 @@ class Informer:
                         time.monotonic() - began,
                     )
                     reconciliation = None
+                    self.reconciling = False
                     self._relisted()
                     if rest:
                         self.handle(rest)
@@ -416,6 +424,8 @@ class Informer:
             if not opened and err.status in WATCH_LIST_REFUSED:
                 raise WatchListRefused(str(err)) from err
             raise
+        finally:
+            self.reconciling = False
         if reconciliation is not None:
             raise WatchBroken("the watch-list stream ended before its initial state did")
 

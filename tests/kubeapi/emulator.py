@@ -84,8 +84,12 @@ from tests.kubeapi.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from tests.kubeapi.store import Store, StoredObject, dumps
-from tests.kubeapi.watch_stream import WatchParams, WatchSettings, serve_watch
+from tests.kubeapi.store import Store, StoredObject, dumps, event_line
+from tests.kubeapi.watch_stream import StreamHold, WatchParams, WatchSettings, serve_watch
+
+# What kube-apiserver says of a watch whose revision etcd compacted
+# (k8s.io/apiserver storage/etcd3 watcher: errors.NewResourceExpired).
+EXPIRED_WATCH = "The resourceVersion for the provided watch is too old."
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,8 @@ class KubeApiEmulator:
         self._port = 0
         self._started = strategy.timestamp()
         self._timers: set[asyncio.TimerHandle] = set()
+        # hold_watch_streams: the hold new watches of a resource (by plural) get.
+        self._stream_holds: dict[str, StreamHold] = {}
         # None: every request is allowed (no authentication, no authorization).
         self.authorizer: RbacAuthorizer | None = None
         self._access: AccessControl | None = None
@@ -219,6 +225,7 @@ class KubeApiEmulator:
         return self.base_url
 
     async def stop(self) -> None:
+        self.release_watch_streams()
         self.drop_watches()
         for held in list(self._held):
             held.cancel()
@@ -332,6 +339,40 @@ class KubeApiEmulator:
                 count += 1
             resource.watchers.clear()
         return count
+
+    def expire_watches(self, plural: str) -> int:
+        """Compact the history of one resource past every open watch of it: each gets
+        an ERROR event with a 410 Expired Status and ends, as the real server ends a
+        watch whose revision etcd compacted (errors.NewResourceExpired); a watch from a
+        version older than now gets 410 too. Returns how many watches were ended."""
+        count = 0
+        line = event_line("ERROR", dumps(errors.status_body(410, "Expired", EXPIRED_WATCH)))
+        for resource in self.store.by_type.values():
+            if resource.rtype.plural != plural:
+                continue
+            for watcher in list(resource.watchers):
+                watcher.push(line)
+                watcher.end(abrupt=False)
+                count += 1
+            resource.watchers.clear()
+            resource.forget_history(self.store.rv)
+        return count
+
+    def hold_watch_streams(self, plural: str, after: int = 1) -> None:
+        """Watches of `plural` opened from now on write `after` lines (their first
+        socket write at least), then wait until release_watch_streams: a relist's
+        stream held half-way, at a point the test chooses."""
+        self._stream_holds[plural] = StreamHold(after)
+
+    def watch_streams_held(self, plural: str) -> int:
+        """Streams of `plural` waiting at the hold now."""
+        hold = self._stream_holds.get(plural)
+        return hold.waiting if hold is not None else 0
+
+    def release_watch_streams(self) -> None:
+        for hold in self._stream_holds.values():
+            hold.gate.set()
+        self._stream_holds.clear()
 
     def restart(self, new_history: bool = True) -> None:
         """A kube-apiserver restart: watches cut; with new_history the watch caches
@@ -659,7 +700,10 @@ class KubeApiEmulator:
         params = WatchParams.from_query(request.query)
         self._record("watch", route, 200)
         settings = WatchSettings(
-            self.bookmark_interval, self.max_watch_backlog, self.too_large_wait
+            self.bookmark_interval,
+            self.max_watch_backlog,
+            self.too_large_wait,
+            self._stream_holds.get(route.rtype.plural),
         )
         return await serve_watch(
             request, self.store, route.rtype, route.namespace, selectors, params, settings

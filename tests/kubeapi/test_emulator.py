@@ -921,3 +921,22 @@ async def test_names_labels_and_pod_fields_are_validated(
             await core.patch_namespaced_pod("pending", "default", patch, _content_type=MERGE)
         assert immutable.value.status == 422
     assert stored_pod(api, "pending")["spec"].get("nodeName") is None
+
+
+async def test_an_expired_watch_ends_with_a_410_error_event() -> None:
+    """expire_watches: what an open watch sees when etcd compacts past it."""
+    async with KubeApiEmulator() as api:
+        api.put_pod(pod_obj("p0"))
+        async with await api_client(api.base_url) as http:
+            core = client.CoreV1Api(http)
+            raw: Any = await core.list_pod_for_all_namespaces(
+                watch=True, resource_version=str(api.resource_version), _preload_content=False
+            )
+            await eventually(lambda: api.open_watches("pods") == 1)
+            assert api.expire_watches("pods") == 1
+            event = json.loads(await raw.content.readline())
+            assert event["type"] == "ERROR"
+            status = event["object"]
+            assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
+            assert await raw.content.readline() == b""  # and the stream ends
+            raw.release()

@@ -41,6 +41,19 @@ class WatchSettings:
     bookmark_interval: float
     max_backlog: int | None
     too_large_wait: float
+    hold: StreamHold | None = None  # emulator.hold_watch_streams
+
+
+class StreamHold:
+    """A test's hold on the watch streams of one resource (emulator.hold_watch_streams):
+    each stream writes `after` lines (rounded up to its socket write), then waits for
+    `gate`: a relist's initial events cut in two, at a point the test chooses, as a
+    slow network or a huge list would, whatever the machine's speed."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.gate = asyncio.Event()
+        self.waiting = 0  # streams waiting at the gate now
 
 
 @dataclass(frozen=True)
@@ -173,7 +186,7 @@ async def serve_watch(
         watcher.on_abort = request.transport.abort
     timers = _timers(store, watcher, params, settings)
     try:
-        await _drain(watcher, response)
+        await _drain(watcher, response, settings.hold)
     except ConnectionError:
         pass  # the client went away
     finally:
@@ -184,9 +197,18 @@ async def serve_watch(
     return response
 
 
-async def _drain(watcher: Watcher, response: web.StreamResponse) -> None:
+async def _drain(
+    watcher: Watcher, response: web.StreamResponse, hold: StreamHold | None = None
+) -> None:
     """Write queued lines, many per socket write, until the watcher ends."""
+    written = 0
     while True:
+        if hold is not None and written >= hold.after and not hold.gate.is_set():
+            hold.waiting += 1
+            try:
+                await hold.gate.wait()
+            finally:
+                hold.waiting -= 1
         item = await watcher.queue.get()
         chunks: list[bytes] = []
         end: WatchEnd | None = None
@@ -200,6 +222,7 @@ async def _drain(watcher: Watcher, response: web.StreamResponse) -> None:
             item = watcher.queue.get_nowait()
         if chunks:
             await response.write(b"".join(chunks))
+            written += len(chunks)
         if end is not None:
             if not end.abrupt:
                 await response.write_eof()
