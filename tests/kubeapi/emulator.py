@@ -550,6 +550,9 @@ class KubeApiEmulator:
             return json_response(dumps({"requests": counts, "binds": len(self.bind_log)}), 200)
         if parts[:2] == ["_emulator", "seed"] and len(parts) == 3 and request.method == "POST":
             return await self._seed(request, parts[2])
+        if parts[:2] == ["_emulator", "expire"] and len(parts) == 3 and request.method == "POST":
+            # For a benchmark in its own process (bench/relist_stall.py): expire_watches.
+            return json_response(dumps({"expired": self.expire_watches(parts[2])}), 200)
         if request.method == "GET":
             doc = discovery_document(
                 parts, request.host, self._crd_present, self._started, self.unserved
