@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from cache.cluster import ClusterCache, EventType, Placement, Reservation
 from cache.dra.claims import Claim
 from cache.dra.fields import MAX_NAME
+from cache.dra.gpu_shares import gpu_demand
 from cache.dra.store import DraCache
 from cache.gang_groups import GangGroupStore, GroupParser
 from cache.jsonobj import mapping, metadata, object_uid
@@ -47,6 +48,7 @@ from scheduler.gangs.isolation import (
     text_field,
 )
 from scheduler.gangs.queue import ClusterChange, GangQueue
+from scheduler.planner.dra_claims import claim_keys
 from scheduler.planner.planner import Planner
 from scheduler.planner.result import Plan, Unschedulable
 from scheduler.planner.volume_claims import plan_with_claims
@@ -263,7 +265,9 @@ class SchedulingCore:
                 and pod.scheduler_name == self.scheduler_name
             ):
                 # Fragmentation scores learn the expected workload from arrivals.
-                self.profile.workload.observe(pod)
+                learnt = self._as_learnt(pod)
+                if learnt is not None:
+                    self.profile.workload.observe(learnt)
         if held and before is not None and (pod is None or not pod.consumes_resources):
             waiting = self.preempter.waiting_on(before.uid) + self.starvation.waiting_on(before)
             for key in waiting:  # a victim left, or work on a reserved node
@@ -572,6 +576,23 @@ class SchedulingCore:
     def replace_podgroups(self, objs: Iterable[Mapping[str, Any]], now: float) -> None:
         """Reconcile with a whole PodGroup list at once (empty when the CRD is absent)."""
         _reconcile(self.relist_podgroups(), objs, now)
+
+    def _as_learnt(self, pod: PodInfo) -> PodInfo | None:
+        """The arriving pod as the learnt workload counts it: a pod whose one claim is a
+        GPU demand (cache/dra/gpu_shares.py) as the GPUs it asks, as the planner judges
+        it (scheduler/planner/dra_claims.py), not as a CPU-only pod. None while that
+        claim is not known yet (made from a template, or not seen): a later event of
+        the pod counts it then."""
+        if pod.gpu.count or len(pod.resource_claims) != 1:
+            return pod
+        keys = claim_keys(pod, self.dra)
+        if isinstance(keys, str):
+            return None
+        claim = self.dra.claims.get(keys[0]) if len(keys) == 1 else None
+        if claim is None:
+            return None if keys else pod
+        demand = gpu_demand(claim) if claim.allocation is None else None
+        return pod if demand is None else replace(pod, gpu=demand)
 
     def _helped_by_leaving(self, gone: PodInfo) -> Callable[[str], bool]:
         """Whether the room `gone` freed on its node could help a waiting gang: some

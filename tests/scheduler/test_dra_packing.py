@@ -13,6 +13,8 @@ from cache.cluster import EventType
 from cache.dra.view import ReleasedView
 from cache.gpu import NO_GPU, GpuRequest
 from cache.pod import pod_from_api
+from policies.profile import build_profile
+from policies.scores.fragmentation import OnlineWorkload
 from scheduler.cycle.core import SchedulingCore
 from scheduler.planner.dra_claims import resolve_dra
 from scheduler.planner.result import Plan
@@ -164,3 +166,29 @@ def test_a_what_if_judges_the_member_by_the_allocator_alone() -> None:
     assert direct.gpu == GpuRequest(1, 400) and kind is not None and kind.gpu_members
     (viewed,), kind = resolve_dra([record], ReleasedView(core.dra, ()), core.snapshot, labels)
     assert viewed.gpu == NO_GPU and kind is not None and not kind.gpu_members
+
+
+def test_the_learnt_workload_counts_a_claim_asking_gpu_shares_as_those_gpus() -> None:
+    """A live core learns the workload from arriving pods. A pod whose one claim asks a
+    400 share is counted as a 400-milli GPU pod, as the planner judges it; one whose
+    claim is not there yet is counted once it is."""
+    core = SchedulingCore(build_profile("fgd"))
+    workload = core.profile.workload
+    assert isinstance(workload, OnlineWorkload)
+    core.apply_dra_object("resourceclaims", EventType.ADDED, share_claim("c", 400), 0.0)
+    for name, claim in (("p", "c"), ("q", "later")):
+        pod = pod_obj(name, namespace="ns", gang=None, cpu="1")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+        core.apply_pod(EventType.ADDED, pod, 0.0)
+    assert {(s.gpu_milli, s.gpu_count): n for s, n in workload.shape_counts().items()} == {
+        (400, 1): 1
+    }
+    core.apply_dra_object("resourceclaims", EventType.ADDED, share_claim("later", 1000, 2), 0.0)
+    later = pod_obj("q", namespace="ns", gang=None, cpu="1")
+    later["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "later"}]
+    later["metadata"]["resourceVersion"] = "2"
+    core.apply_pod(EventType.MODIFIED, later, 0.0)
+    assert {(s.gpu_milli, s.gpu_count): n for s, n in workload.shape_counts().items()} == {
+        (400, 1): 1,
+        (1000, 2): 1,
+    }
