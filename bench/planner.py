@@ -49,6 +49,7 @@ from cache.gpu import (
     sign_assignment,
 )
 from cache.snapshot import Snapshot
+from cache.topology_requirement import TopologyRequirement
 from policies.profile import build_profile
 from scheduler.gangs.gang import assemble_gangs
 from scheduler.planner.planner import Planner
@@ -269,14 +270,21 @@ def gang_pods(number: int, size: int, rng: random.Random) -> list[dict[str, Any]
 
 
 def plan_and_place(
-    cache: ClusterCache, snapshot: Snapshot, planner: Planner, objs: list[dict[str, Any]]
+    cache: ClusterCache,
+    snapshot: Snapshot,
+    planner: Planner,
+    objs: list[dict[str, Any]],
+    topology: TopologyRequirement | None = None,
 ) -> tuple[float, Plan | Unschedulable]:
     """Add one gang's pods, plan it (timed: snapshot update and planning), and bind what
-    the plan places, as a watch confirming the binds would."""
+    the plan places, as a watch confirming the binds would. `topology`: the gang's
+    requirement, set as its PodGroup would set it."""
     for obj in objs:
         cache.apply_pod(EventType.ADDED, obj)
     pods = [cache.pod(obj["metadata"]["uid"]) for obj in objs]
     gang = next(iter(assemble_gangs([p for p in pods if p], {}, "gang-scheduler").gangs.values()))
+    if topology is not None:
+        gang.topology = topology
     start = time.perf_counter()
     cache.update_snapshot(snapshot)
     result = planner.plan(gang, snapshot)

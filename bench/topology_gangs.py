@@ -17,18 +17,22 @@ from __future__ import annotations
 import gc
 import random
 import statistics
-import time
 from typing import Any
 
-from bench.planner import NODES_PER_RACK, build_cluster, gang_pods, percentile, pod_object
-from cache.cluster import ClusterCache, EventType
+from bench.planner import (
+    NODES_PER_RACK,
+    build_cluster,
+    gang_pods,
+    percentile,
+    plan_and_place,
+    pod_object,
+)
 from cache.snapshot import Snapshot
 from cache.topology_requirement import TopologyRequirement
 from policies.profile import build_profile
-from scheduler.gangs.gang import assemble_gangs
 from scheduler.kube.runner import GC_YOUNG_THRESHOLD
 from scheduler.planner.planner import Planner
-from scheduler.planner.result import Plan, Unschedulable
+from scheduler.planner.result import Plan
 
 RACK = "topology.kubernetes.io/rack"
 CLIQUE = "nvidia.com/gpu.clique"
@@ -51,31 +55,6 @@ def topology_gang(number: int) -> list[dict[str, Any]]:
         pod_object(f"{name}-{i:02d}", gang=name, size=GANG_SIZE, gpus=1, vgpu=0, model=None)
         for i in range(GANG_SIZE)
     ]
-
-
-def plan_and_place(
-    cache: ClusterCache,
-    snapshot: Snapshot,
-    planner: Planner,
-    objs: list[dict[str, Any]],
-    topology: TopologyRequirement | None,
-) -> tuple[float, Plan | Unschedulable]:
-    """bench/planner.py's plan_and_place, with the gang's topology requirement set as
-    its PodGroup would set it."""
-    for obj in objs:
-        cache.apply_pod(EventType.ADDED, obj)
-    pods = [cache.pod(obj["metadata"]["uid"]) for obj in objs]
-    gang = next(iter(assemble_gangs([p for p in pods if p], {}, "gang-scheduler").gangs.values()))
-    gang.topology = topology
-    start = time.perf_counter()
-    cache.update_snapshot(snapshot)
-    result = planner.plan(gang, snapshot)
-    seconds = time.perf_counter() - start
-    if isinstance(result, Plan):
-        cache.assume(result.placements, now=0)
-        for placement in result.placements:
-            cache.confirm(placement.pod_uid, placement.node, placement.shares)
-    return seconds, result
 
 
 def check_topology(result: Plan, snapshot: Snapshot) -> None:
