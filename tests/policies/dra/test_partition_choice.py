@@ -33,19 +33,24 @@ def kind(name: str, wanted: str) -> dict[str, Any]:
     return claim_obj(name, [exactly(selectors=(f'{KIND} == "{wanted}"',))])
 
 
-def test_a_partition_goes_to_the_gpu_already_cut_keeping_the_other_whole() -> None:
+def two_gpus_one_cut(*claims: dict[str, Any]) -> Any:
+    """Two GPUs g0, g1 of 80 memory, each as one whole partition or four quarters
+    (listed g0 first); another allocator's claim holds quarter 0 of g1."""
     devices = []
     for gpu in ("g0", "g1"):
         devices.append(_part(f"whole-{gpu}", gpu, memory="80"))
         devices += [_part(f"quarter-{gpu}-{i}", gpu, memory="20") for i in range(4)]
-    cache = cache_with(
+    return cache_with(
         counter_slice("counters", {"g0": {"memory": "80"}, "g1": {"memory": "80"}}, count=2),
         slice_obj("parts", devices, count=2),
         class_obj(),
         claim_obj("theirs", [], allocation=allocated((DRIVER, "node-1", "quarter-g1-0"))),
-        kind("q", "quarter"),
-        kind("w", "whole"),
+        *claims,
     )
+
+
+def test_a_partition_goes_to_the_gpu_already_cut_keeping_the_other_whole() -> None:
+    cache = two_gpus_one_cut(kind("q", "quarter"), kind("w", "whole"))
     allocator = ClaimAllocator(cache, {})
     # First fit in listing order would cut g0; g1 is cut already.
     found = allocator.allocate(member("q"))
@@ -83,15 +88,5 @@ def test_judging_is_bounded_then_listing_order_is_kept(monkeypatch: Any) -> None
     from policies.dra import partitions
 
     monkeypatch.setattr(partitions, "MAX_LOOKS", 5)
-    devices = []
-    for gpu in ("g0", "g1"):
-        devices.append(_part(f"whole-{gpu}", gpu, memory="80"))
-        devices += [_part(f"quarter-{gpu}-{i}", gpu, memory="20") for i in range(4)]
-    cache = cache_with(
-        counter_slice("counters", {"g0": {"memory": "80"}, "g1": {"memory": "80"}}, count=2),
-        slice_obj("parts", devices, count=2),
-        class_obj(),
-        claim_obj("theirs", [], allocation=allocated((DRIVER, "node-1", "quarter-g1-0"))),
-        kind("q", "quarter"),
-    )
+    cache = two_gpus_one_cut(kind("q", "quarter"))
     assert devices_of(ClaimAllocator(cache, {}).allocate(member("q"))) == ["quarter-g0-0"]
